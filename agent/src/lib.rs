@@ -1,0 +1,8 @@
+//! `odac-agent` library: everything the agent does lives here; `main.rs` only parses the
+//! command line, sets up tracing and configuration, and calls into this crate.
+
+pub mod engine;
+pub mod sysinfo;
+
+/// The agent's version, as reported in `hello` and by `odac-agent version`.
+pub const AGENT_VERSION: &str = env!("CARGO_PKG_VERSION");
