@@ -1,0 +1,74 @@
+//! The engine's error type. Callers classify by variant, never by bollard's types: an
+//! unreachable engine is [`EngineError::Unavailable`], a refusal carries the engine's exact
+//! words in [`EngineError::Rejected`] so the app manager can match them against the device
+//! refusal texts of DESIGN.md §4.
+
+use thiserror::Error;
+
+/// Why an engine call failed.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum EngineError {
+    /// The engine could not be reached: socket missing, connection refused, timeout.
+    #[error("container engine unavailable: {0}")]
+    Unavailable(String),
+    /// The object (container, image, volume) does not exist; the engine's message.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// The object exists already or is in a conflicting state; the engine's message.
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// The engine refused the request; `message` is the engine's exact text.
+    #[error("engine rejected the request (http {status}): {message}")]
+    Rejected {
+        /// HTTP status of the engine's answer (400, 500, ...).
+        status: u16,
+        /// The engine's own message, unmodified.
+        message: String,
+    },
+    /// Anything else (bad input, undecodable answers, streamed errors).
+    #[error("{0}")]
+    Other(String),
+}
+
+impl EngineError {
+    /// Whether this error means the engine is not reachable (worth a retry with backoff).
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Self::Unavailable(_))
+    }
+
+    /// Whether this error means the object is missing.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Self::NotFound(_))
+    }
+
+    /// The engine's own words where it gave any (the message of `NotFound`, `Conflict`,
+    /// `Rejected`), else the display text.
+    pub fn engine_message(&self) -> String {
+        match self {
+            Self::NotFound(m) | Self::Conflict(m) | Self::Other(m) => m.clone(),
+            Self::Rejected { message, .. } => message.clone(),
+            Self::Unavailable(_) => self.to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejected_keeps_the_engine_words() {
+        let e = EngineError::Rejected {
+            status: 500,
+            message: "error gathering device information while adding custom device \"/dev/x\": no such file or directory".into(),
+        };
+        assert!(
+            e.engine_message()
+                .starts_with("error gathering device information")
+        );
+        assert!(e.to_string().contains("http 500"));
+        assert!(!e.is_unavailable());
+        assert!(EngineError::Unavailable("x".into()).is_unavailable());
+        assert!(EngineError::NotFound("no such container".into()).is_not_found());
+    }
+}
