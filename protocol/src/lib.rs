@@ -1,5 +1,42 @@
 //! ODAC agent wire protocol v1: the JSON messages exchanged between `odac-agent` and the
 //! control plane, their validation and their JSON Schema. This crate does no IO.
+//!
+//! Decode frames with [`decode_control`] / [`decode_agent`] (size limit, JSON, `type`
+//! dispatch, validation), encode with [`encode`]. Every validation error names its field,
+//! e.g. `apps[2].gpu.count: 0 is out of range 1..=64`. See `PROTOCOL.md` for the handshake,
+//! seq/ack rules and examples.
+
+mod app;
+mod codec;
+mod desired;
+mod error;
+mod gpu;
+mod inventory;
+mod limits;
+mod messages;
+mod reason;
+pub mod schema;
+mod status;
+mod vendor;
+
+pub use app::{AppSpec, GitSource, PortMapping, PortProtocol, Resources, VolumeMount};
+pub use codec::{DecodeError, Encode, decode_agent, decode_control, encode};
+pub use desired::DesiredState;
+pub use error::{ValidationError, check_dns_label};
+pub use gpu::{GpuCount, GpuCountValue, GpuOptionalValue, GpuRequest, GpuRuntime, GpuVendor};
+pub use inventory::{AcceleratorVerdict, EngineInfo, GpuInfo, HostInfo, Inventory};
+pub use limits::*;
+pub use messages::{
+    AGENT_TYPES, Ack, AgentMessage, AppDelete, AppStatusReport, AppUpsert, CONTROL_TYPES,
+    ControlMessage, DesiredStateMessage, ErrorCode, ErrorMessage, Event, EventLevel, Hello,
+    InventoryReport, Welcome,
+};
+pub use reason::Reason;
+pub use status::{AppState, AppStatus, Attached, Fallback, FallbackTier, GpuStatus};
+pub use vendor::{Mechanism, Vendor};
 
 /// Protocol version carried in the WebSocket subprotocol and in `hello`.
 pub const PROTOCOL_VERSION: u32 = 1;
+
+/// WebSocket subprotocol name (`Sec-WebSocket-Protocol`).
+pub const SUBPROTOCOL: &str = "odac.agent.v1";

@@ -1,0 +1,400 @@
+//! `AppSpec`: one app of the desired state — what to run (an image, a git source, or an ODAC
+//! catalog app), with env, command, ports, volumes, resources, a restart token and a GPU
+//! intent. Unknown fields are ignored so newer control planes can add fields.
+
+use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{
+    ValidationError, check_dns_label, check_opt_string, check_required, check_string,
+};
+use crate::gpu::{GpuRequest, deserialize_opt_gpu};
+use crate::limits::{
+    MAX_COMMAND_ARGS, MAX_CPUS, MAX_ENV, MAX_PORTS, MAX_VOLUMES, MIN_MEMORY_BYTES,
+};
+
+/// One app the agent should run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub struct AppSpec {
+    /// App name: a lowercase DNS label of at most 63 characters, unique per host.
+    pub name: String,
+    /// Container image reference, e.g. `ollama/ollama:0.6.2`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// Git source to build the image from, instead of `image`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<GitSource>,
+    /// ODAC catalog app name (e.g. `ollama`), resolved to an image by the control plane.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app: Option<String>,
+    /// ODAC's kind of deployment (`"app"`); kept as sent.
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Environment variables.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// Command and arguments, replacing the image's default command when non-empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    /// Published ports.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<PortMapping>,
+    /// Volume mounts: named volumes, or host bind mounts (source starting with `/`) that the
+    /// agent's local policy must allow.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<VolumeMount>,
+    /// Resource limits.
+    #[serde(default, skip_serializing_if = "Resources::is_empty")]
+    pub resources: Resources,
+    /// Changing this token restarts the app (idempotent, like Kubernetes' restartedAt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_token: Option<String>,
+    /// GPU intent; `null`, `{}` and absent all mean "no GPU".
+    #[serde(
+        default,
+        deserialize_with = "deserialize_opt_gpu",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub gpu: Option<GpuRequest>,
+}
+
+/// A git repository to build the app's image from.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub struct GitSource {
+    /// Repository URL (`https://`, `ssh://`, `git@host:path` or `file://`).
+    pub url: String,
+    /// Branch to build; absent means the repository's default branch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    /// Exact commit or tag to build, overriding `branch`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rev: Option<String>,
+    /// Dockerfile path inside the repository; absent means `Dockerfile`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dockerfile: Option<String>,
+}
+
+/// A published port.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub struct PortMapping {
+    /// Host port (1..=65535); absent means an ephemeral port chosen by the engine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<u32>,
+    /// Container port (1..=65535).
+    pub container: u32,
+    /// `tcp` (default) or `udp`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<PortProtocol>,
+}
+
+/// Transport protocol of a published port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PortProtocol {
+    /// TCP.
+    #[default]
+    Tcp,
+    /// UDP.
+    Udp,
+}
+
+/// A volume mount.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub struct VolumeMount {
+    /// A named volume, or a host path (starting with `/`) for a bind mount.
+    pub source: String,
+    /// Absolute path inside the container.
+    pub target: String,
+    /// Mount read-only.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub read_only: bool,
+}
+
+impl VolumeMount {
+    /// True when the source is a host path (a bind mount), false for a named volume.
+    pub fn is_bind(&self) -> bool {
+        self.source.starts_with('/')
+    }
+}
+
+/// Resource limits.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, JsonSchema)]
+pub struct Resources {
+    /// Memory limit in bytes (at least 6 MiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<u64>,
+    /// CPU limit in CPUs, e.g. `1.5` (more than 0, at most 1024).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<f64>,
+}
+
+impl Resources {
+    /// True when no limit is set.
+    pub fn is_empty(&self) -> bool {
+        self.memory_bytes.is_none() && self.cpus.is_none()
+    }
+}
+
+// `cpus` is compared and hashed by its bits so specs can be hashed for change detection;
+// JSON cannot carry NaN, so bitwise equality is numeric equality here.
+impl PartialEq for Resources {
+    fn eq(&self, other: &Self) -> bool {
+        self.memory_bytes == other.memory_bytes
+            && self.cpus.map(f64::to_bits) == other.cpus.map(f64::to_bits)
+    }
+}
+
+impl Eq for Resources {}
+
+impl Hash for Resources {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.memory_bytes.hash(state);
+        self.cpus.map(f64::to_bits).hash(state);
+    }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+impl AppSpec {
+    /// A spec with just a name and an image.
+    pub fn new(name: impl Into<String>, image: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            image: Some(image.into()),
+            ..Self::default()
+        }
+    }
+
+    /// Checks every field; the error names the field relative to the app (e.g. `gpu.count`,
+    /// `ports[1].container`).
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        check_dns_label("name", &self.name)?;
+        if let Some(image) = &self.image {
+            check_required("image", image)?;
+            if image.chars().any(char::is_whitespace) {
+                return Err(ValidationError::new(
+                    "image",
+                    format!("{image:?} must not contain whitespace"),
+                ));
+            }
+        }
+        if let Some(source) = &self.source {
+            if self.image.is_some() {
+                return Err(ValidationError::new(
+                    "source",
+                    "give either image or source, not both",
+                ));
+            }
+            source.validate().map_err(|e| e.under("source"))?;
+        }
+        if let Some(app) = &self.app {
+            check_required("app", app)?;
+        }
+        if self.image.is_none() && self.source.is_none() && self.app.is_none() {
+            return Err(ValidationError::new(
+                "image",
+                "an app needs an image, a git source or a catalog app",
+            ));
+        }
+        check_opt_string("type", self.kind.as_ref())?;
+        self.validate_env()?;
+        if self.command.len() > MAX_COMMAND_ARGS {
+            return Err(ValidationError::new(
+                "command",
+                format!(
+                    "has {} arguments, the limit is {MAX_COMMAND_ARGS}",
+                    self.command.len()
+                ),
+            ));
+        }
+        for (i, arg) in self.command.iter().enumerate() {
+            check_string(&format!("command[{i}]"), arg)?;
+        }
+        if self.ports.len() > MAX_PORTS {
+            return Err(ValidationError::new(
+                "ports",
+                format!("has {} entries, the limit is {MAX_PORTS}", self.ports.len()),
+            ));
+        }
+        for (i, p) in self.ports.iter().enumerate() {
+            p.validate().map_err(|e| e.under(&format!("ports[{i}]")))?;
+        }
+        if self.volumes.len() > MAX_VOLUMES {
+            return Err(ValidationError::new(
+                "volumes",
+                format!(
+                    "has {} entries, the limit is {MAX_VOLUMES}",
+                    self.volumes.len()
+                ),
+            ));
+        }
+        for (i, v) in self.volumes.iter().enumerate() {
+            v.validate()
+                .map_err(|e| e.under(&format!("volumes[{i}]")))?;
+        }
+        self.resources
+            .validate()
+            .map_err(|e| e.under("resources"))?;
+        check_opt_string("restart_token", self.restart_token.as_ref())?;
+        if let Some(gpu) = &self.gpu {
+            gpu.validate()?;
+        }
+        Ok(())
+    }
+
+    fn validate_env(&self) -> Result<(), ValidationError> {
+        if self.env.len() > MAX_ENV {
+            return Err(ValidationError::new(
+                "env",
+                format!("has {} entries, the limit is {MAX_ENV}", self.env.len()),
+            ));
+        }
+        for (key, value) in &self.env {
+            let field = format!("env.{key}");
+            if key.is_empty() || key.contains('=') || key.contains('\0') {
+                return Err(ValidationError::new(
+                    "env",
+                    format!("{key:?} is not a valid variable name (empty, or contains '=' or NUL)"),
+                ));
+            }
+            check_string(&field, key)?;
+            check_string(&field, value)?;
+            if value.contains('\0') {
+                return Err(ValidationError::new(field, "must not contain NUL"));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl GitSource {
+    /// Checks the URL scheme and the optional fields.
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        check_required("url", &self.url)?;
+        let ok_scheme = ["https://", "http://", "ssh://", "git://", "file://"]
+            .iter()
+            .any(|s| self.url.starts_with(s))
+            || (self.url.starts_with("git@") && self.url.contains(':'));
+        if !ok_scheme || self.url.chars().any(char::is_whitespace) {
+            return Err(ValidationError::new(
+                "url",
+                format!(
+                    "{:?} is not a git URL (https://, http://, ssh://, git://, file:// or git@host:path)",
+                    self.url
+                ),
+            ));
+        }
+        for (field, v) in [
+            ("branch", &self.branch),
+            ("rev", &self.rev),
+            ("dockerfile", &self.dockerfile),
+        ] {
+            if let Some(v) = v {
+                check_required(field, v)?;
+                if v.starts_with('-') {
+                    return Err(ValidationError::new(
+                        field,
+                        format!("{v:?} must not start with '-'"),
+                    ));
+                }
+            }
+        }
+        if let Some(d) = &self.dockerfile {
+            if d.starts_with('/') || d.split('/').any(|c| c == "..") {
+                return Err(ValidationError::new(
+                    "dockerfile",
+                    format!("{d:?} must be a relative path inside the repository"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl PortMapping {
+    /// Checks both ports are in 1..=65535.
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        let check = |field: &str, p: u32| {
+            if (1..=65535).contains(&p) {
+                Ok(())
+            } else {
+                Err(ValidationError::new(
+                    field,
+                    format!("{p} is out of range 1..=65535"),
+                ))
+            }
+        };
+        check("container", self.container)?;
+        if let Some(h) = self.host {
+            check("host", h)?;
+        }
+        Ok(())
+    }
+}
+
+impl VolumeMount {
+    /// Checks the source (named volume or absolute host path) and the absolute target.
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        check_required("source", &self.source)?;
+        check_required("target", &self.target)?;
+        if self.is_bind() {
+            if self.source.split('/').any(|c| c == "..") {
+                return Err(ValidationError::new(
+                    "source",
+                    format!("{:?} must not contain '..'", self.source),
+                ));
+            }
+        } else {
+            let mut chars = self.source.chars();
+            let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphanumeric());
+            let rest_ok = chars.all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c));
+            if !first_ok || !rest_ok {
+                return Err(ValidationError::new(
+                    "source",
+                    format!(
+                        "{:?} is neither an absolute host path nor a volume name ([a-zA-Z0-9][a-zA-Z0-9_.-]*)",
+                        self.source
+                    ),
+                ));
+            }
+        }
+        if !self.target.starts_with('/') || self.target.split('/').any(|c| c == "..") {
+            return Err(ValidationError::new(
+                "target",
+                format!(
+                    "{:?} must be an absolute container path without '..'",
+                    self.target
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Resources {
+    /// Checks memory ≥ 6 MiB and 0 < cpus ≤ 1024.
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        if let Some(m) = self.memory_bytes {
+            if m < MIN_MEMORY_BYTES {
+                return Err(ValidationError::new(
+                    "memory_bytes",
+                    format!("{m} is below the minimum of {MIN_MEMORY_BYTES} bytes"),
+                ));
+            }
+        }
+        if let Some(c) = self.cpus {
+            if !(c.is_finite() && c > 0.0 && c <= MAX_CPUS) {
+                return Err(ValidationError::new(
+                    "cpus",
+                    format!("{c} is out of range (0, {MAX_CPUS}]"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}

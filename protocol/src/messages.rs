@@ -1,0 +1,433 @@
+//! The messages, tagged by `type`, in both directions. Agent → control plane: `hello`,
+//! `inventory`, `app_status`, `event`, `ack`, `error`; every report carries a `seq` that the
+//! control plane acks. Control plane → agent: `welcome`, `desired_state`, `app_upsert`,
+//! `app_delete`, `ack`, `error`; state-changing messages carry a `seq` that the agent acks
+//! once it has persisted them.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::app::AppSpec;
+use crate::desired::{DesiredState, validate_apps};
+use crate::error::{
+    ValidationError, check_dns_label, check_len, check_opt_string, check_required, check_string,
+};
+use crate::inventory::Inventory;
+use crate::limits::MAX_NAME;
+use crate::status::AppStatus;
+
+/// A message from the agent to the control plane.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum AgentMessage {
+    /// First message of a session.
+    Hello(Hello),
+    /// The host's inventory (sent after `welcome` and whenever it changes).
+    Inventory(InventoryReport),
+    /// One app's status (sent whenever it changes).
+    AppStatus(AppStatusReport),
+    /// A log-worthy event.
+    Event(Event),
+    /// Acknowledges a control-plane message: it was persisted.
+    Ack(Ack),
+    /// A control-plane message was refused.
+    Error(ErrorMessage),
+}
+
+/// A message from the control plane to the agent.
+// Messages are decoded one at a time and moved straight into the agent's store, so the size
+// of `AppUpsert` (an inline `AppSpec`) costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ControlMessage {
+    /// Answer to `hello`.
+    Welcome(Welcome),
+    /// Full desired-state snapshot.
+    DesiredState(DesiredStateMessage),
+    /// Adds or replaces one app.
+    AppUpsert(AppUpsert),
+    /// Removes one app.
+    AppDelete(AppDelete),
+    /// Acknowledges an agent report.
+    Ack(Ack),
+    /// An agent message was refused.
+    Error(ErrorMessage),
+}
+
+/// `hello`: who the agent is and where it stands.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub struct Hello {
+    /// Stable agent id (from enrolment).
+    pub agent_id: String,
+    /// Host name.
+    pub hostname: String,
+    /// Agent version, e.g. `0.1.0`.
+    pub agent_version: String,
+    /// Protocol version the agent speaks ([`crate::PROTOCOL_VERSION`]).
+    pub protocol_version: u32,
+    /// Last desired-state generation the agent applied, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_generation: Option<u64>,
+}
+
+/// `inventory`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub struct InventoryReport {
+    /// Report sequence number.
+    pub seq: u64,
+    /// The inventory.
+    pub inventory: Inventory,
+}
+
+/// `app_status`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub struct AppStatusReport {
+    /// Report sequence number.
+    pub seq: u64,
+    /// The status.
+    pub status: AppStatus,
+}
+
+/// `event`: something an operator may want to see in the control plane's log.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub struct Event {
+    /// Report sequence number.
+    pub seq: u64,
+    /// Severity.
+    pub level: EventLevel,
+    /// App concerned, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app: Option<String>,
+    /// What happened.
+    pub message: String,
+    /// Events dropped before this one because the outbox was full.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dropped: Option<u64>,
+}
+
+/// Severity of an event.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EventLevel {
+    /// Informational.
+    #[default]
+    Info,
+    /// Something degraded (e.g. a GPU fallback).
+    Warn,
+    /// Something failed.
+    Error,
+}
+
+/// `ack`: the message with this `seq` was received (and, agent-side, persisted).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub struct Ack {
+    /// The acknowledged sequence number.
+    pub seq: u64,
+}
+
+/// `error`: a message was refused.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub struct ErrorMessage {
+    /// Report sequence number (agent errors only, optional).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+    /// Machine-readable code.
+    pub code: ErrorCode,
+    /// Human-readable message (for `invalid`, `<field>: <problem>`).
+    pub message: String,
+    /// `seq` of the refused message, when it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ref_seq: Option<u64>,
+}
+
+/// Machine-readable error codes. Unknown codes are kept (`Other`) for forward compatibility.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    /// The frame was not JSON or lacked a `type`.
+    #[default]
+    Malformed,
+    /// The `type` is not known to the receiver.
+    UnknownType,
+    /// The frame exceeded [`crate::MAX_FRAME_BYTES`].
+    TooLarge,
+    /// A field failed validation.
+    Invalid,
+    /// The peer speaks a protocol version the receiver does not.
+    UnsupportedVersion,
+    /// The bearer token was refused.
+    Unauthorized,
+    /// A stale generation or a conflicting change.
+    Conflict,
+    /// The receiver failed (e.g. could not persist).
+    Internal,
+    /// A code this version does not know.
+    Other(String),
+}
+
+impl ErrorCode {
+    const KNOWN: [ErrorCode; 8] = [
+        ErrorCode::Malformed,
+        ErrorCode::UnknownType,
+        ErrorCode::TooLarge,
+        ErrorCode::Invalid,
+        ErrorCode::UnsupportedVersion,
+        ErrorCode::Unauthorized,
+        ErrorCode::Conflict,
+        ErrorCode::Internal,
+    ];
+
+    /// The wire code.
+    pub fn as_str(&self) -> &str {
+        match self {
+            ErrorCode::Malformed => "malformed",
+            ErrorCode::UnknownType => "unknown_type",
+            ErrorCode::TooLarge => "too_large",
+            ErrorCode::Invalid => "invalid",
+            ErrorCode::UnsupportedVersion => "unsupported_version",
+            ErrorCode::Unauthorized => "unauthorized",
+            ErrorCode::Conflict => "conflict",
+            ErrorCode::Internal => "internal",
+            ErrorCode::Other(s) => s,
+        }
+    }
+
+    /// Parses a wire code; unknown codes become `Other`.
+    pub fn from_wire(s: &str) -> ErrorCode {
+        ErrorCode::KNOWN
+            .into_iter()
+            .find(|c| c.as_str() == s)
+            .unwrap_or_else(|| ErrorCode::Other(s.to_owned()))
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for ErrorCode {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for ErrorCode {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Ok(ErrorCode::from_wire(&s))
+    }
+}
+
+impl JsonSchema for ErrorCode {
+    fn schema_name() -> Cow<'static, str> {
+        "ErrorCode".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "description": "Error code: malformed, unknown_type, too_large, invalid, unsupported_version, unauthorized, conflict or internal; receivers keep unknown codes.",
+            "type": "string",
+            "examples": ["malformed", "unknown_type", "too_large", "invalid", "unsupported_version", "unauthorized", "conflict", "internal"]
+        })
+    }
+}
+
+/// `welcome`: the control plane accepted the agent.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub struct Welcome {
+    /// The control plane's id for this host.
+    pub host_id: String,
+    /// Session id, for logs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// Interval at which the agent should ping, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat_secs: Option<u32>,
+}
+
+/// `desired_state`: a full snapshot.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub struct DesiredStateMessage {
+    /// Sequence number the agent acks once the snapshot is persisted.
+    pub seq: u64,
+    /// Snapshot generation.
+    pub generation: u64,
+    /// Every app the host should run.
+    #[serde(default)]
+    pub apps: Vec<AppSpec>,
+}
+
+impl DesiredStateMessage {
+    /// Wraps a snapshot.
+    pub fn new(seq: u64, state: DesiredState) -> Self {
+        Self {
+            seq,
+            generation: state.generation,
+            apps: state.apps,
+        }
+    }
+
+    /// The snapshot carried.
+    pub fn into_state(self) -> DesiredState {
+        DesiredState {
+            generation: self.generation,
+            apps: self.apps,
+        }
+    }
+}
+
+/// `app_upsert`: adds or replaces one app; the generation moves to `generation`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub struct AppUpsert {
+    /// Sequence number the agent acks once persisted.
+    pub seq: u64,
+    /// Generation after this change.
+    pub generation: u64,
+    /// The app.
+    pub app: AppSpec,
+}
+
+/// `app_delete`: removes one app; the generation moves to `generation`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub struct AppDelete {
+    /// Sequence number the agent acks once persisted.
+    pub seq: u64,
+    /// Generation after this change.
+    pub generation: u64,
+    /// Name of the app to remove.
+    pub name: String,
+}
+
+impl AgentMessage {
+    /// The wire `type`.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            AgentMessage::Hello(_) => "hello",
+            AgentMessage::Inventory(_) => "inventory",
+            AgentMessage::AppStatus(_) => "app_status",
+            AgentMessage::Event(_) => "event",
+            AgentMessage::Ack(_) => "ack",
+            AgentMessage::Error(_) => "error",
+        }
+    }
+
+    /// The report `seq`, for messages that carry one.
+    pub fn seq(&self) -> Option<u64> {
+        match self {
+            AgentMessage::Hello(_) | AgentMessage::Ack(_) => None,
+            AgentMessage::Inventory(m) => Some(m.seq),
+            AgentMessage::AppStatus(m) => Some(m.seq),
+            AgentMessage::Event(m) => Some(m.seq),
+            AgentMessage::Error(m) => m.seq,
+        }
+    }
+
+    /// Checks every field; errors name the field (e.g. `status.name`).
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        match self {
+            AgentMessage::Hello(h) => {
+                check_required("agent_id", &h.agent_id)?;
+                check_len("agent_id", &h.agent_id, 256)?;
+                check_string("hostname", &h.hostname)?;
+                check_string("agent_version", &h.agent_version)
+            }
+            AgentMessage::Inventory(m) => m.inventory.validate().map_err(|e| e.under("inventory")),
+            AgentMessage::AppStatus(m) => m.status.validate().map_err(|e| e.under("status")),
+            AgentMessage::Event(e) => {
+                check_string("message", &e.message)?;
+                check_opt_string("app", e.app.as_ref())
+            }
+            AgentMessage::Ack(_) => Ok(()),
+            AgentMessage::Error(e) => e.validate(),
+        }
+    }
+}
+
+impl ControlMessage {
+    /// The wire `type`.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            ControlMessage::Welcome(_) => "welcome",
+            ControlMessage::DesiredState(_) => "desired_state",
+            ControlMessage::AppUpsert(_) => "app_upsert",
+            ControlMessage::AppDelete(_) => "app_delete",
+            ControlMessage::Ack(_) => "ack",
+            ControlMessage::Error(_) => "error",
+        }
+    }
+
+    /// The `seq` the agent must ack, for state-changing messages.
+    pub fn seq(&self) -> Option<u64> {
+        match self {
+            ControlMessage::DesiredState(m) => Some(m.seq),
+            ControlMessage::AppUpsert(m) => Some(m.seq),
+            ControlMessage::AppDelete(m) => Some(m.seq),
+            ControlMessage::Welcome(_) | ControlMessage::Ack(_) | ControlMessage::Error(_) => None,
+        }
+    }
+
+    /// Checks every field; errors name the field (e.g. `apps[2].gpu.count`, `app.name`).
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        match self {
+            ControlMessage::Welcome(w) => {
+                check_required("host_id", &w.host_id)?;
+                check_len("host_id", &w.host_id, 256)?;
+                check_opt_string("session_id", w.session_id.as_ref())?;
+                match w.heartbeat_secs {
+                    Some(0) => Err(ValidationError::new(
+                        "heartbeat_secs",
+                        "0 is out of range 1..=3600",
+                    )),
+                    Some(s) if s > 3600 => Err(ValidationError::new(
+                        "heartbeat_secs",
+                        format!("{s} is out of range 1..=3600"),
+                    )),
+                    _ => Ok(()),
+                }
+            }
+            ControlMessage::DesiredState(m) => validate_apps(&m.apps),
+            ControlMessage::AppUpsert(m) => m.app.validate().map_err(|e| e.under("app")),
+            ControlMessage::AppDelete(m) => {
+                check_len("name", &m.name, MAX_NAME.max(256))?;
+                check_dns_label("name", &m.name)
+            }
+            ControlMessage::Ack(_) => Ok(()),
+            ControlMessage::Error(e) => e.validate(),
+        }
+    }
+}
+
+impl ErrorMessage {
+    /// An error refusing the message with `ref_seq`.
+    pub fn new(code: ErrorCode, message: impl Into<String>, ref_seq: Option<u64>) -> Self {
+        Self {
+            seq: None,
+            code,
+            message: message.into(),
+            ref_seq,
+        }
+    }
+
+    fn validate(&self) -> Result<(), ValidationError> {
+        check_len("code", self.code.as_str(), 256)?;
+        check_string("message", &self.message)
+    }
+}
+
+/// `type` values of agent messages.
+pub const AGENT_TYPES: [&str; 6] = ["hello", "inventory", "app_status", "event", "ack", "error"];
+
+/// `type` values of control-plane messages.
+pub const CONTROL_TYPES: [&str; 6] = [
+    "welcome",
+    "desired_state",
+    "app_upsert",
+    "app_delete",
+    "ack",
+    "error",
+];

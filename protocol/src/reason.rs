@@ -1,0 +1,203 @@
+//! The one closed set of reason codes shared by the inventory (why a vendor is not
+//! schedulable), pre-flight and status (why an app fell back or failed). Each code carries a
+//! one-line operator explanation and, where one exists, a fix.
+
+use std::fmt;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::vendor::Vendor;
+
+/// Why a GPU could not be used. snake_case on the wire; the first six codes are ODAC's own.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Reason {
+    /// GPU support is turned off in the agent's configuration.
+    Disabled,
+    /// No GPU of the vendor is present.
+    NoDevice,
+    /// A GPU is present but its kernel driver is not loaded.
+    NoDriver,
+    /// The driver works but the container engine cannot hand the GPU to containers.
+    NoContainerRuntime,
+    /// The GPU has no DRM render node.
+    NoRenderNode,
+    /// The device is present but cannot be passed through (e.g. a BMC display adapter).
+    UnsupportedDevice,
+    /// More GPUs were requested than are present or free.
+    InsufficientDevices,
+    /// The Docker engine is not reachable.
+    EngineUnavailable,
+    /// The engine refused the device; the detail carries the engine's message.
+    EngineRejected,
+    /// The host's local policy forbids what the spec asks for.
+    PolicyDenied,
+    /// An app built from git did not build.
+    BuildFailed,
+}
+
+impl Reason {
+    /// Every reason code, in wire order.
+    pub const ALL: [Reason; 11] = [
+        Reason::Disabled,
+        Reason::NoDevice,
+        Reason::NoDriver,
+        Reason::NoContainerRuntime,
+        Reason::NoRenderNode,
+        Reason::UnsupportedDevice,
+        Reason::InsufficientDevices,
+        Reason::EngineUnavailable,
+        Reason::EngineRejected,
+        Reason::PolicyDenied,
+        Reason::BuildFailed,
+    ];
+
+    /// The wire code, e.g. `no_container_runtime`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Disabled => "disabled",
+            Reason::NoDevice => "no_device",
+            Reason::NoDriver => "no_driver",
+            Reason::NoContainerRuntime => "no_container_runtime",
+            Reason::NoRenderNode => "no_render_node",
+            Reason::UnsupportedDevice => "unsupported_device",
+            Reason::InsufficientDevices => "insufficient_devices",
+            Reason::EngineUnavailable => "engine_unavailable",
+            Reason::EngineRejected => "engine_rejected",
+            Reason::PolicyDenied => "policy_denied",
+            Reason::BuildFailed => "build_failed",
+        }
+    }
+
+    /// Parses a wire code.
+    pub fn from_wire(s: &str) -> Option<Reason> {
+        Reason::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+
+    /// A one-line explanation for an operator.
+    pub fn explanation(self) -> &'static str {
+        match self {
+            Reason::Disabled => "GPU support is disabled in the agent configuration",
+            Reason::NoDevice => "no GPU of this vendor was found on the PCI bus",
+            Reason::NoDriver => "a GPU is present but its kernel driver is not loaded",
+            Reason::NoContainerRuntime => {
+                "the GPU driver works but the container engine cannot pass the GPU into containers"
+            }
+            Reason::NoRenderNode => "the GPU has no DRM render node (/dev/dri/renderD*)",
+            Reason::UnsupportedDevice => "the device cannot be passed into a container",
+            Reason::InsufficientDevices => {
+                "more GPUs were requested than this host has present or free"
+            }
+            Reason::EngineUnavailable => "the Docker engine is not reachable",
+            Reason::EngineRejected => "the container engine refused the GPU device",
+            Reason::PolicyDenied => "the host's local policy forbids what the app spec asks for",
+            Reason::BuildFailed => "the app's image could not be built from its git source",
+        }
+    }
+
+    /// How to fix it, where a fix exists; `vendor` narrows the hint when the reason is
+    /// vendor-specific (`None` gives the generic hint, if any).
+    pub fn fix(self, vendor: Option<Vendor>) -> Option<&'static str> {
+        match (self, vendor) {
+            (Reason::Disabled, _) => {
+                Some("enable GPUs in agent.toml ([gpu] enabled = true) and restart odac-agent")
+            }
+            (Reason::NoDevice, _) => None,
+            (Reason::NoDriver, Some(Vendor::Nvidia)) => Some(
+                "install the NVIDIA driver (e.g. nvidia-driver or the CUDA repository's \
+                 cuda-drivers) and reboot, then check nvidia-smi",
+            ),
+            (Reason::NoDriver, Some(Vendor::Amd)) => Some(
+                "load the amdgpu kernel driver (install amdgpu-dkms from AMD's ROCm repository) \
+                 and check that /dev/kfd exists",
+            ),
+            (Reason::NoDriver, Some(Vendor::Intel)) => {
+                Some("load the i915 or xe kernel driver and check /dev/dri/renderD*")
+            }
+            (Reason::NoDriver, None) => Some("install and load the GPU's kernel driver"),
+            (Reason::NoContainerRuntime, Some(Vendor::Nvidia)) => Some(
+                "install nvidia-container-toolkit, run `nvidia-ctk runtime configure \
+                 --runtime=docker`, then restart Docker (systemctl restart docker)",
+            ),
+            (Reason::NoContainerRuntime, Some(Vendor::Amd)) => Some(
+                "make /dev/kfd and /dev/dri readable by the agent's engine (render and video \
+                 groups), or install amd-container-toolkit to generate a CDI spec",
+            ),
+            (Reason::NoContainerRuntime, Some(Vendor::Intel)) => {
+                Some("make /dev/dri/renderD* accessible to the container engine (render group)")
+            }
+            (Reason::NoContainerRuntime, None) => {
+                Some("install the vendor's container toolkit and restart Docker")
+            }
+            (Reason::NoRenderNode, _) => {
+                Some("check that the GPU's DRM driver is loaded and /dev/dri/renderD* exists")
+            }
+            (Reason::UnsupportedDevice, _) => None,
+            (Reason::InsufficientDevices, _) => {
+                Some("lower the app's gpu count, or stop another app that holds a GPU")
+            }
+            (Reason::EngineUnavailable, _) => Some(
+                "start Docker (systemctl start docker) and check the agent can reach its socket",
+            ),
+            (Reason::EngineRejected, Some(Vendor::Nvidia)) => Some(
+                "run `nvidia-ctk runtime configure --runtime=docker`, restart Docker, and \
+                 check `docker info` lists the nvidia runtime",
+            ),
+            (Reason::EngineRejected, _) => {
+                Some("read the engine's message in the detail and check `docker info`")
+            }
+            (Reason::PolicyDenied, _) => {
+                Some("change the app spec, or allow it in the agent's local policy (agent.toml)")
+            }
+            (Reason::BuildFailed, _) => {
+                Some("read the build log in the detail and fix the repository")
+            }
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_snake_case_on_the_wire_and_round_trip() {
+        for r in Reason::ALL {
+            let json = serde_json::to_string(&r).unwrap_or_default();
+            assert_eq!(json, format!("\"{}\"", r.as_str()));
+            assert_eq!(Reason::from_wire(r.as_str()), Some(r));
+            assert_eq!(r.to_string(), r.as_str());
+        }
+    }
+
+    #[test]
+    fn explanations_are_one_line() {
+        for r in Reason::ALL {
+            let e = r.explanation();
+            assert!(
+                !e.is_empty() && !e.contains('\n') && !e.ends_with('.'),
+                "{r}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn nvidia_toolkit_fix() {
+        let fix = Reason::NoContainerRuntime
+            .fix(Some(Vendor::Nvidia))
+            .unwrap_or_default();
+        assert!(fix.contains("nvidia-container-toolkit"));
+        assert!(fix.contains("nvidia-ctk runtime configure --runtime=docker"));
+        assert!(fix.contains("restart Docker"));
+        assert_eq!(Reason::NoDevice.fix(Some(Vendor::Amd)), None);
+    }
+}

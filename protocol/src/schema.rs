@@ -1,0 +1,31 @@
+//! JSON Schema of the protocol, generated from the types with schemars. The generated files
+//! are checked in under `protocol/schema/`; a test fails when they drift from the types.
+
+use schemars::{JsonSchema, Schema, schema_for};
+
+use crate::{AgentMessage, ControlMessage, DesiredState};
+
+/// Every schema file: `(file name, schema)`.
+pub fn all() -> Vec<(&'static str, Schema)> {
+    vec![
+        ("agent-message.schema.json", titled::<AgentMessage>()),
+        ("control-message.schema.json", titled::<ControlMessage>()),
+        ("desired-state.schema.json", titled::<DesiredState>()),
+    ]
+}
+
+/// Pretty JSON text of a schema, newline-terminated (the checked-in form).
+pub fn to_text(schema: &Schema) -> String {
+    let mut s = serde_json::to_string_pretty(schema).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+fn titled<T: JsonSchema>() -> Schema {
+    let mut schema = schema_for!(T);
+    schema.insert(
+        "$id".to_owned(),
+        format!("https://odac.run/schema/agent/v1/{}.json", T::schema_name()).into(),
+    );
+    schema
+}

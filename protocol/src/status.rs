@@ -1,0 +1,164 @@
+//! `AppStatus`: what the agent reports about one app — its state, the GPU requested (as sent,
+//! never rewritten), the GPU attached (read back from the engine), the fallback taken (tier,
+//! reason, detail), restart bookkeeping and the last error.
+
+use std::fmt;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{ValidationError, check_dns_label, check_opt_string, check_string_list};
+use crate::gpu::{GpuRequest, deserialize_opt_gpu};
+use crate::limits::MAX_LIST;
+use crate::reason::Reason;
+use crate::vendor::{Mechanism, Vendor};
+
+/// The observed status of one app.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub struct AppStatus {
+    /// App name.
+    pub name: String,
+    /// Desired-state generation this status reflects.
+    pub generation: u64,
+    /// Lifecycle state.
+    pub state: AppState,
+    /// Container id, once created.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_id: Option<String>,
+    /// GPU request, attachment and fallback.
+    #[serde(default)]
+    pub gpu: GpuStatus,
+    /// True when the running container does not match the spec and needs a restart
+    /// (e.g. a GPU became available for an app that fell back to the CPU).
+    #[serde(default)]
+    pub restart_required: bool,
+    /// Restarts observed since the container was created.
+    #[serde(default)]
+    pub restart_count: u32,
+    /// Exit code of the last exit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_exit_code: Option<i64>,
+    /// Last error, in the engine's or builder's words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// Image the container runs (for git sources, the built tag).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// Commit built, for git sources.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+}
+
+/// Lifecycle state of an app.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AppState {
+    /// Accepted, not yet acted on.
+    #[default]
+    Pending,
+    /// Pulling, building or creating the container.
+    Creating,
+    /// Running.
+    Running,
+    /// Being restarted.
+    Restarting,
+    /// Restarting too often; the agent backs off.
+    CrashLoop,
+    /// Exited and not restarted.
+    Stopped,
+    /// Cannot be started; see `last_error` and `gpu.fallback`.
+    Failed,
+}
+
+impl AppState {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AppState::Pending => "pending",
+            AppState::Creating => "creating",
+            AppState::Running => "running",
+            AppState::Restarting => "restarting",
+            AppState::CrashLoop => "crash_loop",
+            AppState::Stopped => "stopped",
+            AppState::Failed => "failed",
+        }
+    }
+}
+
+impl fmt::Display for AppState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// GPU part of an app's status.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub struct GpuStatus {
+    /// The request exactly as it was sent in the spec.
+    #[serde(
+        default,
+        deserialize_with = "deserialize_opt_gpu",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub requested: Option<GpuRequest>,
+    /// What the container actually got, read back from the engine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attached: Option<Attached>,
+    /// The fallback taken, when the GPU could not be attached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<Fallback>,
+}
+
+/// GPUs attached to a container.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub struct Attached {
+    /// Vendor.
+    pub vendor: Vendor,
+    /// How they were passed.
+    pub mechanism: Mechanism,
+    /// Concrete devices: CDI names, NVIDIA UUIDs or indexes, or device node paths.
+    #[serde(default)]
+    pub devices: Vec<String>,
+}
+
+/// A fallback: the GPU was not attached, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub struct Fallback {
+    /// Where the decision was taken.
+    pub tier: FallbackTier,
+    /// Why.
+    pub reason: Reason,
+    /// Evidence, e.g. the engine's refusal text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// Where a fallback was decided.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum FallbackTier {
+    /// Before any container was created, from the inventory.
+    #[default]
+    Preflight,
+    /// After the engine refused the device at create or start.
+    Engine,
+}
+
+impl AppStatus {
+    /// Checks the name and string lengths. The requested GPU is an echo of the spec and is
+    /// not re-validated here.
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        check_dns_label("name", &self.name)?;
+        check_opt_string("container_id", self.container_id.as_ref())?;
+        check_opt_string("last_error", self.last_error.as_ref())?;
+        check_opt_string("image", self.image.as_ref())?;
+        check_opt_string("commit", self.commit.as_ref())?;
+        if let Some(a) = &self.gpu.attached {
+            check_string_list("gpu.attached.devices", &a.devices, MAX_LIST)?;
+        }
+        if let Some(f) = &self.gpu.fallback {
+            check_opt_string("gpu.fallback.detail", f.detail.as_ref())?;
+        }
+        Ok(())
+    }
+}
