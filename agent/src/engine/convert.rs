@@ -1,9 +1,189 @@
 //! Conversions between bollard's types and the engine seam's domain types, and the mapping of
 //! bollard errors onto [`EngineError`]. Nothing here is public outside `engine/`.
 
+use std::collections::{BTreeMap, HashMap};
+
 use bollard::errors::Error as BollardError;
+use bollard::models::{
+    ContainerCreateBody, ContainerInspectResponse, ContainerSummary as BollardSummary,
+    DeviceMapping as BollardDeviceMapping, DeviceRequest as BollardDeviceRequest, HostConfig,
+    PortBinding, RestartPolicy, RestartPolicyNameEnum,
+};
 
 use super::error::EngineError;
+use super::types::{
+    ContainerDetails, ContainerSpec, ContainerState, ContainerSummary, DeviceMapping, DeviceRequest,
+};
+
+/// The zero time the engine reports for "never".
+const ZERO_TIME: &str = "0001-01-01T00:00:00Z";
+
+fn non_empty<T>(items: Vec<T>) -> Option<Vec<T>> {
+    (!items.is_empty()).then_some(items)
+}
+
+fn hash_map(map: &BTreeMap<String, String>) -> HashMap<String, String> {
+    map.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+}
+
+fn device_request_to_engine(r: &DeviceRequest) -> BollardDeviceRequest {
+    BollardDeviceRequest {
+        driver: Some(r.driver.clone()),
+        count: r.count,
+        device_ids: non_empty(r.device_ids.clone()),
+        capabilities: non_empty(r.capabilities.clone()),
+        options: (!r.options.is_empty()).then(|| hash_map(&r.options)),
+    }
+}
+
+fn device_request_from_engine(r: BollardDeviceRequest) -> DeviceRequest {
+    DeviceRequest {
+        driver: r.driver.unwrap_or_default(),
+        count: r.count.filter(|&c| c != 0),
+        device_ids: r.device_ids.unwrap_or_default(),
+        capabilities: r.capabilities.unwrap_or_default(),
+        options: r.options.unwrap_or_default().into_iter().collect(),
+    }
+}
+
+/// The create body for a spec. Privileged mode, host networking and the host PID namespace
+/// are never set; the restart policy is `no` because the agent restarts apps itself.
+pub(crate) fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
+    let env: Vec<String> = spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let binds: Vec<String> = spec
+        .binds
+        .iter()
+        .map(|b| {
+            let mode = if b.read_only { ":ro" } else { "" };
+            format!("{}:{}{mode}", b.source, b.target)
+        })
+        .collect();
+    let mut port_bindings: HashMap<String, Option<Vec<PortBinding>>> = HashMap::new();
+    for port in &spec.ports {
+        port_bindings
+            .entry(port.key())
+            .or_insert_with(|| Some(Vec::new()))
+            .get_or_insert_with(Vec::new)
+            .push(PortBinding {
+                host_ip: port.host_ip.clone(),
+                host_port: port.host_port.map(|p| p.to_string()),
+            });
+    }
+    let exposed: Vec<String> = port_bindings.keys().cloned().collect();
+    let devices: Vec<BollardDeviceMapping> = spec
+        .devices
+        .iter()
+        .map(|d| BollardDeviceMapping {
+            path_on_host: Some(d.host_path.clone()),
+            path_in_container: Some(d.container_path.clone()),
+            cgroup_permissions: Some(if d.permissions.is_empty() {
+                "rwm".into()
+            } else {
+                d.permissions.clone()
+            }),
+        })
+        .collect();
+    let host_config = HostConfig {
+        binds: non_empty(binds),
+        port_bindings: (!port_bindings.is_empty()).then_some(port_bindings),
+        devices: non_empty(devices),
+        device_requests: non_empty(
+            spec.device_requests
+                .iter()
+                .map(device_request_to_engine)
+                .collect(),
+        ),
+        group_add: non_empty(spec.group_add.clone()),
+        memory: spec.memory_bytes,
+        nano_cpus: spec.nano_cpus,
+        restart_policy: Some(RestartPolicy {
+            name: Some(RestartPolicyNameEnum::NO),
+            maximum_retry_count: None,
+        }),
+        ..HostConfig::default()
+    };
+    ContainerCreateBody {
+        image: Some(spec.image.clone()),
+        env: non_empty(env),
+        cmd: spec.command.clone(),
+        entrypoint: spec.entrypoint.clone(),
+        working_dir: spec.working_dir.clone(),
+        user: spec.user.clone(),
+        labels: Some(hash_map(&spec.labels)),
+        exposed_ports: non_empty(exposed),
+        host_config: Some(host_config),
+        ..ContainerCreateBody::default()
+    }
+}
+
+fn time(value: Option<String>) -> Option<String> {
+    value.filter(|t| !t.is_empty() && t != ZERO_TIME)
+}
+
+/// What the seam reads back from `GET /containers/{id}/json`.
+pub(crate) fn details(resp: ContainerInspectResponse) -> ContainerDetails {
+    let state = resp.state.unwrap_or_default();
+    let config = resp.config.unwrap_or_default();
+    let host = resp.host_config.unwrap_or_default();
+    ContainerDetails {
+        id: resp.id.unwrap_or_default(),
+        name: resp
+            .name
+            .unwrap_or_default()
+            .trim_start_matches('/')
+            .to_owned(),
+        labels: config.labels.unwrap_or_default().into_iter().collect(),
+        image: config.image.unwrap_or_default(),
+        status: state
+            .status
+            .map(|s| ContainerState::parse(s.as_ref()))
+            .unwrap_or_default(),
+        running: state.running.unwrap_or(false),
+        exit_code: state.exit_code,
+        error: state.error.filter(|e| !e.is_empty()),
+        oom_killed: state.oom_killed.unwrap_or(false),
+        restart_count: resp.restart_count.unwrap_or(0),
+        started_at: time(state.started_at),
+        finished_at: time(state.finished_at),
+        device_requests: host
+            .device_requests
+            .unwrap_or_default()
+            .into_iter()
+            .map(device_request_from_engine)
+            .collect(),
+        devices: host
+            .devices
+            .unwrap_or_default()
+            .into_iter()
+            .map(|d| DeviceMapping {
+                host_path: d.path_on_host.unwrap_or_default(),
+                container_path: d.path_in_container.unwrap_or_default(),
+                permissions: d.cgroup_permissions.unwrap_or_default(),
+            })
+            .collect(),
+        group_add: host.group_add.unwrap_or_default(),
+        binds: host.binds.unwrap_or_default(),
+    }
+}
+
+/// One line of `GET /containers/json`.
+pub(crate) fn summary(s: BollardSummary) -> ContainerSummary {
+    ContainerSummary {
+        id: s.id.unwrap_or_default(),
+        name: s
+            .names
+            .unwrap_or_default()
+            .first()
+            .map(|n| n.trim_start_matches('/').to_owned())
+            .unwrap_or_default(),
+        image: s.image.unwrap_or_default(),
+        labels: s.labels.unwrap_or_default().into_iter().collect(),
+        state: s
+            .state
+            .map(|st| ContainerState::parse(st.as_ref()))
+            .unwrap_or_default(),
+    }
+}
 
 /// Map a bollard error onto the seam's error, keeping the engine's exact words.
 pub(crate) fn map_error(err: BollardError) -> EngineError {

@@ -1,15 +1,28 @@
 //! The container engine seam. This is the only module of the agent that imports bollard:
-//! everything else talks to the [`ContainerEngine`] trait (added with the app manager) and
-//! reads [`EngineCapabilities`].
+//! everything else talks to the [`ContainerEngine`] trait, its domain types
+//! ([`ContainerSpec`], [`ContainerDetails`], ...) and [`EngineError`], and reads
+//! [`EngineCapabilities`]. [`DockerEngine`] is the real implementation, [`FakeEngine`] an
+//! in-memory one for tests, and [`test_image`] builds a local busybox image without a registry.
 
+mod api;
 mod capabilities;
 mod convert;
 mod docker;
+mod docker_ops;
 mod error;
+pub mod fake;
+pub mod test_image;
+mod types;
 
+pub use api::ContainerEngine;
 pub use capabilities::EngineCapabilities;
 pub use docker::{CONNECT_TIMEOUT, DockerEngine};
 pub use error::EngineError;
+pub use fake::{EngineCall, FakeEngine, Op};
+pub use types::{
+    Bind, ContainerDetails, ContainerSpec, ContainerState, ContainerSummary, DeviceMapping,
+    DeviceRequest, PortMapping, label_matches,
+};
 
 /// Ask the engine at `docker_host` (`None`: the local default socket) for its capabilities.
 /// Never hangs longer than a few seconds and never fails: an engine that cannot be reached

@@ -1,0 +1,65 @@
+//! The [`ContainerEngine`] trait: the operations the app manager and the inventory need from a
+//! container engine. It is object safe (`Arc<dyn ContainerEngine>`), implemented by
+//! [`super::DockerEngine`] (bollard) and [`super::FakeEngine`] (in memory, for tests).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::capabilities::EngineCapabilities;
+use super::error::EngineError;
+use super::types::{ContainerDetails, ContainerSpec, ContainerSummary};
+
+/// A container engine. Create and start are separate calls because real engines refuse
+/// devices at either step (DESIGN.md §4); callers must handle both.
+#[async_trait]
+pub trait ContainerEngine: Send + Sync {
+    /// What the engine can do for GPUs (`GET /info`); never fails, an unreachable engine
+    /// yields [`EngineCapabilities::unreachable`].
+    async fn capabilities(&self) -> EngineCapabilities;
+
+    /// Whether an image with this reference is present locally.
+    async fn image_exists(&self, image: &str) -> Result<bool, EngineError>;
+
+    /// Import a root filesystem tarball as image `tag` (`docker import`), applying Dockerfile
+    /// instructions such as `CMD ["sh"]` or `LABEL k=v` from `changes`.
+    async fn import_image(
+        &self,
+        tag: &str,
+        rootfs_tar: Vec<u8>,
+        changes: &[String],
+    ) -> Result<(), EngineError>;
+
+    /// Create (not start) a container; returns its id.
+    async fn create(&self, spec: &ContainerSpec) -> Result<String, EngineError>;
+
+    /// Start a created or stopped container. Starting a running one succeeds.
+    async fn start(&self, id: &str) -> Result<(), EngineError>;
+
+    /// Stop a container, killing it after `timeout`. Stopping a stopped one succeeds.
+    async fn stop(&self, id: &str, timeout: Duration) -> Result<(), EngineError>;
+
+    /// Remove a container (with `force`, even a running one). Its anonymous volumes go too;
+    /// named volumes stay.
+    async fn remove(&self, id: &str, force: bool) -> Result<(), EngineError>;
+
+    /// Read a container's state and the devices it holds.
+    async fn inspect(&self, id: &str) -> Result<ContainerDetails, EngineError>;
+
+    /// Containers in any state carrying a label `key` or `key=value`.
+    async fn list_by_label(&self, label: &str) -> Result<Vec<ContainerSummary>, EngineError>;
+
+    /// Create a named volume unless it exists; an existing one is left as is.
+    async fn ensure_volume(
+        &self,
+        name: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> Result<(), EngineError>;
+
+    /// Remove a named volume.
+    async fn remove_volume(&self, name: &str) -> Result<(), EngineError>;
+
+    /// The last `lines` lines of the container's stdout and stderr, interleaved.
+    async fn logs_tail(&self, id: &str, lines: usize) -> Result<String, EngineError>;
+}

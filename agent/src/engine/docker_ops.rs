@@ -1,0 +1,216 @@
+//! [`ContainerEngine`] for [`DockerEngine`]: each operation is one bollard call, its answer
+//! converted to the seam's types and its error mapped by `convert::map_error`. Every call
+//! goes through `DockerEngine::docker` (connect on demand) and `DockerEngine::observe`
+//! (forget the client after an outage).
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bollard::models::VolumeCreateRequest;
+use bollard::query_parameters::{
+    CreateContainerOptions, CreateImageOptions, ListContainersOptions, LogsOptions,
+    RemoveContainerOptions, RemoveVolumeOptions, StopContainerOptions,
+};
+use futures_util::StreamExt;
+
+use super::api::ContainerEngine;
+use super::capabilities::EngineCapabilities;
+use super::convert::{create_body, details, map_error, summary};
+use super::docker::DockerEngine;
+use super::error::EngineError;
+use super::types::{ContainerDetails, ContainerSpec, ContainerSummary};
+
+/// Split `repo[:tag]` at the tag colon (a colon after the last `/`, so registry ports stay).
+fn split_tag(reference: &str) -> (&str, &str) {
+    let slash = reference.rfind('/').map_or(0, |i| i + 1);
+    match reference[slash..].rfind(':') {
+        Some(i) => (&reference[..slash + i], &reference[slash + i + 1..]),
+        None => (reference, "latest"),
+    }
+}
+
+#[async_trait]
+impl ContainerEngine for DockerEngine {
+    async fn capabilities(&self) -> EngineCapabilities {
+        self.probe().await
+    }
+
+    async fn image_exists(&self, image: &str) -> Result<bool, EngineError> {
+        let docker = self.docker().await?;
+        match self.observe(docker.inspect_image(image).await.map_err(map_error)) {
+            Ok(_) => Ok(true),
+            Err(EngineError::NotFound(_)) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn import_image(
+        &self,
+        tag: &str,
+        rootfs_tar: Vec<u8>,
+        changes: &[String],
+    ) -> Result<(), EngineError> {
+        let docker = self.docker().await?;
+        let (repo, version) = split_tag(tag);
+        let options = CreateImageOptions {
+            from_src: Some("-".into()),
+            repo: Some(repo.into()),
+            tag: Some(version.into()),
+            changes: changes.to_vec(),
+            ..CreateImageOptions::default()
+        };
+        let body = bollard::body_full(bytes::Bytes::from(rootfs_tar));
+        let mut stream = docker.create_image(Some(options), Some(body), None);
+        while let Some(item) = stream.next().await {
+            self.observe(item.map(|_| ()).map_err(map_error))?;
+        }
+        if self.image_exists(tag).await? {
+            Ok(())
+        } else {
+            Err(EngineError::Other(format!(
+                "image import of {tag:?} finished but the image is not present"
+            )))
+        }
+    }
+
+    async fn create(&self, spec: &ContainerSpec) -> Result<String, EngineError> {
+        let docker = self.docker().await?;
+        let options = CreateContainerOptions {
+            name: Some(spec.name.clone()),
+            ..CreateContainerOptions::default()
+        };
+        let created = docker
+            .create_container(Some(options), create_body(spec))
+            .await
+            .map_err(map_error);
+        Ok(self.observe(created)?.id)
+    }
+
+    async fn start(&self, id: &str) -> Result<(), EngineError> {
+        let docker = self.docker().await?;
+        self.observe(docker.start_container(id, None).await.map_err(map_error))
+    }
+
+    async fn stop(&self, id: &str, timeout: Duration) -> Result<(), EngineError> {
+        let docker = self.docker().await?;
+        let secs = i32::try_from(timeout.as_secs()).unwrap_or(i32::MAX);
+        // The request must outlive the engine's grace period.
+        let docker = docker.with_timeout(timeout + Duration::from_secs(60));
+        let options = StopContainerOptions {
+            t: Some(secs),
+            ..StopContainerOptions::default()
+        };
+        self.observe(
+            docker
+                .stop_container(id, Some(options))
+                .await
+                .map_err(map_error),
+        )
+    }
+
+    async fn remove(&self, id: &str, force: bool) -> Result<(), EngineError> {
+        let docker = self.docker().await?;
+        let options = RemoveContainerOptions {
+            force,
+            v: true,
+            ..RemoveContainerOptions::default()
+        };
+        self.observe(
+            docker
+                .remove_container(id, Some(options))
+                .await
+                .map_err(map_error),
+        )
+    }
+
+    async fn inspect(&self, id: &str) -> Result<ContainerDetails, EngineError> {
+        let docker = self.docker().await?;
+        let resp = docker.inspect_container(id, None).await.map_err(map_error);
+        Ok(details(self.observe(resp)?))
+    }
+
+    async fn list_by_label(&self, label: &str) -> Result<Vec<ContainerSummary>, EngineError> {
+        let docker = self.docker().await?;
+        let options = ListContainersOptions {
+            all: true,
+            filters: Some(HashMap::from([(
+                "label".to_owned(),
+                vec![label.to_owned()],
+            )])),
+            ..ListContainersOptions::default()
+        };
+        let list = docker
+            .list_containers(Some(options))
+            .await
+            .map_err(map_error);
+        Ok(self.observe(list)?.into_iter().map(summary).collect())
+    }
+
+    async fn ensure_volume(
+        &self,
+        name: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> Result<(), EngineError> {
+        let docker = self.docker().await?;
+        match self.observe(docker.inspect_volume(name).await.map_err(map_error)) {
+            Ok(_) => return Ok(()),
+            Err(EngineError::NotFound(_)) => {}
+            Err(e) => return Err(e),
+        }
+        let request = VolumeCreateRequest {
+            name: Some(name.to_owned()),
+            labels: Some(labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect()),
+            ..VolumeCreateRequest::default()
+        };
+        self.observe(
+            docker
+                .create_volume(request)
+                .await
+                .map(|_| ())
+                .map_err(map_error),
+        )
+    }
+
+    async fn remove_volume(&self, name: &str) -> Result<(), EngineError> {
+        let docker = self.docker().await?;
+        let removed = docker
+            .remove_volume(name, None::<RemoveVolumeOptions>)
+            .await
+            .map_err(map_error);
+        self.observe(removed)
+    }
+
+    async fn logs_tail(&self, id: &str, lines: usize) -> Result<String, EngineError> {
+        let docker = self.docker().await?;
+        let options = LogsOptions {
+            stdout: true,
+            stderr: true,
+            tail: lines.to_string(),
+            ..LogsOptions::default()
+        };
+        let mut stream = docker.logs(id, Some(options));
+        let mut text = String::new();
+        while let Some(item) = stream.next().await {
+            let chunk = self.observe(item.map_err(map_error))?;
+            text.push_str(&String::from_utf8_lossy(&chunk.into_bytes()));
+        }
+        Ok(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_tag;
+
+    #[test]
+    fn tags_split_after_the_last_slash() {
+        assert_eq!(split_tag("odac/busybox:test"), ("odac/busybox", "test"));
+        assert_eq!(split_tag("busybox"), ("busybox", "latest"));
+        assert_eq!(
+            split_tag("localhost:5000/x"),
+            ("localhost:5000/x", "latest")
+        );
+        assert_eq!(split_tag("localhost:5000/x:1"), ("localhost:5000/x", "1"));
+    }
+}

@@ -1,0 +1,498 @@
+//! [`FakeEngine`]: an in-memory [`ContainerEngine`] for tests of the app manager and the
+//! inventory. It records every call, fails on demand ([`FakeEngine::fail_next`],
+//! [`FakeEngine::set_unavailable`]) and, like a real engine (DESIGN.md §4), checks devices
+//! at **start**, not at create: a device request for a driver it lacks is refused with
+//! `could not select device driver ...`, a CDI device it does not know with
+//! `CDI device injection failed: unresolvable CDI devices ...`, and a device node it was told
+//! is missing with `error gathering device information while adding custom device ...`.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::api::ContainerEngine;
+use super::capabilities::EngineCapabilities;
+use super::error::EngineError;
+use super::types::{
+    ContainerDetails, ContainerSpec, ContainerState, ContainerSummary, DeviceRequest, label_matches,
+};
+
+/// An engine operation, to aim [`FakeEngine::fail_next`] at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// `capabilities`
+    Capabilities,
+    /// `image_exists`
+    ImageExists,
+    /// `import_image`
+    ImportImage,
+    /// `create`
+    Create,
+    /// `start`
+    Start,
+    /// `stop`
+    Stop,
+    /// `remove`
+    Remove,
+    /// `inspect`
+    Inspect,
+    /// `list_by_label`
+    ListByLabel,
+    /// `ensure_volume`
+    EnsureVolume,
+    /// `remove_volume`
+    RemoveVolume,
+    /// `logs_tail`
+    LogsTail,
+}
+
+/// One recorded call, with its arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EngineCall {
+    /// `capabilities()`
+    Capabilities,
+    /// `image_exists(image)`
+    ImageExists(String),
+    /// `import_image(tag, ..)` with the tarball's size and the changes.
+    ImportImage {
+        /// Image tag.
+        tag: String,
+        /// Tarball size in bytes.
+        bytes: usize,
+        /// Dockerfile instructions.
+        changes: Vec<String>,
+    },
+    /// `create(spec)`
+    Create(Box<ContainerSpec>),
+    /// `start(id)`
+    Start(String),
+    /// `stop(id, timeout)`
+    Stop(String, Duration),
+    /// `remove(id, force)`
+    Remove(String, bool),
+    /// `inspect(id)`
+    Inspect(String),
+    /// `list_by_label(label)`
+    ListByLabel(String),
+    /// `ensure_volume(name, labels)`
+    EnsureVolume(String, BTreeMap<String, String>),
+    /// `remove_volume(name)`
+    RemoveVolume(String),
+    /// `logs_tail(id, lines)`
+    LogsTail(String, usize),
+}
+
+impl EngineCall {
+    /// The operation of this call.
+    pub fn op(&self) -> Op {
+        match self {
+            Self::Capabilities => Op::Capabilities,
+            Self::ImageExists(_) => Op::ImageExists,
+            Self::ImportImage { .. } => Op::ImportImage,
+            Self::Create(_) => Op::Create,
+            Self::Start(_) => Op::Start,
+            Self::Stop(..) => Op::Stop,
+            Self::Remove(..) => Op::Remove,
+            Self::Inspect(_) => Op::Inspect,
+            Self::ListByLabel(_) => Op::ListByLabel,
+            Self::EnsureVolume(..) => Op::EnsureVolume,
+            Self::RemoveVolume(_) => Op::RemoveVolume,
+            Self::LogsTail(..) => Op::LogsTail,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct FakeContainer {
+    spec: ContainerSpec,
+    details: ContainerDetails,
+    logs: String,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    capabilities: EngineCapabilities,
+    images: BTreeSet<String>,
+    containers: BTreeMap<String, FakeContainer>,
+    volumes: BTreeMap<String, BTreeMap<String, String>>,
+    calls: Vec<EngineCall>,
+    failures: HashMap<Op, VecDeque<EngineError>>,
+    unavailable: bool,
+    device_drivers: BTreeSet<String>,
+    missing_devices: BTreeSet<String>,
+    next_id: u64,
+    clock: u64,
+}
+
+/// An in-memory container engine; see the module documentation.
+#[derive(Debug, Default)]
+pub struct FakeEngine {
+    state: Mutex<State>,
+}
+
+/// Format capability sets as Go's `%v` does: `[[gpu]]`.
+fn go_caps(caps: &[Vec<String>]) -> String {
+    let sets: Vec<String> = caps
+        .iter()
+        .map(|set| format!("[{}]", set.join(" ")))
+        .collect();
+    format!("[{}]", sets.join(" "))
+}
+
+impl FakeEngine {
+    /// An engine like this project's machine: reachable Docker 20.10 (API 1.41), runtime
+    /// `runc`, no CDI, no device drivers; no images, containers or volumes.
+    pub fn new() -> Self {
+        let info = serde_json::json!({
+            "ServerVersion": "20.10.24+dfsg1",
+            "Runtimes": {"runc": {"path": "runc"}},
+            "DefaultRuntime": "runc",
+        });
+        let engine = Self::default();
+        engine.lock().capabilities = EngineCapabilities::from_info_json(&info, Some("1.41".into()));
+        engine
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Replace the capabilities the fake reports (and honours: CDI devices are resolved
+    /// against `cdi_devices` when `cdi_enabled()`).
+    pub fn set_capabilities(&self, caps: EngineCapabilities) {
+        self.lock().capabilities = caps;
+    }
+
+    /// Register device drivers (e.g. `nvidia`) so device requests naming them start.
+    pub fn add_device_driver(&self, driver: &str) {
+        self.lock().device_drivers.insert(driver.to_owned());
+    }
+
+    /// Mark a host device path as missing: starting a container mapping it fails.
+    pub fn mark_device_missing(&self, host_path: &str) {
+        self.lock().missing_devices.insert(host_path.to_owned());
+    }
+
+    /// Add an image as if it had been imported.
+    pub fn add_image(&self, image: &str) {
+        self.lock().images.insert(image.to_owned());
+    }
+
+    /// Make the next call of `op` fail with `err` (queued: several calls queue several
+    /// failures). The call is still recorded.
+    pub fn fail_next(&self, op: Op, err: EngineError) {
+        self.lock().failures.entry(op).or_default().push_back(err);
+    }
+
+    /// Make every call fail with [`EngineError::Unavailable`] (capabilities: unreachable).
+    pub fn set_unavailable(&self, unavailable: bool) {
+        self.lock().unavailable = unavailable;
+    }
+
+    /// Every call so far, in order.
+    pub fn calls(&self) -> Vec<EngineCall> {
+        self.lock().calls.clone()
+    }
+
+    /// The calls of one operation.
+    pub fn calls_of(&self, op: Op) -> Vec<EngineCall> {
+        self.lock()
+            .calls
+            .iter()
+            .filter(|c| c.op() == op)
+            .cloned()
+            .collect()
+    }
+
+    /// Forget the recorded calls.
+    pub fn clear_calls(&self) {
+        self.lock().calls.clear();
+    }
+
+    /// The spec a container was created with.
+    pub fn spec_of(&self, id: &str) -> Option<ContainerSpec> {
+        self.lock().containers.get(id).map(|c| c.spec.clone())
+    }
+
+    /// Ids of all containers, in creation order of their ids.
+    pub fn container_ids(&self) -> Vec<String> {
+        self.lock().containers.keys().cloned().collect()
+    }
+
+    /// Names and labels of the volumes.
+    pub fn volumes(&self) -> BTreeMap<String, BTreeMap<String, String>> {
+        self.lock().volumes.clone()
+    }
+
+    /// Simulate the container's process exiting with `code`.
+    pub fn exit_container(&self, id: &str, code: i64) {
+        let mut state = self.lock();
+        state.clock += 1;
+        let now = format!("2026-01-01T00:00:{:02}Z", state.clock % 60);
+        if let Some(c) = state.containers.get_mut(id) {
+            c.details.running = false;
+            c.details.status = ContainerState::Exited;
+            c.details.exit_code = Some(code);
+            c.details.finished_at = Some(now);
+        }
+    }
+
+    /// Append text to a container's logs.
+    pub fn push_log(&self, id: &str, text: &str) {
+        if let Some(c) = self.lock().containers.get_mut(id) {
+            c.logs.push_str(text);
+        }
+    }
+
+    /// Record the call, then fail it if the engine is down or a failure was queued.
+    fn enter(&self, call: EngineCall) -> Result<MutexGuard<'_, State>, EngineError> {
+        let mut state = self.lock();
+        let op = call.op();
+        state.calls.push(call);
+        if state.unavailable {
+            return Err(EngineError::Unavailable(
+                "fake engine: connection refused".into(),
+            ));
+        }
+        if let Some(err) = state.failures.get_mut(&op).and_then(VecDeque::pop_front) {
+            return Err(err);
+        }
+        Ok(state)
+    }
+
+    fn container<'a>(
+        state: &'a mut State,
+        id_or_name: &str,
+    ) -> Result<&'a mut FakeContainer, EngineError> {
+        let key = state
+            .containers
+            .iter()
+            .find(|(id, c)| *id == id_or_name || c.details.name == id_or_name)
+            .map(|(id, _)| id.clone())
+            .ok_or_else(|| EngineError::NotFound(format!("No such container: {id_or_name}")))?;
+        state
+            .containers
+            .get_mut(&key)
+            .ok_or_else(|| EngineError::NotFound(format!("No such container: {id_or_name}")))
+    }
+}
+
+/// What a real engine says when it cannot deliver this request (checked at start).
+fn refuse_request(state: &State, request: &DeviceRequest) -> Option<EngineError> {
+    if request.driver == "cdi" {
+        if !state.capabilities.cdi_enabled() {
+            return Some(EngineError::Rejected {
+                status: 400,
+                message: format!(
+                    "could not select device driver \"cdi\" with capabilities: {}",
+                    go_caps(&request.capabilities)
+                ),
+            });
+        }
+        let unknown: Vec<&str> = request
+            .device_ids
+            .iter()
+            .filter(|id| !state.capabilities.cdi_devices.contains(id))
+            .map(String::as_str)
+            .collect();
+        return (!unknown.is_empty()).then(|| EngineError::Rejected {
+            status: 500,
+            message: format!(
+                "CDI device injection failed: unresolvable CDI devices {}",
+                unknown.join(", ")
+            ),
+        });
+    }
+    (!state.device_drivers.contains(&request.driver)).then(|| EngineError::Rejected {
+        status: 400,
+        message: format!(
+            "could not select device driver {:?} with capabilities: {}",
+            request.driver,
+            go_caps(&request.capabilities)
+        ),
+    })
+}
+
+#[async_trait]
+impl ContainerEngine for FakeEngine {
+    async fn capabilities(&self) -> EngineCapabilities {
+        match self.enter(EngineCall::Capabilities) {
+            Ok(state) => state.capabilities.clone(),
+            Err(e) => EngineCapabilities::unreachable(e.to_string()),
+        }
+    }
+
+    async fn image_exists(&self, image: &str) -> Result<bool, EngineError> {
+        let state = self.enter(EngineCall::ImageExists(image.to_owned()))?;
+        Ok(state.images.contains(image))
+    }
+
+    async fn import_image(
+        &self,
+        tag: &str,
+        rootfs_tar: Vec<u8>,
+        changes: &[String],
+    ) -> Result<(), EngineError> {
+        let mut state = self.enter(EngineCall::ImportImage {
+            tag: tag.to_owned(),
+            bytes: rootfs_tar.len(),
+            changes: changes.to_vec(),
+        })?;
+        state.images.insert(tag.to_owned());
+        Ok(())
+    }
+
+    async fn create(&self, spec: &ContainerSpec) -> Result<String, EngineError> {
+        let mut state = self.enter(EngineCall::Create(Box::new(spec.clone())))?;
+        if !state.images.contains(&spec.image) {
+            return Err(EngineError::NotFound(format!(
+                "No such image: {}",
+                spec.image
+            )));
+        }
+        if let Some((id, _)) = state
+            .containers
+            .iter()
+            .find(|(_, c)| c.details.name == spec.name)
+        {
+            return Err(EngineError::Conflict(format!(
+                "Conflict. The container name \"/{}\" is already in use by container \"{id}\". You have to remove (or rename) that container to be able to reuse that name.",
+                spec.name
+            )));
+        }
+        state.next_id += 1;
+        let id = format!("{:064x}", state.next_id);
+        let details = ContainerDetails {
+            id: id.clone(),
+            name: spec.name.clone(),
+            labels: spec.labels.clone(),
+            image: spec.image.clone(),
+            status: ContainerState::Created,
+            exit_code: Some(0),
+            device_requests: spec.device_requests.clone(),
+            devices: spec.devices.clone(),
+            group_add: spec.group_add.clone(),
+            ..ContainerDetails::default()
+        };
+        let container = FakeContainer {
+            spec: spec.clone(),
+            details,
+            logs: String::new(),
+        };
+        state.containers.insert(id.clone(), container);
+        Ok(id)
+    }
+
+    async fn start(&self, id: &str) -> Result<(), EngineError> {
+        let mut guard = self.enter(EngineCall::Start(id.to_owned()))?;
+        let state = &mut *guard;
+        let spec = Self::container(state, id)?.spec.clone();
+        let refusal = spec
+            .devices
+            .iter()
+            .find(|d| state.missing_devices.contains(&d.host_path))
+            .map(|d| EngineError::Rejected {
+                status: 500,
+                message: format!(
+                    "error gathering device information while adding custom device {:?}: no such file or directory",
+                    d.host_path
+                ),
+            })
+            .or_else(|| spec.device_requests.iter().find_map(|r| refuse_request(state, r)));
+        state.clock += 1;
+        let now = format!("2026-01-01T00:00:{:02}Z", state.clock % 60);
+        let container = Self::container(state, id)?;
+        if let Some(err) = refusal {
+            container.details.exit_code = Some(128);
+            container.details.error = Some(err.engine_message());
+            return Err(err);
+        }
+        if !container.details.running {
+            container.details.running = true;
+            container.details.status = ContainerState::Running;
+            container.details.started_at = Some(now);
+            container.details.error = None;
+        }
+        Ok(())
+    }
+
+    async fn stop(&self, id: &str, timeout: Duration) -> Result<(), EngineError> {
+        let mut state = self.enter(EngineCall::Stop(id.to_owned(), timeout))?;
+        let container = Self::container(&mut state, id)?;
+        if container.details.running {
+            container.details.running = false;
+            container.details.status = ContainerState::Exited;
+            container.details.exit_code = Some(137);
+        }
+        Ok(())
+    }
+
+    async fn remove(&self, id: &str, force: bool) -> Result<(), EngineError> {
+        let mut state = self.enter(EngineCall::Remove(id.to_owned(), force))?;
+        let container = Self::container(&mut state, id)?;
+        if container.details.running && !force {
+            return Err(EngineError::Conflict(format!(
+                "You cannot remove a running container {}. Stop the container before attempting removal or force remove",
+                container.details.id
+            )));
+        }
+        let key = container.details.id.clone();
+        state.containers.remove(&key);
+        Ok(())
+    }
+
+    async fn inspect(&self, id: &str) -> Result<ContainerDetails, EngineError> {
+        let mut state = self.enter(EngineCall::Inspect(id.to_owned()))?;
+        Ok(Self::container(&mut state, id)?.details.clone())
+    }
+
+    async fn list_by_label(&self, label: &str) -> Result<Vec<ContainerSummary>, EngineError> {
+        let state = self.enter(EngineCall::ListByLabel(label.to_owned()))?;
+        Ok(state
+            .containers
+            .values()
+            .filter(|c| label_matches(&c.details.labels, label))
+            .map(|c| ContainerSummary {
+                id: c.details.id.clone(),
+                name: c.details.name.clone(),
+                image: c.details.image.clone(),
+                labels: c.details.labels.clone(),
+                state: c.details.status,
+            })
+            .collect())
+    }
+
+    async fn ensure_volume(
+        &self,
+        name: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> Result<(), EngineError> {
+        let mut state = self.enter(EngineCall::EnsureVolume(name.to_owned(), labels.clone()))?;
+        state
+            .volumes
+            .entry(name.to_owned())
+            .or_insert_with(|| labels.clone());
+        Ok(())
+    }
+
+    async fn remove_volume(&self, name: &str) -> Result<(), EngineError> {
+        let mut state = self.enter(EngineCall::RemoveVolume(name.to_owned()))?;
+        state
+            .volumes
+            .remove(name)
+            .map(|_| ())
+            .ok_or_else(|| EngineError::NotFound(format!("get {name}: no such volume")))
+    }
+
+    async fn logs_tail(&self, id: &str, lines: usize) -> Result<String, EngineError> {
+        let mut state = self.enter(EngineCall::LogsTail(id.to_owned(), lines))?;
+        let logs = &Self::container(&mut state, id)?.logs;
+        let all: Vec<&str> = logs.lines().collect();
+        let tail = &all[all.len().saturating_sub(lines)..];
+        Ok(tail.iter().map(|l| format!("{l}\n")).collect())
+    }
+}
