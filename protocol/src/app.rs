@@ -21,18 +21,18 @@ use crate::limits::{
 pub struct AppSpec {
     /// App name: a lowercase DNS label of at most 63 characters, unique per host.
     pub name: String,
+    /// ODAC's kind of deployment (`"app"`); kept as sent.
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// ODAC catalog app name (e.g. `ollama`), resolved to an image by the control plane.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app: Option<String>,
     /// Container image reference, e.g. `ollama/ollama:0.6.2`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
     /// Git source to build the image from, instead of `image`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<GitSource>,
-    /// ODAC catalog app name (e.g. `ollama`), resolved to an image by the control plane.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub app: Option<String>,
-    /// ODAC's kind of deployment (`"app"`); kept as sent.
-    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
     /// Environment variables.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,

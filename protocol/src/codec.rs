@@ -146,12 +146,25 @@ fn split(frame: &[u8]) -> Result<(String, Value), DecodeError> {
 fn payload<T: DeserializeOwned>(value: Value) -> Result<T, DecodeError> {
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
-        let inner = e.into_inner().to_string();
-        if path.is_empty() || path == "." {
-            DecodeError::Invalid(ValidationError::new("", inner))
-        } else {
-            DecodeError::Invalid(ValidationError::new(path, inner))
+        // `.?` stands for a map key that failed to deserialise: name the map instead
+        let mut path = path
+            .trim_end_matches(".?")
+            .trim_start_matches('.')
+            .to_owned();
+        let mut message = e.into_inner().to_string();
+        // serde reports a missing field at its parent's path: name the field itself
+        if let Some(name) = message
+            .strip_prefix("missing field `")
+            .and_then(|rest| rest.strip_suffix('`'))
+        {
+            path = if path.is_empty() {
+                name.to_owned()
+            } else {
+                format!("{path}.{name}")
+            };
+            message = "is missing".to_owned();
         }
+        DecodeError::Invalid(ValidationError::new(path, message))
     })
 }
 

@@ -23,6 +23,7 @@ pub struct Inventory {
     pub gpus: Vec<GpuInfo>,
     /// Per vendor: can a GPU be passed into a container, and if not, why.
     #[serde(default)]
+    #[schemars(extend("propertyNames" = { "enum": ["nvidia", "amd", "intel"] }))]
     pub accelerators: BTreeMap<Vendor, AcceleratorVerdict>,
     /// The container engine.
     pub engine: EngineInfo,

@@ -1,0 +1,93 @@
+//! Golden examples: every file under `protocol/examples/` decodes in its direction, validates,
+//! and re-encodes to the same JSON; every message type of both directions has one.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use odac_protocol::{AGENT_TYPES, CONTROL_TYPES, decode_agent, decode_control, encode};
+use serde_json::Value;
+
+const AGENT: [&str; 6] = [
+    "hello",
+    "inventory",
+    "app_status",
+    "event",
+    "agent_ack",
+    "agent_error",
+];
+const CONTROL: [&str; 6] = [
+    "welcome",
+    "desired_state",
+    "app_upsert",
+    "app_delete",
+    "control_ack",
+    "control_error",
+];
+
+fn dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples")
+}
+
+fn read(name: &str) -> (Vec<u8>, Value) {
+    let path = dir().join(format!("{name}.json"));
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let value = serde_json::from_slice(&bytes).unwrap();
+    (bytes, value)
+}
+
+#[test]
+fn agent_examples_round_trip() {
+    let mut types = BTreeSet::new();
+    for name in AGENT {
+        let (bytes, value) = read(name);
+        let msg = decode_agent(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+        types.insert(msg.type_name());
+        let back: Value = serde_json::from_str(&encode(&msg)).unwrap();
+        assert_eq!(back, value, "{name} did not round-trip");
+        assert_eq!(decode_agent(encode(&msg).as_bytes()).unwrap(), msg);
+    }
+    assert_eq!(types, AGENT_TYPES.into_iter().collect());
+}
+
+#[test]
+fn control_examples_round_trip() {
+    let mut types = BTreeSet::new();
+    for name in CONTROL {
+        let (bytes, value) = read(name);
+        let msg = decode_control(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+        types.insert(msg.type_name());
+        let back: Value = serde_json::from_str(&encode(&msg)).unwrap();
+        assert_eq!(back, value, "{name} did not round-trip");
+        assert_eq!(decode_control(encode(&msg).as_bytes()).unwrap(), msg);
+    }
+    assert_eq!(types, CONTROL_TYPES.into_iter().collect());
+}
+
+#[test]
+fn every_example_file_is_listed() {
+    let listed: BTreeSet<String> = AGENT
+        .iter()
+        .chain(CONTROL.iter())
+        .map(|n| format!("{n}.json"))
+        .collect();
+    let on_disk: BTreeSet<String> = std::fs::read_dir(dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".json"))
+        .collect();
+    assert_eq!(on_disk, listed);
+}
+
+#[test]
+fn examples_do_not_decode_in_the_wrong_direction() {
+    // `ack` and `error` exist both ways; the others belong to one side only.
+    for name in ["hello", "inventory", "app_status", "event"] {
+        let (bytes, _) = read(name);
+        assert!(decode_control(&bytes).is_err(), "{name}");
+    }
+    for name in ["welcome", "desired_state", "app_upsert", "app_delete"] {
+        let (bytes, _) = read(name);
+        assert!(decode_agent(&bytes).is_err(), "{name}");
+    }
+}
