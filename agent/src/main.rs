@@ -13,11 +13,21 @@ struct Cli {
 enum Command {
     /// Print the agent version.
     Version,
+    /// Show what GPUs this host can pass into containers, and why not.
+    Inventory(odac_agent::sysinfo::cli::ScanArgs),
+    /// Check GPU passthrough prerequisites, with fixes (exit 1 when present hardware is unusable).
+    Doctor(odac_agent::sysinfo::cli::ScanArgs),
 }
 
 fn main() {
     let cli = Cli::parse();
     match cli.command {
         Command::Version => println!("odac-agent {}", odac_agent::AGENT_VERSION),
+        Command::Inventory(args) => {
+            std::process::exit(odac_agent::sysinfo::cli::inventory_command(&args))
+        }
+        Command::Doctor(args) => {
+            std::process::exit(odac_agent::sysinfo::cli::doctor_command(&args))
+        }
     }
 }
