@@ -435,3 +435,59 @@ async fn named_volume_survives_container_recreation() {
     })
     .await;
 }
+
+/// Forward every connection on `listener` to the real docker socket (a stand-in for an engine
+/// that comes up at a path).
+async fn proxy_to_docker(listener: tokio::net::UnixListener) {
+    while let Ok((mut inbound, _)) = listener.accept().await {
+        tokio::spawn(async move {
+            if let Ok(mut outbound) = tokio::net::UnixStream::connect("/var/run/docker.sock").await
+            {
+                let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+            }
+        });
+    }
+}
+
+#[tokio::test]
+async fn engine_down_at_connect_recovers_when_it_comes_up() {
+    let Some(_real) = engine_or_skip("recovers").await else {
+        return;
+    };
+    if !std::path::Path::new("/var/run/docker.sock").exists() {
+        println!("skip recovers: the engine is not at /var/run/docker.sock");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("docker.sock");
+    let host = format!("unix://{}", socket.display());
+    let engine = DockerEngine::connect(Some(&host))
+        .await
+        .expect("connect tolerates a down engine");
+    assert!(matches!(
+        engine.list_by_label("odac.test").await,
+        Err(EngineError::Unavailable(_))
+    ));
+    assert!(!engine.capabilities().await.reachable);
+
+    // The engine comes up at that path: the same DockerEngine now answers.
+    let listener = tokio::net::UnixListener::bind(&socket).unwrap();
+    let proxy = tokio::spawn(proxy_to_docker(listener));
+    let caps = engine.capabilities().await;
+    assert!(caps.reachable, "{caps:?}");
+    assert!(caps.api_version.is_some());
+    engine
+        .list_by_label("odac.test.never-set")
+        .await
+        .expect("list after recovery");
+
+    // It goes away again (socket removed): Unavailable, not a hang or a panic.
+    proxy.abort();
+    let _ = proxy.await;
+    std::fs::remove_file(&socket).unwrap();
+    let err = engine
+        .list_by_label("odac.test.never-set")
+        .await
+        .unwrap_err();
+    assert!(err.is_unavailable(), "{err:?}");
+}
