@@ -491,3 +491,38 @@ async fn engine_down_at_connect_recovers_when_it_comes_up() {
         .unwrap_err();
     assert!(err.is_unavailable(), "{err:?}");
 }
+
+#[tokio::test]
+async fn host_port_taken_is_refused_at_start_and_is_no_device_error() {
+    with_engine("ports", |run| async move {
+        let engine = &run.engine;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mapping = odac_agent::engine::PortMapping {
+            container_port: 8080,
+            protocol: "tcp".into(),
+            host_port: Some(port),
+            host_ip: Some("127.0.0.1".into()),
+        };
+        let mut first = run.spec("port-a", &["sleep", "300"]);
+        first.ports.push(mapping.clone());
+        let a = engine.create(&first).await.unwrap();
+        engine.start(&a).await.unwrap();
+        let mut second = run.spec("port-b", &["sleep", "300"]);
+        second.ports.push(mapping);
+        // Phase: create accepts it; start finds the port taken.
+        let b = engine
+            .create(&second)
+            .await
+            .expect("create accepts a taken port");
+        let err = engine.start(&b).await.unwrap_err();
+        let message = err.engine_message();
+        assert!(message.contains("port is already allocated"), "{err:?}");
+        assert!(!message.contains("device"), "{message}");
+        println!("taken port: phase start, {err}");
+    })
+    .await;
+}

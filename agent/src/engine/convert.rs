@@ -256,3 +256,72 @@ mod tests {
         assert!(map_error(BollardError::RequestTimeoutError).is_unavailable());
     }
 }
+
+#[cfg(test)]
+mod body_tests {
+    use super::*;
+    use crate::engine::types::{Bind, PortMapping};
+
+    #[test]
+    fn create_body_carries_devices_groups_and_no_host_privileges() {
+        let spec = ContainerSpec {
+            name: "gpu-app".into(),
+            image: "odac/busybox:test".into(),
+            env: BTreeMap::from([("A".to_owned(), "1".to_owned())]),
+            command: Some(vec!["sleep".into(), "1".into()]),
+            labels: BTreeMap::from([("odac.app".to_owned(), "gpu-app".to_owned())]),
+            ports: vec![PortMapping {
+                container_port: 8080,
+                protocol: String::new(),
+                host_port: Some(18080),
+                host_ip: Some("127.0.0.1".into()),
+            }],
+            binds: vec![Bind {
+                source: "models".into(),
+                target: "/models".into(),
+                read_only: true,
+            }],
+            devices: vec![DeviceMapping {
+                host_path: "/dev/dri/renderD128".into(),
+                container_path: "/dev/dri/renderD128".into(),
+                permissions: String::new(),
+            }],
+            device_requests: vec![DeviceRequest {
+                driver: "cdi".into(),
+                device_ids: vec!["nvidia.com/gpu=0".into()],
+                ..DeviceRequest::default()
+            }],
+            group_add: vec!["44".into(), "105".into()],
+            memory_bytes: Some(1 << 30),
+            ..ContainerSpec::default()
+        };
+        let body = create_body(&spec);
+        assert_eq!(body.env, Some(vec!["A=1".to_owned()]));
+        assert_eq!(body.exposed_ports, Some(vec!["8080/tcp".to_owned()]));
+        let host = body.host_config.unwrap_or_default();
+        assert_eq!(host.binds, Some(vec!["models:/models:ro".to_owned()]));
+        let devices = host.devices.unwrap_or_default();
+        assert_eq!(devices[0].cgroup_permissions.as_deref(), Some("rwm"));
+        let request = &host.device_requests.unwrap_or_default()[0];
+        assert_eq!(request.driver.as_deref(), Some("cdi"));
+        assert_eq!(request.count, None, "no count with CDI ids");
+        assert_eq!(request.capabilities, None);
+        assert_eq!(
+            host.group_add,
+            Some(vec!["44".to_owned(), "105".to_owned()])
+        );
+        let binding = &host.port_bindings.unwrap_or_default()["8080/tcp"];
+        assert_eq!(
+            binding.as_ref().map(|b| b[0].host_port.clone()),
+            Some(Some("18080".to_owned()))
+        );
+        assert_eq!(host.memory, Some(1 << 30));
+        assert_eq!(host.privileged, None);
+        assert_eq!(host.network_mode, None);
+        assert_eq!(host.pid_mode, None);
+        assert_eq!(
+            host.restart_policy.and_then(|p| p.name),
+            Some(RestartPolicyNameEnum::NO)
+        );
+    }
+}
