@@ -4,6 +4,7 @@
 //! end-to-end tests and the simulator's demo run their containers from it.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use super::api::ContainerEngine;
 use super::error::EngineError;
@@ -142,12 +143,65 @@ pub fn busybox_changes() -> Vec<String> {
     ]
 }
 
+/// A best-effort lock across processes (parallel test binaries) so one image is imported
+/// once instead of several untagged copies: a file created exclusively in the temp dir,
+/// removed on drop, ignored when stale.
+struct ImportLock(PathBuf);
+
+impl ImportLock {
+    const WAIT: Duration = Duration::from_secs(30);
+    const STALE: Duration = Duration::from_secs(60);
+
+    async fn acquire(tag: &str) -> Option<Self> {
+        let name: String = tag
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        let path = std::env::temp_dir().join(format!("odac-image-import-{name}.lock"));
+        let deadline = std::time::Instant::now() + Self::WAIT;
+        loop {
+            match std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+            {
+                Ok(_) => return Some(Self(path)),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    let stale = std::fs::metadata(&path)
+                        .and_then(|m| m.modified())
+                        .ok()
+                        .and_then(|t| t.elapsed().ok())
+                        .is_some_and(|age| age > Self::STALE);
+                    if stale {
+                        let _ = std::fs::remove_file(&path);
+                    } else if std::time::Instant::now() > deadline {
+                        return None;
+                    } else {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                }
+                Err(_) => return None,
+            }
+        }
+    }
+}
+
+impl Drop for ImportLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 /// Make sure image `tag` exists, importing it from the host's static busybox when missing.
-/// Returns whether an import happened.
+/// Returns whether an import happened (by this call).
 pub async fn ensure_busybox_image(
     engine: &dyn ContainerEngine,
     tag: &str,
 ) -> Result<bool, EngineError> {
+    if engine.image_exists(tag).await? {
+        return Ok(false);
+    }
+    let _lock = ImportLock::acquire(tag).await;
     if engine.image_exists(tag).await? {
         return Ok(false);
     }
