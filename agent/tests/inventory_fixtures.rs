@@ -20,7 +20,10 @@ fn fixture_names() -> Vec<String> {
         .unwrap()
         .filter_map(|e| {
             let e = e.unwrap();
-            e.file_type().unwrap().is_dir().then(|| e.file_name().into_string().unwrap())
+            e.file_type()
+                .unwrap()
+                .is_dir()
+                .then(|| e.file_name().into_string().unwrap())
         })
         .collect();
     names.sort();
@@ -89,7 +92,9 @@ fn summary(a: &Assessment) -> Value {
                 "{} {:04x}:{}",
                 d.pci_address.as_deref().unwrap_or("?"),
                 d.pci.vendor_id,
-                d.pci.device_id.map_or("?".to_owned(), |x| format!("{x:04x}"))
+                d.pci
+                    .device_id
+                    .map_or("?".to_owned(), |x| format!("{x:04x}"))
             ))
         })
         .collect();

@@ -5,7 +5,7 @@
 
 use std::fs;
 use std::io::{ErrorKind, Read};
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use super::model::{DeviceNode, ScanProblem};
@@ -84,7 +84,12 @@ impl Reader {
     }
 
     fn bytes(&mut self, path: &Path) -> Option<Vec<u8>> {
-        let file = match fs::File::open(path) {
+        // O_NONBLOCK: a FIFO in a garbage tree must not hang the scan.
+        let file = match fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+        {
             Ok(file) => file,
             Err(err) if err.kind() == ErrorKind::NotFound && !self.exists(path) => return None,
             Err(err) => {

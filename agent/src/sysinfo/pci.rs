@@ -88,6 +88,10 @@ pub(crate) fn display_devices(r: &mut Reader) -> Vec<PciDevice> {
         }
         let link = path.join("device");
         if !r.exists(&link) {
+            if std::fs::metadata(&path).is_err() {
+                // a dangling or looping card entry: record why it cannot be followed
+                let _ = r.canonical(&path);
+            }
             continue;
         }
         if let Some(dir) = r.canonical(&link) {
