@@ -15,94 +15,10 @@ use async_trait::async_trait;
 use super::api::ContainerEngine;
 use super::capabilities::EngineCapabilities;
 use super::error::EngineError;
+pub use super::fake_calls::{EngineCall, Op};
 use super::types::{
     ContainerDetails, ContainerSpec, ContainerState, ContainerSummary, DeviceRequest, label_matches,
 };
-
-/// An engine operation, to aim [`FakeEngine::fail_next`] at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Op {
-    /// `capabilities`
-    Capabilities,
-    /// `image_exists`
-    ImageExists,
-    /// `import_image`
-    ImportImage,
-    /// `create`
-    Create,
-    /// `start`
-    Start,
-    /// `stop`
-    Stop,
-    /// `remove`
-    Remove,
-    /// `inspect`
-    Inspect,
-    /// `list_by_label`
-    ListByLabel,
-    /// `ensure_volume`
-    EnsureVolume,
-    /// `remove_volume`
-    RemoveVolume,
-    /// `logs_tail`
-    LogsTail,
-}
-
-/// One recorded call, with its arguments.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum EngineCall {
-    /// `capabilities()`
-    Capabilities,
-    /// `image_exists(image)`
-    ImageExists(String),
-    /// `import_image(tag, ..)` with the tarball's size and the changes.
-    ImportImage {
-        /// Image tag.
-        tag: String,
-        /// Tarball size in bytes.
-        bytes: usize,
-        /// Dockerfile instructions.
-        changes: Vec<String>,
-    },
-    /// `create(spec)`
-    Create(Box<ContainerSpec>),
-    /// `start(id)`
-    Start(String),
-    /// `stop(id, timeout)`
-    Stop(String, Duration),
-    /// `remove(id, force)`
-    Remove(String, bool),
-    /// `inspect(id)`
-    Inspect(String),
-    /// `list_by_label(label)`
-    ListByLabel(String),
-    /// `ensure_volume(name, labels)`
-    EnsureVolume(String, BTreeMap<String, String>),
-    /// `remove_volume(name)`
-    RemoveVolume(String),
-    /// `logs_tail(id, lines)`
-    LogsTail(String, usize),
-}
-
-impl EngineCall {
-    /// The operation of this call.
-    pub fn op(&self) -> Op {
-        match self {
-            Self::Capabilities => Op::Capabilities,
-            Self::ImageExists(_) => Op::ImageExists,
-            Self::ImportImage { .. } => Op::ImportImage,
-            Self::Create(_) => Op::Create,
-            Self::Start(_) => Op::Start,
-            Self::Stop(..) => Op::Stop,
-            Self::Remove(..) => Op::Remove,
-            Self::Inspect(_) => Op::Inspect,
-            Self::ListByLabel(_) => Op::ListByLabel,
-            Self::EnsureVolume(..) => Op::EnsureVolume,
-            Self::RemoveVolume(_) => Op::RemoveVolume,
-            Self::LogsTail(..) => Op::LogsTail,
-        }
-    }
-}
 
 #[derive(Debug)]
 struct FakeContainer {

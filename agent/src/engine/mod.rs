@@ -11,6 +11,7 @@ mod docker;
 mod docker_ops;
 mod error;
 pub mod fake;
+mod fake_calls;
 pub mod test_image;
 mod types;
 
@@ -18,7 +19,8 @@ pub use api::ContainerEngine;
 pub use capabilities::EngineCapabilities;
 pub use docker::{CONNECT_TIMEOUT, DockerEngine};
 pub use error::EngineError;
-pub use fake::{EngineCall, FakeEngine, Op};
+pub use fake::FakeEngine;
+pub use fake_calls::{EngineCall, Op};
 pub use types::{
     Bind, ContainerDetails, ContainerSpec, ContainerState, ContainerSummary, DeviceMapping,
     DeviceRequest, PortMapping, label_matches,

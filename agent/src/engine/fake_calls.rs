@@ -1,0 +1,92 @@
+//! The call record of [`super::FakeEngine`]: [`Op`] names an operation (to aim
+//! `fail_next` at or filter calls), [`EngineCall`] is one recorded call with its arguments.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::types::ContainerSpec;
+
+/// An engine operation, to aim [`FakeEngine::fail_next`] at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// `capabilities`
+    Capabilities,
+    /// `image_exists`
+    ImageExists,
+    /// `import_image`
+    ImportImage,
+    /// `create`
+    Create,
+    /// `start`
+    Start,
+    /// `stop`
+    Stop,
+    /// `remove`
+    Remove,
+    /// `inspect`
+    Inspect,
+    /// `list_by_label`
+    ListByLabel,
+    /// `ensure_volume`
+    EnsureVolume,
+    /// `remove_volume`
+    RemoveVolume,
+    /// `logs_tail`
+    LogsTail,
+}
+
+/// One recorded call, with its arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EngineCall {
+    /// `capabilities()`
+    Capabilities,
+    /// `image_exists(image)`
+    ImageExists(String),
+    /// `import_image(tag, ..)` with the tarball's size and the changes.
+    ImportImage {
+        /// Image tag.
+        tag: String,
+        /// Tarball size in bytes.
+        bytes: usize,
+        /// Dockerfile instructions.
+        changes: Vec<String>,
+    },
+    /// `create(spec)`
+    Create(Box<ContainerSpec>),
+    /// `start(id)`
+    Start(String),
+    /// `stop(id, timeout)`
+    Stop(String, Duration),
+    /// `remove(id, force)`
+    Remove(String, bool),
+    /// `inspect(id)`
+    Inspect(String),
+    /// `list_by_label(label)`
+    ListByLabel(String),
+    /// `ensure_volume(name, labels)`
+    EnsureVolume(String, BTreeMap<String, String>),
+    /// `remove_volume(name)`
+    RemoveVolume(String),
+    /// `logs_tail(id, lines)`
+    LogsTail(String, usize),
+}
+
+impl EngineCall {
+    /// The operation of this call.
+    pub fn op(&self) -> Op {
+        match self {
+            Self::Capabilities => Op::Capabilities,
+            Self::ImageExists(_) => Op::ImageExists,
+            Self::ImportImage { .. } => Op::ImportImage,
+            Self::Create(_) => Op::Create,
+            Self::Start(_) => Op::Start,
+            Self::Stop(..) => Op::Stop,
+            Self::Remove(..) => Op::Remove,
+            Self::Inspect(_) => Op::Inspect,
+            Self::ListByLabel(_) => Op::ListByLabel,
+            Self::EnsureVolume(..) => Op::EnsureVolume,
+            Self::RemoveVolume(_) => Op::RemoveVolume,
+            Self::LogsTail(..) => Op::LogsTail,
+        }
+    }
+}
