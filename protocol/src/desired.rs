@@ -57,7 +57,7 @@ pub(crate) fn validate_apps(apps: &[AppSpec]) -> Result<(), ValidationError> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
     use super::*;
 
     #[test]

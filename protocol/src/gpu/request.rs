@@ -208,7 +208,7 @@ pub(crate) fn deserialize_opt_gpu<'de, D: Deserializer<'de>>(
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
     use super::*;
 
     fn parse(json: &str) -> GpuRequest {
