@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::error::ValidationError;
 use crate::limits::MAX_FRAME_BYTES;
-use crate::messages::{AgentMessage, ControlMessage};
+use crate::messages::{AgentMessage, ControlMessage, ErrorMessage};
 
 /// Why a frame could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -41,6 +41,22 @@ impl DecodeError {
             DecodeError::Invalid(_) => ErrorCode::Invalid,
         }
     }
+}
+
+/// The `error` message answering a frame that failed to decode, with `ref_seq` taken from the
+/// frame when it has a numeric `seq`. `None` for [`DecodeError::TooLarge`]: an oversize frame
+/// is answered by closing the WebSocket with code 1009, not with a message.
+pub fn error_reply(frame: &[u8], err: &DecodeError) -> Option<ErrorMessage> {
+    let message = match err {
+        DecodeError::TooLarge { .. } => return None,
+        DecodeError::Malformed(m) => m.clone(),
+        DecodeError::UnknownType(t) => format!("unknown message type {t:?}"),
+        DecodeError::Invalid(e) => e.to_string(),
+    };
+    let ref_seq = serde_json::from_slice::<Value>(frame)
+        .ok()
+        .and_then(|v| v.get("seq").and_then(Value::as_u64));
+    Some(ErrorMessage::new(err.code(), message, ref_seq))
 }
 
 /// Decodes and validates a control-plane → agent frame.

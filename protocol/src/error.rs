@@ -7,15 +7,26 @@ use serde::Serialize;
 use crate::limits::MAX_STRING;
 
 /// A field that failed validation. `Display` is `<field>: <message>`, e.g.
-/// `apps[2].gpu.count: 0 is out of range 1..=64`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, thiserror::Error)]
-#[error("{field}: {message}")]
+/// `apps[2].gpu.count: 0 is out of range 1..=64` (just the message when no field applies).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct ValidationError {
     /// Dotted path of the field, e.g. `apps[2].gpu.count`.
     pub field: String,
     /// What is wrong with its value (lowercase, no trailing period).
     pub message: String,
 }
+
+impl std::fmt::Display for ValidationError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.field.is_empty() {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{}: {}", self.field, self.message)
+        }
+    }
+}
+
+impl std::error::Error for ValidationError {}
 
 impl ValidationError {
     /// Builds an error for `field`.

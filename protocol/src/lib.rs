@@ -10,6 +10,7 @@ mod app;
 mod codec;
 mod desired;
 mod error;
+mod error_message;
 mod gpu;
 mod inventory;
 mod limits;
@@ -20,7 +21,7 @@ mod status;
 mod vendor;
 
 pub use app::{AppSpec, GitSource, PortMapping, PortProtocol, Resources, VolumeMount};
-pub use codec::{DecodeError, Encode, decode_agent, decode_control, encode};
+pub use codec::{DecodeError, Encode, decode_agent, decode_control, encode, error_reply};
 pub use desired::DesiredState;
 pub use error::{ValidationError, check_dns_label};
 pub use gpu::{GpuCount, GpuCountValue, GpuOptionalValue, GpuRequest, GpuRuntime, GpuVendor};

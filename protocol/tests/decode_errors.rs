@@ -220,3 +220,33 @@ fn deeply_nested_json_is_malformed_not_a_crash() {
         Err(DecodeError::Malformed(_))
     ));
 }
+
+#[test]
+fn error_replies() {
+    let frame = br#"{"type":"app_upsert","seq":12,"generation":2,"app":{"name":"a","image":"x","gpu":{"runtime":"nvidia","count":0}}}"#;
+    let err = decode_control(frame).unwrap_err();
+    let reply = odac_protocol::error_reply(frame, &err).unwrap();
+    assert_eq!(reply.code, ErrorCode::Invalid);
+    assert_eq!(reply.message, "app.gpu.count: 0 is out of range 1..=64");
+    assert_eq!(reply.ref_seq, Some(12));
+
+    let frame = br#"{"type":"metrics","seq":3}"#;
+    let reply = odac_protocol::error_reply(frame, &decode_control(frame).unwrap_err()).unwrap();
+    assert_eq!(
+        (reply.code, reply.message.as_str(), reply.ref_seq),
+        (
+            ErrorCode::UnknownType,
+            "unknown message type \"metrics\"",
+            Some(3)
+        )
+    );
+
+    let reply = odac_protocol::error_reply(b"{", &decode_control(b"{").unwrap_err()).unwrap();
+    assert_eq!((reply.code, reply.ref_seq), (ErrorCode::Malformed, None));
+
+    let big = vec![b' '; MAX_FRAME_BYTES + 1];
+    assert_eq!(
+        odac_protocol::error_reply(&big, &decode_agent(&big).unwrap_err()),
+        None
+    );
+}
