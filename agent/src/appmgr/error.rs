@@ -1,0 +1,58 @@
+//! Errors of the app manager: a desired state that does not validate or is stale, and state
+//! files that cannot be written or read. Engine trouble is never an error here: it is a
+//! status (`engine_unavailable`), retried with backoff.
+
+use std::path::PathBuf;
+
+use odac_protocol::ValidationError;
+use thiserror::Error;
+
+/// Why a desired-state change was refused or the manager could not open.
+#[derive(Debug, Error)]
+pub enum AppMgrError {
+    /// The desired state does not validate; the previous state is kept.
+    #[error("invalid desired state: {0}")]
+    Invalid(#[from] ValidationError),
+    /// A snapshot older than the one applied.
+    #[error("stale desired state: generation {got} is older than the applied generation {current}")]
+    Stale {
+        /// The generation received.
+        got: u64,
+        /// The generation applied.
+        current: u64,
+    },
+    /// The state directory could not be read or written.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A state file problem.
+#[derive(Debug, Error)]
+pub enum StoreError {
+    /// Reading, writing, syncing or renaming failed.
+    #[error("state file {path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The file is not what it should be; it was moved aside to `moved_to`.
+    #[error("state file {path} is corrupt ({problem}); moved aside to {moved_to}")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// Where it is now.
+        moved_to: PathBuf,
+        /// What was wrong.
+        problem: String,
+    },
+    /// Serialising failed (cannot happen with the agent's own types).
+    #[error("cannot encode {path}: {source}")]
+    Encode {
+        /// The file.
+        path: PathBuf,
+        /// The serde error.
+        source: serde_json::Error,
+    },
+}

@@ -1,0 +1,187 @@
+//! The labels that mark the agent's own containers and carry what reconcile needs to know
+//! about them after an agent restart: the app, the spec hash (everything but the GPU intent
+//! and the restart token), the GPU-intent hash, the restart token, the GPUs held (for
+//! allocations), the vendor attached, and the fallback taken. Containers without
+//! [`INSTANCE`] set to this agent's instance are never touched.
+
+use std::collections::BTreeMap;
+
+use odac_protocol::{AppSpec, Fallback, GpuRequest, Vendor};
+use sha2::{Digest, Sha256};
+
+/// This agent's instance (value: the configured instance name).
+pub const INSTANCE: &str = "odac.instance";
+/// App name.
+pub const APP: &str = "odac.app";
+/// Hash of the spec without its GPU intent and restart token.
+pub const SPEC_HASH: &str = "odac.spec-hash";
+/// Hash of the GPU intent (`none` without one).
+pub const GPU_HASH: &str = "odac.gpu-hash";
+/// Restart token (empty without one).
+pub const RESTART_TOKEN: &str = "odac.restart-token";
+/// GPUs held, comma-separated GPU ids (PCI addresses); absent on the CPU.
+pub const GPU_DEVICES: &str = "odac.gpu.devices";
+/// Vendor attached.
+pub const GPU_VENDOR: &str = "odac.gpu.vendor";
+/// The fallback taken, as JSON.
+pub const GPU_FALLBACK: &str = "odac.gpu.fallback";
+
+fn short_hash(bytes: &[u8]) -> String {
+    hex::encode(&Sha256::digest(bytes)[..16])
+}
+
+/// Hash of everything in the spec except the GPU intent and the restart token: a change here
+/// recreates the container.
+pub fn spec_hash(spec: &AppSpec) -> String {
+    let mut bare = spec.clone();
+    bare.gpu = None;
+    bare.restart_token = None;
+    // Serialising a plain struct with BTreeMaps cannot fail and is deterministic.
+    short_hash(&serde_json::to_vec(&bare).unwrap_or_default())
+}
+
+/// Hash of the GPU intent as sent; `none` when there is none.
+pub fn gpu_hash(gpu: Option<&GpuRequest>) -> String {
+    match gpu {
+        None => "none".into(),
+        Some(g) => short_hash(&serde_json::to_vec(g).unwrap_or_default()),
+    }
+}
+
+/// What a container of an app must carry to count as up to date.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// [`spec_hash`].
+    pub spec_hash: String,
+    /// [`gpu_hash`].
+    pub gpu_hash: String,
+    /// The restart token, empty without one.
+    pub restart_token: String,
+}
+
+impl Identity {
+    /// The identity the spec asks for.
+    pub fn of(spec: &AppSpec) -> Self {
+        Self {
+            spec_hash: spec_hash(spec),
+            gpu_hash: gpu_hash(spec.gpu.as_ref()),
+            restart_token: spec.restart_token.clone().unwrap_or_default(),
+        }
+    }
+
+    /// The identity a container was created with.
+    pub fn from_labels(labels: &BTreeMap<String, String>) -> Self {
+        let get = |k: &str| labels.get(k).cloned().unwrap_or_default();
+        Self {
+            spec_hash: get(SPEC_HASH),
+            gpu_hash: get(GPU_HASH),
+            restart_token: get(RESTART_TOKEN),
+        }
+    }
+}
+
+/// The labels of a new container of `app`.
+pub fn container_labels(
+    instance: &str,
+    app: &str,
+    identity: &Identity,
+    extra: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let mut labels = extra.clone();
+    labels.insert(INSTANCE.into(), instance.into());
+    labels.insert(APP.into(), app.into());
+    labels.insert(SPEC_HASH.into(), identity.spec_hash.clone());
+    labels.insert(GPU_HASH.into(), identity.gpu_hash.clone());
+    labels.insert(RESTART_TOKEN.into(), identity.restart_token.clone());
+    labels
+}
+
+/// Record the GPUs held and their vendor.
+pub fn set_gpus(labels: &mut BTreeMap<String, String>, vendor: Vendor, gpu_ids: &[String]) {
+    labels.insert(GPU_DEVICES.into(), gpu_ids.join(","));
+    labels.insert(GPU_VENDOR.into(), vendor.as_str().into());
+}
+
+/// Forget the GPUs (a CPU container).
+pub fn clear_gpus(labels: &mut BTreeMap<String, String>) {
+    labels.remove(GPU_DEVICES);
+    labels.remove(GPU_VENDOR);
+}
+
+/// Record the fallback taken.
+pub fn set_fallback(labels: &mut BTreeMap<String, String>, fallback: &Fallback) {
+    if let Ok(json) = serde_json::to_string(fallback) {
+        labels.insert(GPU_FALLBACK.into(), json);
+    }
+}
+
+/// The GPUs a container holds.
+pub fn gpus(labels: &BTreeMap<String, String>) -> Vec<String> {
+    labels
+        .get(GPU_DEVICES)
+        .map(|v| {
+            v.split(',')
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The vendor recorded on a container.
+pub fn vendor(labels: &BTreeMap<String, String>) -> Option<Vendor> {
+    labels.get(GPU_VENDOR).and_then(|v| Vendor::from_wire(v))
+}
+
+/// The fallback recorded on a container.
+pub fn fallback(labels: &BTreeMap<String, String>) -> Option<Fallback> {
+    labels
+        .get(GPU_FALLBACK)
+        .and_then(|v| serde_json::from_str(v).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use odac_protocol::{FallbackTier, GpuRuntime, Reason};
+
+    #[test]
+    fn gpu_and_token_are_outside_the_spec_hash() {
+        let mut a = AppSpec::new("web", "busybox");
+        let base = Identity::of(&a);
+        a.gpu = Some(GpuRequest::new(GpuRuntime::Nvidia).with_count(1));
+        a.restart_token = Some("t1".into());
+        let changed = Identity::of(&a);
+        assert_eq!(base.spec_hash, changed.spec_hash);
+        assert_ne!(base.gpu_hash, changed.gpu_hash);
+        assert_eq!(base.gpu_hash, "none");
+        assert_eq!(changed.restart_token, "t1");
+        a.env.insert("A".into(), "1".into());
+        assert_ne!(Identity::of(&a).spec_hash, base.spec_hash);
+    }
+
+    #[test]
+    fn labels_round_trip() {
+        let spec = AppSpec::new("web", "busybox");
+        let id = Identity::of(&spec);
+        let mut labels = container_labels("odac", "web", &id, &BTreeMap::new());
+        assert_eq!(Identity::from_labels(&labels), id);
+        set_gpus(
+            &mut labels,
+            Vendor::Amd,
+            &["0000:03:00.0".into(), "0000:04:00.0".into()],
+        );
+        assert_eq!(gpus(&labels).len(), 2);
+        assert_eq!(vendor(&labels), Some(Vendor::Amd));
+        let fb = Fallback {
+            tier: FallbackTier::Engine,
+            reason: Reason::EngineRejected,
+            detail: Some("could not select device driver \"\"".into()),
+        };
+        set_fallback(&mut labels, &fb);
+        assert_eq!(fallback(&labels), Some(fb));
+        clear_gpus(&mut labels);
+        assert!(gpus(&labels).is_empty());
+    }
+}

@@ -1,0 +1,372 @@
+//! [`AppManager`]: the handle the uplink (and `odac-agent apply`) drives. Cheap to clone;
+//! all clones share one state. Desired-state changes are validated as a whole, persisted
+//! atomically before the call returns, then reconciled by the loop ([`AppManager::run`]) or
+//! by [`AppManager::reconcile_once`]. Every status change is broadcast and persisted in the
+//! state directory for `odac-agent status`.
+//!
+//! Engine outage: a pass that finds the engine unreachable leaves every app at its last
+//! status with `last_error` starting `engine_unavailable: `, and the loop retries with an
+//! exponential backoff (1 s to 30 s, jittered) until the engine answers again.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
+use odac_protocol::{AppSpec, AppState, AppStatus, DesiredState, Reason};
+use tokio::sync::{Notify, broadcast};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::error::AppMgrError;
+use super::reconcile::{HostSource, PassInput, Reconciler};
+use super::settings::AppManagerConfig;
+use super::store::Store;
+use crate::engine::ContainerEngine;
+
+/// Capacity of the status broadcast; a subscriber that lags this far behind misses changes
+/// (it can always read [`AppManager::statuses`]).
+const EVENT_CAPACITY: usize = 256;
+
+/// The app manager; see the module documentation.
+#[derive(Clone)]
+pub struct AppManager {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for AppManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppManager")
+            .field("instance", &self.inner.config.instance)
+            .field("state_dir", &self.inner.config.state_dir)
+            .field("host", &self.inner.host)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Outage {
+    message: String,
+    backoff: ExponentialBackoff,
+    retry_at: Instant,
+}
+
+struct Inner {
+    config: AppManagerConfig,
+    engine: Arc<dyn ContainerEngine>,
+    host: HostSource,
+    store: Store,
+    desired: Mutex<Option<DesiredState>>,
+    statuses: Mutex<BTreeMap<String, AppStatus>>,
+    outage: Mutex<Option<Outage>>,
+    reconciler: tokio::sync::Mutex<Reconciler>,
+    events: broadcast::Sender<AppStatus>,
+    wake: Notify,
+    problems: Mutex<Vec<String>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn engine_backoff() -> ExponentialBackoff {
+    ExponentialBuilder::default()
+        .with_min_delay(Duration::from_secs(1))
+        .with_max_delay(Duration::from_secs(30))
+        .with_jitter()
+        .without_max_times()
+        .build()
+}
+
+impl AppManager {
+    /// Open the manager: create the state directory and load the persisted desired state and
+    /// statuses. A corrupt state file is moved aside, logged and listed in
+    /// [`AppManager::problems`]; the manager goes on empty. Host facts are read under
+    /// `host_root` (`/` in production).
+    pub fn open(
+        config: AppManagerConfig,
+        engine: Arc<dyn ContainerEngine>,
+        host_root: PathBuf,
+    ) -> Result<AppManager, AppMgrError> {
+        Self::open_with_host(config, engine, HostSource::Root(host_root))
+    }
+
+    /// [`AppManager::open`] with host facts from any [`HostSource`].
+    pub fn open_with_host(
+        config: AppManagerConfig,
+        engine: Arc<dyn ContainerEngine>,
+        host: HostSource,
+    ) -> Result<AppManager, AppMgrError> {
+        let store = Store::open(&config.state_dir)?;
+        let mut problems = Vec::new();
+        let desired = store.load_desired().unwrap_or_else(|e| {
+            tracing::error!(error = %e, "desired state not loaded; starting with none");
+            problems.push(e.to_string());
+            None
+        });
+        let statuses: BTreeMap<String, AppStatus> = store
+            .load_statuses()
+            .unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "statuses not loaded");
+                problems.push(e.to_string());
+                Vec::new()
+            })
+            .into_iter()
+            .filter(|s| desired.as_ref().is_some_and(|d| d.app(&s.name).is_some()))
+            .map(|s| (s.name.clone(), s))
+            .collect();
+        let (events, _) = broadcast::channel(EVENT_CAPACITY);
+        Ok(AppManager {
+            inner: Arc::new(Inner {
+                config,
+                engine,
+                host,
+                store,
+                desired: Mutex::new(desired),
+                statuses: Mutex::new(statuses),
+                outage: Mutex::new(None),
+                reconciler: tokio::sync::Mutex::new(Reconciler::default()),
+                events,
+                wake: Notify::new(),
+                problems: Mutex::new(problems),
+            }),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &AppManagerConfig {
+        &self.inner.config
+    }
+
+    /// Problems met while opening (a corrupt state file moved aside, ...).
+    pub fn problems(&self) -> Vec<String> {
+        lock(&self.inner.problems).clone()
+    }
+
+    /// Replace the desired state. Validated as a whole (on error the previous state stays),
+    /// refused when older than the applied generation, persisted atomically before this
+    /// returns, then reconciled.
+    pub async fn set_desired(&self, state: DesiredState) -> Result<(), AppMgrError> {
+        state.validate()?;
+        self.commit(|current| {
+            if let Some(cur) = current {
+                if state.generation < cur.generation {
+                    return Err(AppMgrError::Stale {
+                        got: state.generation,
+                        current: cur.generation,
+                    });
+                }
+            }
+            Ok(state)
+        })
+    }
+
+    /// Add or replace one app, moving to `generation`.
+    pub async fn upsert(&self, generation: u64, spec: AppSpec) -> Result<(), AppMgrError> {
+        spec.validate()?;
+        self.commit(|current| {
+            let mut next = current.cloned().unwrap_or_default();
+            if current.is_some() && generation < next.generation {
+                return Err(AppMgrError::Stale {
+                    got: generation,
+                    current: next.generation,
+                });
+            }
+            next.generation = generation;
+            match next.apps.iter_mut().find(|a| a.name == spec.name) {
+                Some(slot) => *slot = spec,
+                None => next.apps.push(spec),
+            }
+            next.validate()?;
+            Ok(next)
+        })
+    }
+
+    /// Remove one app (unknown names are fine), moving to `generation`.
+    pub async fn delete(&self, generation: u64, name: &str) -> Result<(), AppMgrError> {
+        self.commit(|current| {
+            let mut next = current.cloned().unwrap_or_default();
+            if current.is_some() && generation < next.generation {
+                return Err(AppMgrError::Stale {
+                    got: generation,
+                    current: next.generation,
+                });
+            }
+            next.generation = generation;
+            next.apps.retain(|a| a.name != name);
+            Ok(next)
+        })
+    }
+
+    /// Compute the next state from the current one, persist it, install it, wake the loop.
+    fn commit(
+        &self,
+        next: impl FnOnce(Option<&DesiredState>) -> Result<DesiredState, AppMgrError>,
+    ) -> Result<(), AppMgrError> {
+        let mut desired = lock(&self.inner.desired);
+        let state = next(desired.as_ref())?;
+        self.inner.store.save_desired(&state)?;
+        let names: Vec<String> = state.apps.iter().map(|a| a.name.clone()).collect();
+        *desired = Some(state);
+        drop(desired);
+        lock(&self.inner.statuses).retain(|name, _| names.contains(name));
+        self.inner.wake.notify_one();
+        Ok(())
+    }
+
+    /// The generation of the desired state applied, if any.
+    pub fn generation(&self) -> Option<u64> {
+        lock(&self.inner.desired).as_ref().map(|d| d.generation)
+    }
+
+    /// The desired state applied, if any.
+    pub fn desired(&self) -> Option<DesiredState> {
+        lock(&self.inner.desired).clone()
+    }
+
+    /// The latest status of every desired app, sorted by name.
+    pub fn statuses(&self) -> Vec<AppStatus> {
+        lock(&self.inner.statuses).values().cloned().collect()
+    }
+
+    /// Every status change from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<AppStatus> {
+        self.inner.events.subscribe()
+    }
+
+    /// Why the engine is not reachable, while it is not.
+    pub fn engine_problem(&self) -> Option<String> {
+        lock(&self.inner.outage).as_ref().map(|o| o.message.clone())
+    }
+
+    /// Run one reconcile pass now; the resulting statuses.
+    pub async fn reconcile_once(&self) -> Vec<AppStatus> {
+        let mut reconciler = self.inner.reconciler.lock().await;
+        let desired = lock(&self.inner.desired).clone();
+        let input = PassInput {
+            config: &self.inner.config,
+            engine: self.inner.engine.as_ref(),
+            host: &self.inner.host,
+            desired: desired.as_ref(),
+        };
+        match reconciler.pass(&input).await {
+            Ok(statuses) => {
+                if lock(&self.inner.outage).take().is_some() {
+                    tracing::info!("container engine reachable again");
+                }
+                self.publish(statuses);
+            }
+            Err(e) => self.engine_down(desired.as_ref(), &e.to_string()),
+        }
+        self.statuses()
+    }
+
+    /// Keep every app at its last status, marked `engine_unavailable`.
+    fn engine_down(&self, desired: Option<&DesiredState>, message: &str) {
+        {
+            let mut outage = lock(&self.inner.outage);
+            match outage.as_mut() {
+                Some(o) => {
+                    o.message = message.to_owned();
+                    let delay = o.backoff.next().unwrap_or(Duration::from_secs(30));
+                    o.retry_at = Instant::now() + delay;
+                }
+                None => {
+                    tracing::warn!(error = %message, "container engine unreachable; keeping the last statuses");
+                    let mut backoff = engine_backoff();
+                    let delay = backoff.next().unwrap_or(Duration::from_secs(1));
+                    *outage = Some(Outage {
+                        message: message.to_owned(),
+                        backoff,
+                        retry_at: Instant::now() + delay,
+                    });
+                }
+            }
+        }
+        let previous = lock(&self.inner.statuses).clone();
+        let statuses = desired
+            .map(|d| d.apps.as_slice())
+            .unwrap_or_default()
+            .iter()
+            .map(|spec| {
+                let mut status = previous
+                    .get(&spec.name)
+                    .cloned()
+                    .unwrap_or_else(|| AppStatus {
+                        name: spec.name.clone(),
+                        generation: d_generation(desired),
+                        state: AppState::Pending,
+                        image: spec.image.clone(),
+                        ..AppStatus::default()
+                    });
+                status.gpu.requested = spec.gpu.clone();
+                status.last_error = Some(format!("{}: {message}", Reason::EngineUnavailable));
+                status
+            })
+            .collect();
+        self.publish(statuses);
+    }
+
+    /// Install new statuses; broadcast and persist the ones that changed.
+    fn publish(&self, statuses: Vec<AppStatus>) {
+        let mut current = lock(&self.inner.statuses);
+        let mut changed = Vec::new();
+        let mut next = BTreeMap::new();
+        for status in statuses {
+            if current.get(&status.name) != Some(&status) {
+                changed.push(status.clone());
+            }
+            next.insert(status.name.clone(), status);
+        }
+        let removed = current.keys().any(|k| !next.contains_key(k));
+        *current = next;
+        let all: Vec<AppStatus> = current.values().cloned().collect();
+        drop(current);
+        if changed.is_empty() && !removed {
+            return;
+        }
+        if let Err(e) = self.inner.store.save_statuses(&all) {
+            tracing::warn!(error = %e, "could not persist statuses");
+        }
+        for status in changed {
+            // No subscriber is fine.
+            let _ = self.inner.events.send(status);
+        }
+    }
+
+    /// How long the loop may sleep before the next pass.
+    async fn next_delay(&self) -> Duration {
+        let now = Instant::now();
+        if let Some(o) = lock(&self.inner.outage).as_ref() {
+            return o.retry_at.saturating_duration_since(now);
+        }
+        let poll = self.inner.config.poll_interval();
+        match self.inner.reconciler.lock().await.next_deadline() {
+            Some(t) => t.saturating_duration_since(now).min(poll),
+            None => poll,
+        }
+    }
+
+    /// The reconcile loop: a pass on every desired-state change, at every scheduled restart,
+    /// and every poll interval (which is how container exits are seen); engine outages are
+    /// retried with backoff. Returns when `shutdown` is cancelled; containers keep running.
+    pub async fn run(self, shutdown: CancellationToken) {
+        loop {
+            if shutdown.is_cancelled() {
+                break;
+            }
+            self.reconcile_once().await;
+            let delay = self.next_delay().await;
+            tokio::select! {
+                () = shutdown.cancelled() => break,
+                () = self.inner.wake.notified() => {}
+                () = tokio::time::sleep(delay) => {}
+            }
+        }
+        tracing::info!("app manager stopped");
+    }
+}
+
+fn d_generation(desired: Option<&DesiredState>) -> u64 {
+    desired.map_or(0, |d| d.generation)
+}

@@ -1,0 +1,26 @@
+//! The app manager: durable desired state, reconcile against the container engine with GPU
+//! pre-flight and engine fallback, crash-loop guard, local policy, statuses.
+//!
+//! [`AppManager`] is the handle; [`AppManagerConfig`] its configuration (embedded in the
+//! agent's). The pieces: [`store`] (atomic state files), [`labels`] (how containers are
+//! recognised and what they remember), [`policy`], [`container`] (spec → container spec),
+//! [`fallback`] (`start_with_gpu_fallback` and the engine-refusal classifier),
+//! [`crashloop`], `reconcile` (one pass), and [`cli`] (`apply` and `status`).
+
+pub mod cli;
+pub mod container;
+pub mod crashloop;
+mod error;
+pub mod fallback;
+pub mod labels;
+mod manager;
+pub mod policy;
+mod reconcile;
+mod settings;
+pub mod store;
+
+pub use error::{AppMgrError, StoreError};
+pub use fallback::{StartOutcome, is_device_refusal, start_with_gpu_fallback};
+pub use manager::AppManager;
+pub use reconcile::HostSource;
+pub use settings::{AppManagerConfig, CrashLoopConfig, PolicyConfig};

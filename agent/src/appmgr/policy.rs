@@ -1,0 +1,146 @@
+//! Local policy: what an app spec may ask of this host, decided by the agent's configuration,
+//! not by the control plane. Host bind mounts only under the configured prefixes (none by
+//! default). Privileged mode, host networking and the host PID namespace cannot be asked for
+//! at all (neither the spec nor the engine seam can express them), and devices come only from
+//! the GPU plan: [`check_container`] re-checks the final container spec as a second line.
+
+use std::path::{Component, Path};
+
+use odac_protocol::AppSpec;
+
+use super::settings::PolicyConfig;
+use crate::engine::ContainerSpec;
+
+/// A spec the policy refuses: the offending field and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct PolicyViolation {
+    /// The field, relative to the app spec (e.g. `volumes[0].source`).
+    pub field: String,
+    /// Why.
+    pub message: String,
+}
+
+/// Whether `path` lies under one of the allowed prefixes, by whole components.
+fn bind_allowed(path: &str, policy: &PolicyConfig) -> bool {
+    let path = Path::new(path);
+    if path.components().any(|c| matches!(c, Component::ParentDir)) {
+        return false;
+    }
+    policy
+        .allowed_bind_prefixes
+        .iter()
+        .any(|prefix| prefix.is_absolute() && path.starts_with(prefix))
+}
+
+/// Check an app spec against the policy.
+pub fn check(spec: &AppSpec, policy: &PolicyConfig) -> Result<(), PolicyViolation> {
+    for (i, v) in spec.volumes.iter().enumerate() {
+        if v.is_bind() && !bind_allowed(&v.source, policy) {
+            let allowed = if policy.allowed_bind_prefixes.is_empty() {
+                "no bind mounts are allowed on this host".to_owned()
+            } else {
+                let list: Vec<String> = policy
+                    .allowed_bind_prefixes
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect();
+                format!("allowed prefixes: {}", list.join(", "))
+            };
+            return Err(PolicyViolation {
+                field: format!("volumes[{i}].source"),
+                message: format!(
+                    "host bind mount of {:?} is not allowed by the local policy ({allowed})",
+                    v.source
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Second line of defence on the container spec about to be created: binds under the allowed
+/// prefixes, device nodes only those the GPU plan chose.
+pub fn check_container(
+    spec: &ContainerSpec,
+    plan_devices: &[String],
+    policy: &PolicyConfig,
+) -> Result<(), PolicyViolation> {
+    for (i, b) in spec.binds.iter().enumerate() {
+        if b.is_host_path() && !bind_allowed(&b.source, policy) {
+            return Err(PolicyViolation {
+                field: format!("volumes[{i}].source"),
+                message: format!("host bind mount of {:?} is not allowed", b.source),
+            });
+        }
+    }
+    for d in &spec.devices {
+        if !plan_devices.contains(&d.host_path) {
+            return Err(PolicyViolation {
+                field: "gpu".into(),
+                message: format!("device {:?} was not chosen by the gpu plan", d.host_path),
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use odac_protocol::VolumeMount;
+    use std::path::PathBuf;
+
+    fn with_volume(source: &str) -> AppSpec {
+        let mut spec = AppSpec::new("web", "busybox");
+        spec.volumes.push(VolumeMount {
+            source: "models".into(),
+            target: "/models".into(),
+            read_only: false,
+        });
+        spec.volumes.push(VolumeMount {
+            source: source.into(),
+            target: "/host".into(),
+            read_only: true,
+        });
+        spec
+    }
+
+    #[test]
+    fn default_policy_refuses_every_bind_and_names_the_field() {
+        let policy = PolicyConfig::default();
+        for source in ["/", "/etc", "/srv/data"] {
+            let err = check(&with_volume(source), &policy).err();
+            let err = err.map(|e| e.to_string()).unwrap_or_default();
+            assert!(
+                err.starts_with("volumes[1].source: host bind mount of"),
+                "{err}"
+            );
+        }
+        assert_eq!(check(&AppSpec::new("web", "busybox"), &policy), Ok(()));
+        assert_eq!(check(&with_volume("named"), &policy), Ok(()));
+    }
+
+    #[test]
+    fn prefixes_match_whole_components() {
+        let policy = PolicyConfig {
+            allowed_bind_prefixes: vec![PathBuf::from("/srv/data")],
+        };
+        assert_eq!(check(&with_volume("/srv/data"), &policy), Ok(()));
+        assert_eq!(check(&with_volume("/srv/data/models"), &policy), Ok(()));
+        assert!(check(&with_volume("/srv/database"), &policy).is_err());
+        assert!(check(&with_volume("/srv"), &policy).is_err());
+        assert!(check(&with_volume("/"), &policy).is_err());
+    }
+
+    #[test]
+    fn container_devices_must_come_from_the_plan() {
+        let mut spec = ContainerSpec::default();
+        spec.devices.push(crate::engine::DeviceMapping::same_path(
+            "/dev/dri/renderD128",
+        ));
+        let policy = PolicyConfig::default();
+        assert!(check_container(&spec, &["/dev/dri/renderD128".into()], &policy).is_ok());
+        assert!(check_container(&spec, &[], &policy).is_err());
+    }
+}

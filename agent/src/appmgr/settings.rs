@@ -1,0 +1,134 @@
+//! [`AppManagerConfig`]: the app manager's part of the agent configuration (the `[apps]`
+//! table of agent.toml, embedded by the agent's config module). Every field has a default, so
+//! an empty table is a working configuration.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::gpu::ResolveOptions;
+
+/// Where the app manager keeps its state, what the local policy allows, how GPUs are chosen
+/// and how crash loops are paced.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AppManagerConfig {
+    /// Directory of `desired.json` and `statuses.json` (created if missing).
+    pub state_dir: PathBuf,
+    /// Name of this agent's set of containers: the prefix of container and volume names
+    /// (`<instance>-<app>`) and the value of the `odac.instance` label that marks them.
+    pub instance: String,
+    /// Local policy: what app specs may ask of this host.
+    pub policy: PolicyConfig,
+    /// GPU choice.
+    pub gpu: ResolveOptions,
+    /// Crash-loop pacing.
+    pub crash_loop: CrashLoopConfig,
+    /// How often the loop looks at the containers when nothing else wakes it, in ms.
+    pub poll_interval_ms: u64,
+    /// How long a container may take to stop before it is killed, in seconds.
+    pub stop_timeout_secs: u64,
+    /// Extra labels put on every container and volume the manager creates.
+    pub extra_labels: BTreeMap<String, String>,
+}
+
+impl Default for AppManagerConfig {
+    fn default() -> Self {
+        Self {
+            state_dir: PathBuf::from("/var/lib/odac-agent"),
+            instance: "odac".into(),
+            policy: PolicyConfig::default(),
+            gpu: ResolveOptions::default(),
+            crash_loop: CrashLoopConfig::default(),
+            poll_interval_ms: 2_000,
+            stop_timeout_secs: 10,
+            extra_labels: BTreeMap::new(),
+        }
+    }
+}
+
+impl AppManagerConfig {
+    /// The poll interval.
+    pub fn poll_interval(&self) -> Duration {
+        Duration::from_millis(self.poll_interval_ms.max(10))
+    }
+}
+
+/// The host's local policy. The control plane cannot override it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PolicyConfig {
+    /// Host directories under which bind mounts are allowed (whole path components:
+    /// `/srv/data` allows `/srv/data/x`, not `/srv/database`). Empty: no bind mounts.
+    pub allowed_bind_prefixes: Vec<PathBuf>,
+}
+
+/// Crash-loop backoff: the first restart after `initial_backoff_ms`, doubling up to
+/// `max_backoff_secs`; a run of `healthy_reset_secs` resets the backoff.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CrashLoopConfig {
+    /// First delay, in ms (1 s).
+    pub initial_backoff_ms: u64,
+    /// Largest delay, in seconds (5 min).
+    pub max_backoff_secs: u64,
+    /// Healthy run that resets the backoff, in seconds (10 min).
+    pub healthy_reset_secs: u64,
+}
+
+impl Default for CrashLoopConfig {
+    fn default() -> Self {
+        Self {
+            initial_backoff_ms: 1_000,
+            max_backoff_secs: 300,
+            healthy_reset_secs: 600,
+        }
+    }
+}
+
+impl CrashLoopConfig {
+    /// The first delay.
+    pub fn initial(&self) -> Duration {
+        Duration::from_millis(self.initial_backoff_ms.max(1))
+    }
+
+    /// The cap.
+    pub fn max(&self) -> Duration {
+        Duration::from_secs(self.max_backoff_secs).max(self.initial())
+    }
+
+    /// The healthy run that resets the backoff.
+    pub fn healthy_reset(&self) -> Duration {
+        Duration::from_secs(self.healthy_reset_secs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use odac_protocol::Vendor;
+
+    #[test]
+    fn defaults_and_partial_tables() {
+        let c: AppManagerConfig = serde_json::from_str("{}").unwrap();
+        assert_eq!(c, AppManagerConfig::default());
+        assert!(c.policy.allowed_bind_prefixes.is_empty());
+        assert_eq!(
+            c.gpu.vendor_order,
+            vec![Vendor::Nvidia, Vendor::Amd, Vendor::Intel]
+        );
+        assert_eq!(c.crash_loop.initial(), Duration::from_secs(1));
+        assert_eq!(c.crash_loop.max(), Duration::from_secs(300));
+        let c: AppManagerConfig = serde_json::from_str(
+            r#"{"state_dir":"/tmp/x","gpu":{"vendor_order":["intel"]},"policy":{"allowed_bind_prefixes":["/srv"]}}"#,
+        )
+        .unwrap();
+        assert_eq!(c.gpu.vendor_order, vec![Vendor::Intel]);
+        assert!(c.gpu.enabled);
+        assert_eq!(c.policy.allowed_bind_prefixes, vec![PathBuf::from("/srv")]);
+        assert!(serde_json::from_str::<AppManagerConfig>(r#"{"nope":1}"#).is_err());
+    }
+}

@@ -1,0 +1,38 @@
+//! The GPU decision: which GPUs an app gets and how they reach its container. Pure functions
+//! of the host assessment, so every host fixture × intent combination can be table-tested.
+//!
+//! [`resolve`] turns an app's intent plus the [`Assessment`](crate::sysinfo::Assessment) and
+//! the current [`Allocations`] into a [`Plan`]: run on the CPU (optional intent, with the
+//! reason), attach (vendor, mechanism, concrete devices) or refuse (required intent, with the
+//! reason and the fix). [`allocate`] picks concrete GPUs, [`attach`] turns an attachment into
+//! engine requests and reads back what a container really holds, [`reason`] phrases the fixes.
+
+pub mod allocate;
+pub mod attach;
+pub mod reason;
+pub mod resolve;
+
+pub use allocate::{Allocations, Insufficient, allocate};
+pub use attach::{Attachment, attached_from};
+pub use resolve::{DEFAULT_VENDOR_ORDER, Plan, ResolveOptions, resolve, resolve_with};
+
+use crate::sysinfo::Vendor as HostVendor;
+use odac_protocol::Vendor;
+
+/// The wire vendor of a scanned vendor.
+pub fn to_wire(v: HostVendor) -> Vendor {
+    match v {
+        HostVendor::Nvidia => Vendor::Nvidia,
+        HostVendor::Amd => Vendor::Amd,
+        HostVendor::Intel => Vendor::Intel,
+    }
+}
+
+/// The scanned vendor of a wire vendor.
+pub fn to_host(v: Vendor) -> HostVendor {
+    match v {
+        Vendor::Nvidia => HostVendor::Nvidia,
+        Vendor::Amd => HostVendor::Amd,
+        Vendor::Intel => HostVendor::Intel,
+    }
+}
