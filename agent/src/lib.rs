@@ -3,6 +3,7 @@
 
 pub mod engine;
 pub mod sysinfo;
+pub mod uplink;
 
 /// The agent's version, as reported in `hello` and by `odac-agent version`.
 pub const AGENT_VERSION: &str = env!("CARGO_PKG_VERSION");

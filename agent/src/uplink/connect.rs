@@ -1,0 +1,329 @@
+//! Dialing the control plane: TCP, then TLS (rustls, the agent's trust settings), then the
+//! WebSocket upgrade with the bearer token and the `odac.agent.v1` subprotocol. Each failure
+//! becomes a [`ConnectError`] that says what to fix (an untrusted certificate names
+//! `control_plane.ca_file`, a refused token names the token settings) and never carries the
+//! token.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use odac_protocol::{MAX_FRAME_BYTES, SUBPROTOCOL};
+use rustls::pki_types::ServerName;
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::{HeaderValue, Uri, header};
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+
+use super::token::Token;
+
+/// A live WebSocket session over TLS.
+pub type WsStream = WebSocketStream<TlsStream<TcpStream>>;
+
+/// Frames larger than this are refused by the WebSocket layer itself (the session refuses
+/// anything above [`MAX_FRAME_BYTES`] with close 1009 before decoding).
+pub const WS_HARD_LIMIT: usize = 4 * MAX_FRAME_BYTES;
+
+/// Where the control plane is. Only `wss://` URLs are accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    url: String,
+    host: String,
+    port: u16,
+}
+
+/// Why a control-plane URL is not usable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("control_plane.url: {0}")]
+pub struct UrlError(String);
+
+impl Endpoint {
+    /// Parses and checks a `wss://host[:port]/path` URL.
+    pub fn parse(url: &str) -> Result<Self, UrlError> {
+        let uri: Uri = url
+            .parse()
+            .map_err(|e| UrlError(format!("{url:?} is not a url: {e}")))?;
+        match uri.scheme_str() {
+            Some("wss") => {}
+            Some(other) => {
+                return Err(UrlError(format!(
+                    "scheme {other:?} is not allowed, only wss:// (tls) is"
+                )));
+            }
+            None => return Err(UrlError(format!("{url:?} has no scheme, expected wss://"))),
+        }
+        if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
+            return Err(UrlError(
+                "credentials in the url are not allowed; use control_plane.token_file".into(),
+            ));
+        }
+        let host = uri
+            .host()
+            .filter(|h| !h.is_empty())
+            .ok_or_else(|| UrlError(format!("{url:?} has no host")))?;
+        let host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned();
+        ServerName::try_from(host.clone())
+            .map_err(|e| UrlError(format!("host {host:?} is not a valid tls server name: {e}")))?;
+        Ok(Self {
+            url: url.to_owned(),
+            port: uri.port_u16().unwrap_or(443),
+            host,
+        })
+    }
+
+    /// The URL as configured.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// `host:port`, for logs.
+    pub fn authority(&self) -> String {
+        if self.host.contains(':') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// Why a connection attempt failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("cannot reach {authority}: {source}")]
+    Tcp {
+        authority: String,
+        source: std::io::Error,
+    },
+    #[error("tls handshake with {authority} failed: {reason}")]
+    Tls { authority: String, reason: String },
+    #[error(
+        "the control plane refused the agent's token (http {status}); check control_plane.token_file or ODAC_AGENT_TOKEN, retrying slowly"
+    )]
+    Unauthorized { status: u16 },
+    #[error("the control plane refused the websocket upgrade with http {status}")]
+    Refused { status: u16 },
+    #[error("the control plane did not agree on subprotocol {SUBPROTOCOL} (it answered {got:?})")]
+    Subprotocol { got: Option<String> },
+    #[error("websocket handshake with {authority} failed: {reason}")]
+    Handshake { authority: String, reason: String },
+    #[error("{phase} with {authority} timed out after {after:?}")]
+    Timeout {
+        phase: &'static str,
+        authority: String,
+        after: Duration,
+    },
+}
+
+impl ConnectError {
+    /// True when the token was refused (401/403): retry only after a long delay.
+    pub fn is_unauthorized(&self) -> bool {
+        matches!(self, ConnectError::Unauthorized { .. })
+    }
+}
+
+/// Dials the control plane.
+#[derive(Clone)]
+pub struct Dialer {
+    endpoint: Endpoint,
+    tls: Arc<rustls::ClientConfig>,
+    token: Token,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for Dialer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dialer")
+            .field("endpoint", &self.endpoint)
+            .field("token", &self.token)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Dialer {
+    /// A dialer; `timeout` bounds each phase (tcp, tls, upgrade).
+    pub fn new(
+        endpoint: Endpoint,
+        tls: Arc<rustls::ClientConfig>,
+        token: Token,
+        timeout: Duration,
+    ) -> Self {
+        Self {
+            endpoint,
+            tls,
+            token,
+            timeout,
+        }
+    }
+
+    /// The endpoint.
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    /// TCP, TLS, WebSocket upgrade.
+    pub async fn dial(&self) -> Result<WsStream, ConnectError> {
+        let authority = self.endpoint.authority();
+        let timeout = |phase| ConnectError::Timeout {
+            phase,
+            authority: authority.clone(),
+            after: self.timeout,
+        };
+        let tcp = tokio::time::timeout(
+            self.timeout,
+            TcpStream::connect((self.endpoint.host.as_str(), self.endpoint.port)),
+        )
+        .await
+        .map_err(|_| timeout("tcp connect"))?
+        .map_err(|source| ConnectError::Tcp {
+            authority: authority.clone(),
+            source,
+        })?;
+        let _ = tcp.set_nodelay(true);
+
+        let name =
+            ServerName::try_from(self.endpoint.host.clone()).map_err(|e| ConnectError::Tls {
+                authority: authority.clone(),
+                reason: e.to_string(),
+            })?;
+        let tls = tokio::time::timeout(
+            self.timeout,
+            TlsConnector::from(self.tls.clone()).connect(name, tcp),
+        )
+        .await
+        .map_err(|_| timeout("tls handshake"))?
+        .map_err(|e| ConnectError::Tls {
+            authority: authority.clone(),
+            reason: tls_reason(&e),
+        })?;
+
+        let mut request = self
+            .endpoint
+            .url
+            .as_str()
+            .into_client_request()
+            .map_err(|e| ConnectError::Handshake {
+                authority: authority.clone(),
+                reason: e.to_string(),
+            })?;
+        let mut bearer = HeaderValue::from_str(&format!("Bearer {}", self.token.expose()))
+            .map_err(|_| ConnectError::Handshake {
+                authority: authority.clone(),
+                reason: "the token is not a valid header value".into(),
+            })?;
+        bearer.set_sensitive(true);
+        let headers = request.headers_mut();
+        headers.insert(header::AUTHORIZATION, bearer);
+        headers.insert(
+            header::SEC_WEBSOCKET_PROTOCOL,
+            HeaderValue::from_static(SUBPROTOCOL),
+        );
+        headers.insert(
+            header::USER_AGENT,
+            HeaderValue::from_static(concat!("odac-agent/", env!("CARGO_PKG_VERSION"))),
+        );
+
+        let (ws, response) = tokio::time::timeout(
+            self.timeout,
+            tokio_tungstenite::client_async_with_config(request, tls, Some(ws_config())),
+        )
+        .await
+        .map_err(|_| timeout("websocket upgrade"))?
+        .map_err(|e| upgrade_error(&authority, e))?;
+        let got = response
+            .headers()
+            .get(header::SEC_WEBSOCKET_PROTOCOL)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        if got.as_deref() != Some(SUBPROTOCOL) {
+            return Err(ConnectError::Subprotocol { got });
+        }
+        Ok(ws)
+    }
+}
+
+/// WebSocket limits: generous enough that an oversize frame can be refused politely (close
+/// 1009) by the session rather than by the transport.
+pub fn ws_config() -> WebSocketConfig {
+    WebSocketConfig::default()
+        .max_message_size(Some(WS_HARD_LIMIT))
+        .max_frame_size(Some(WS_HARD_LIMIT))
+}
+
+fn upgrade_error(authority: &str, e: tokio_tungstenite::tungstenite::Error) -> ConnectError {
+    use tokio_tungstenite::tungstenite::Error as WsError;
+    use tokio_tungstenite::tungstenite::error::ProtocolError;
+    match e {
+        WsError::Http(response) => {
+            let status = response.status().as_u16();
+            if status == 401 || status == 403 {
+                ConnectError::Unauthorized { status }
+            } else {
+                ConnectError::Refused { status }
+            }
+        }
+        WsError::Protocol(ProtocolError::SecWebSocketSubProtocolError(_)) => {
+            ConnectError::Subprotocol { got: None }
+        }
+        other => ConnectError::Handshake {
+            authority: authority.to_owned(),
+            reason: other.to_string(),
+        },
+    }
+}
+
+/// A TLS failure in words an operator can act on.
+fn tls_reason(e: &std::io::Error) -> String {
+    use rustls::{CertificateError, Error as TlsError};
+    let Some(tls) = e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<TlsError>())
+    else {
+        return e.to_string();
+    };
+    match tls {
+        TlsError::InvalidCertificate(CertificateError::UnknownIssuer) => {
+            "the server certificate is not trusted (unknown issuer); if the control plane uses a private ca, set control_plane.ca_file".into()
+        }
+        TlsError::InvalidCertificate(
+            CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+        ) => format!("the server certificate does not match the host name ({tls})"),
+        TlsError::InvalidCertificate(
+            CertificateError::Expired | CertificateError::ExpiredContext { .. },
+        ) => format!("the server certificate has expired ({tls})"),
+        TlsError::InvalidCertificate(
+            CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. },
+        ) => format!("the server certificate is not valid yet; check the host clock ({tls})"),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn only_wss_urls() {
+        let e = Endpoint::parse("wss://cp.example.com/agent/v1").unwrap();
+        assert_eq!(e.authority(), "cp.example.com:443");
+        assert_eq!(
+            Endpoint::parse("wss://127.0.0.1:8443/x")
+                .unwrap()
+                .authority(),
+            "127.0.0.1:8443"
+        );
+        let err = Endpoint::parse("ws://cp.example.com/")
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("control_plane.url: scheme \"ws\""), "{err}");
+        assert!(Endpoint::parse("https://cp.example.com/").is_err());
+        assert!(Endpoint::parse("cp.example.com").is_err());
+        assert!(Endpoint::parse("wss://user:pw@cp.example.com/").is_err());
+    }
+}

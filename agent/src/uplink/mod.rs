@@ -1,0 +1,319 @@
+//! The uplink: the agent's only link to the control plane, an outbound TLS WebSocket
+//! (`wss://`, subprotocol `odac.agent.v1`, bearer token). It keeps reconnecting with full-jitter
+//! exponential backoff and never gives up; each session says `hello`, waits for `welcome`,
+//! sends the full inventory and every app's status, then passes desired-state changes to the
+//! app manager (acked once persisted) and reports changes, with `seq`/`ack` and resend.
+//!
+//! Pieces: [`token`] (the redacted bearer token), [`tls`] (rustls client config), [`connect`]
+//! (dialing), [`backoff`], [`outbox`] (unacked reports), [`heartbeat`], [`control`] (the
+//! [`AppControl`] seam to the app manager) and [`session`]; [`Uplink`] ties them together.
+
+pub mod backoff;
+pub mod connect;
+pub mod control;
+pub mod heartbeat;
+pub mod outbox;
+pub mod session;
+pub mod tls;
+pub mod token;
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use odac_protocol::{AppStatus, EventLevel, Hello, Inventory, PROTOCOL_VERSION};
+use tokio::sync::{Notify, broadcast, watch};
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info, warn};
+
+pub use backoff::{Backoff, BackoffPolicy, Delay};
+pub use connect::{ConnectError, Dialer, Endpoint, UrlError};
+pub use control::{AppControl, ApplyError};
+pub use outbox::{Outbox, OutboxLimits};
+pub use session::SessionEnd;
+pub use tls::{TlsConfigError, TlsSettings};
+pub use token::{TOKEN_ENV, Token, TokenError};
+
+use crate::sysinfo::ChangeDetector;
+
+/// The latest local inventory, published by the inventory scanner.
+pub type InventoryFeed = watch::Receiver<Option<Arc<Inventory>>>;
+
+/// Everything the uplink needs besides the app manager and the inventory feed.
+#[derive(Debug, Clone)]
+pub struct UplinkConfig {
+    /// How to reach the control plane.
+    pub dialer: Dialer,
+    /// Stable agent id (kept in the state dir).
+    pub agent_id: String,
+    /// Host name reported in `hello`.
+    pub hostname: String,
+    /// Ping interval (the control plane may override it in `welcome`).
+    pub heartbeat: Duration,
+    /// How long to wait for `welcome` after `hello`.
+    pub welcome_timeout: Duration,
+    /// Reconnect policy.
+    pub backoff: BackoffPolicy,
+    /// Outbox bounds.
+    pub outbox: OutboxLimits,
+    /// Fixed jitter seed (tests); `None` for a random one.
+    pub jitter_seed: Option<u64>,
+}
+
+/// What the uplink is doing, for tests and diagnostics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LinkEvent {
+    /// Dialing the control plane.
+    Connecting,
+    /// `welcome` received: the session is established.
+    Connected,
+    /// The attempt failed before a session was established.
+    ConnectFailed { error: String, unauthorized: bool },
+    /// An established session ended.
+    SessionLost {
+        reason: String,
+        healthy_for: Duration,
+    },
+    /// Waiting before the next attempt.
+    BackingOff(Delay),
+    /// Shut down.
+    Stopped,
+}
+
+/// Queues diagnostic events for the control plane (bounded; drops are counted and reported).
+#[derive(Debug, Clone)]
+pub struct EventSink {
+    outbox: Arc<Mutex<Outbox>>,
+    wake: Arc<Notify>,
+}
+
+impl EventSink {
+    /// Queues one event.
+    pub fn push(&self, level: EventLevel, app: Option<&str>, message: impl Into<String>) {
+        lock(&self.outbox).push_event(level, app.map(str::to_owned), message.into());
+        self.wake.notify_one();
+    }
+}
+
+/// The uplink task.
+pub struct Uplink {
+    config: UplinkConfig,
+    apps: Arc<dyn AppControl>,
+    inventory: InventoryFeed,
+    outbox: Arc<Mutex<Outbox>>,
+    wake: Arc<Notify>,
+    link_events: broadcast::Sender<LinkEvent>,
+}
+
+impl Uplink {
+    /// An uplink that reports `apps` and the inventory published on `inventory`.
+    pub fn new(config: UplinkConfig, apps: Arc<dyn AppControl>, inventory: InventoryFeed) -> Self {
+        let outbox = Arc::new(Mutex::new(Outbox::new(config.outbox)));
+        Self {
+            config,
+            apps,
+            inventory,
+            outbox,
+            wake: Arc::new(Notify::new()),
+            link_events: broadcast::channel(256).0,
+        }
+    }
+
+    /// A handle to queue diagnostic events.
+    pub fn events(&self) -> EventSink {
+        EventSink {
+            outbox: Arc::clone(&self.outbox),
+            wake: Arc::clone(&self.wake),
+        }
+    }
+
+    /// Connection lifecycle events from now on.
+    pub fn link_events(&self) -> broadcast::Receiver<LinkEvent> {
+        self.link_events.subscribe()
+    }
+
+    /// Reports still waiting for an ack.
+    pub fn pending_reports(&self) -> usize {
+        lock(&self.outbox).pending()
+    }
+
+    /// A shared view of the outbox (tests, diagnostics).
+    pub fn outbox(&self) -> Arc<Mutex<Outbox>> {
+        Arc::clone(&self.outbox)
+    }
+
+    /// Runs until `shutdown`: connects, serves sessions, reconnects. Never gives up.
+    pub async fn run(self, shutdown: CancellationToken) {
+        let statuses = self.apps.subscribe();
+        let collector = collect(
+            Arc::clone(&self.apps),
+            statuses,
+            self.inventory.clone(),
+            Arc::clone(&self.outbox),
+            Arc::clone(&self.wake),
+            shutdown.clone(),
+        );
+        tokio::join!(collector, self.connect_loop(&shutdown));
+    }
+
+    async fn connect_loop(&self, shutdown: &CancellationToken) {
+        let cfg = &self.config;
+        let mut backoff = match cfg.jitter_seed {
+            Some(seed) => Backoff::seeded(cfg.backoff, seed),
+            None => Backoff::new(cfg.backoff),
+        };
+        let authority = cfg.dialer.endpoint().authority();
+        loop {
+            if shutdown.is_cancelled() {
+                break;
+            }
+            self.emit(LinkEvent::Connecting);
+            let dialed = tokio::select! {
+                () = shutdown.cancelled() => break,
+                d = cfg.dialer.dial() => d,
+            };
+            let delay = match dialed {
+                Err(e) => {
+                    let unauthorized = e.is_unauthorized();
+                    self.emit(LinkEvent::ConnectFailed {
+                        error: e.to_string(),
+                        unauthorized,
+                    });
+                    if unauthorized {
+                        error!(control_plane = %authority, "{e}");
+                        backoff.next_auth_delay()
+                    } else {
+                        warn!(control_plane = %authority, "cannot connect to the control plane: {e}");
+                        backoff.next_delay()
+                    }
+                }
+                Ok(ws) => {
+                    let ctx = session::SessionCtx {
+                        apps: &self.apps,
+                        outbox: &self.outbox,
+                        wake: &self.wake,
+                        latest_inventory: self.inventory.borrow().as_deref().cloned(),
+                        hello: self.hello(),
+                        heartbeat: cfg.heartbeat,
+                        welcome_timeout: cfg.welcome_timeout,
+                        shutdown,
+                        link_events: &self.link_events,
+                    };
+                    match session::run_session(ws, ctx).await {
+                        SessionEnd::Shutdown => break,
+                        SessionEnd::Unauthorized(message) => {
+                            error!(control_plane = %authority, "the control plane refused the agent's token: {message}; check control_plane.token_file or ODAC_AGENT_TOKEN, retrying slowly");
+                            self.emit(LinkEvent::ConnectFailed {
+                                error: message,
+                                unauthorized: true,
+                            });
+                            backoff.next_auth_delay()
+                        }
+                        SessionEnd::Lost {
+                            reason,
+                            healthy_for,
+                        } => {
+                            let healthy_for = healthy_for.unwrap_or_default();
+                            if healthy_for >= cfg.backoff.healthy_after {
+                                backoff.reset();
+                            }
+                            warn!(
+                                control_plane = %authority,
+                                after_secs = healthy_for.as_secs(),
+                                "control plane session lost: {reason}"
+                            );
+                            self.emit(LinkEvent::SessionLost {
+                                reason,
+                                healthy_for,
+                            });
+                            backoff.next_delay()
+                        }
+                    }
+                }
+            };
+            info!(
+                attempt = delay.attempt,
+                delay_ms = u64::try_from(delay.delay.as_millis()).unwrap_or(u64::MAX),
+                ceiling_ms = u64::try_from(delay.ceiling.as_millis()).unwrap_or(u64::MAX),
+                "reconnecting to the control plane in {:.1}s",
+                delay.delay.as_secs_f64()
+            );
+            self.emit(LinkEvent::BackingOff(delay));
+            tokio::select! {
+                () = shutdown.cancelled() => break,
+                () = tokio::time::sleep(delay.delay) => {}
+            }
+        }
+        info!("uplink stopped");
+        self.emit(LinkEvent::Stopped);
+    }
+
+    fn hello(&self) -> Hello {
+        Hello {
+            agent_id: self.config.agent_id.clone(),
+            hostname: self.config.hostname.clone(),
+            agent_version: crate::AGENT_VERSION.to_owned(),
+            protocol_version: PROTOCOL_VERSION,
+            last_generation: self.apps.generation(),
+        }
+    }
+
+    fn emit(&self, event: LinkEvent) {
+        let _ = self.link_events.send(event);
+    }
+}
+
+/// Moves status changes and changed inventories into the outbox, connected or not, and wakes
+/// the session to send them.
+async fn collect(
+    apps: Arc<dyn AppControl>,
+    mut statuses: broadcast::Receiver<AppStatus>,
+    mut inventory: InventoryFeed,
+    outbox: Arc<Mutex<Outbox>>,
+    wake: Arc<Notify>,
+    shutdown: CancellationToken,
+) {
+    let mut detector = ChangeDetector::new();
+    let mut statuses_open = true;
+    let mut inventory_open = true;
+    if let Some(inv) = inventory.borrow_and_update().as_deref() {
+        detector.observe(inv);
+    }
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            r = statuses.recv(), if statuses_open => match r {
+                Ok(status) => {
+                    if !lock(&outbox).put_status(status) {
+                        warn!("outbox full: dropped the oldest pending app status");
+                    }
+                }
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    warn!(missed = n, "status stream lagged; queueing every app's current status");
+                    let mut o = lock(&outbox);
+                    for s in apps.statuses() {
+                        o.put_status(s);
+                    }
+                }
+                Err(broadcast::error::RecvError::Closed) => statuses_open = false,
+            },
+            r = inventory.changed(), if inventory_open => match r {
+                Ok(()) => {
+                    let latest = inventory.borrow_and_update().clone();
+                    if let Some(inv) = latest {
+                        if detector.observe(&inv) {
+                            info!("inventory changed; queueing it for the control plane");
+                            lock(&outbox).put_inventory((*inv).clone());
+                        }
+                    }
+                }
+                Err(_) => inventory_open = false,
+            },
+        }
+        wake.notify_one();
+    }
+}
+
+/// Locks a mutex, recovering the data if a panicking holder poisoned it.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
