@@ -1,7 +1,9 @@
 //! `odac-agent` library: everything the agent does lives here; `main.rs` only parses the
 //! command line, sets up tracing and configuration, and calls into this crate.
 
+pub mod appmgr;
 pub mod engine;
+pub mod gpu;
 pub mod sysinfo;
 pub mod uplink;
 

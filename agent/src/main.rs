@@ -17,6 +17,10 @@ enum Command {
     Inventory(odac_agent::sysinfo::cli::ScanArgs),
     /// Check GPU passthrough prerequisites, with fixes (exit 1 when present hardware is unusable).
     Doctor(odac_agent::sysinfo::cli::ScanArgs),
+    /// Apply a desired-state file to the local engine once and print the app statuses.
+    Apply(odac_agent::appmgr::cli::ApplyArgs),
+    /// Print the app statuses last recorded in the state directory.
+    Status(odac_agent::appmgr::cli::StatusArgs),
 }
 
 fn main() {
@@ -29,5 +33,7 @@ fn main() {
         Command::Doctor(args) => {
             std::process::exit(odac_agent::sysinfo::cli::doctor_command(&args))
         }
+        Command::Apply(args) => std::process::exit(odac_agent::appmgr::cli::apply_command(&args)),
+        Command::Status(args) => std::process::exit(odac_agent::appmgr::cli::status_command(&args)),
     }
 }
