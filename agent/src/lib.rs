@@ -3,6 +3,7 @@
 
 pub mod appmgr;
 pub mod engine;
+pub mod enroll;
 pub mod gpu;
 pub mod sysinfo;
 pub mod uplink;

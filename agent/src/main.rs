@@ -17,6 +17,8 @@ enum Command {
     Inventory(odac_agent::sysinfo::cli::ScanArgs),
     /// Check GPU passthrough prerequisites, with fixes (exit 1 when present hardware is unusable).
     Doctor(odac_agent::sysinfo::cli::ScanArgs),
+    /// Trade a one-time enrollment code for a token; write the token file and agent.toml.
+    Enroll(odac_agent::enroll::EnrollArgs),
     /// Apply a desired-state file to the local engine once and print the app statuses.
     Apply(odac_agent::appmgr::cli::ApplyArgs),
     /// Print the app statuses last recorded in the state directory.
@@ -33,6 +35,7 @@ fn main() {
         Command::Doctor(args) => {
             std::process::exit(odac_agent::sysinfo::cli::doctor_command(&args))
         }
+        Command::Enroll(args) => std::process::exit(odac_agent::enroll::enroll_command(&args)),
         Command::Apply(args) => std::process::exit(odac_agent::appmgr::cli::apply_command(&args)),
         Command::Status(args) => std::process::exit(odac_agent::appmgr::cli::status_command(&args)),
     }

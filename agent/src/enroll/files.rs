@@ -1,0 +1,114 @@
+//! The files enrollment leaves behind, written so that a crash never leaves half a file and a
+//! secret is never readable by others, not even for a moment: every file is written to a
+//! temporary sibling created with its final mode, synced, then renamed over the target.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// A temporary sibling of `target`, created (mode `mode`) before the work that fills it, and
+/// removed on drop unless [`Staged::commit`] renamed it into place.
+pub struct Staged {
+    tmp: PathBuf,
+    target: PathBuf,
+    file: Option<File>,
+}
+
+impl Staged {
+    /// Creates `dir/.name.tmp-PID` with `mode`; fails early when `dir` is not writable.
+    pub fn create(target: &Path, mode: u32) -> std::io::Result<Self> {
+        let dir = target.parent().unwrap_or_else(|| Path::new("."));
+        let name = target
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(mode)
+            .open(&tmp)?;
+        // the umask may have cleared bits of `mode`; a stale file may have had others
+        file.set_permissions(fs::Permissions::from_mode(mode))?;
+        Ok(Self {
+            tmp,
+            target: target.to_owned(),
+            file: Some(file),
+        })
+    }
+
+    /// Writes `contents`, syncs, and renames the file over the target.
+    pub fn commit(mut self, contents: &[u8]) -> std::io::Result<()> {
+        if let Some(mut file) = self.file.take() {
+            file.write_all(contents)?;
+            file.sync_all()?;
+        }
+        fs::rename(&self.tmp, &self.target)?;
+        if let Some(dir) = self.target.parent() {
+            // best effort: make the rename itself durable
+            if let Ok(d) = File::open(dir) {
+                let _ = d.sync_all();
+            }
+        }
+        self.tmp = PathBuf::new();
+        Ok(())
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if !self.tmp.as_os_str().is_empty() {
+            let _ = fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+/// Creates `dir` (and parents) with `mode` for the directories it creates.
+pub fn create_dir(dir: &Path, mode: u32) -> std::io::Result<()> {
+    fs::DirBuilder::new().recursive(true).mode(mode).create(dir)
+}
+
+/// Writes `contents` to `target` atomically with `mode`.
+pub fn write_atomic(target: &Path, contents: &[u8], mode: u32) -> std::io::Result<()> {
+    Staged::create(target, mode)?.commit(contents)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn mode(p: &Path) -> u32 {
+        fs::metadata(p).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn staged_file_has_its_mode_from_the_start_and_replaces_the_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("token");
+        fs::write(&target, "old").unwrap();
+        fs::set_permissions(&target, fs::Permissions::from_mode(0o644)).unwrap();
+        let staged = Staged::create(&target, 0o600).unwrap();
+        assert_eq!(mode(&staged.tmp), 0o600);
+        staged.commit(b"new").unwrap();
+        assert_eq!(fs::read_to_string(&target).unwrap(), "new");
+        assert_eq!(mode(&target), 0o600);
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1, "no temp left");
+    }
+
+    #[test]
+    fn dropped_stage_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("token");
+        drop(Staged::create(&target, 0o600).unwrap());
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn unwritable_dir_fails_early() {
+        let e = Staged::create(Path::new("/nonexistent/odac/token"), 0o600);
+        assert!(e.is_err());
+    }
+}
