@@ -9,7 +9,7 @@
 //!   a CDI device for every chosen GPU (else NVIDIA falls back to its runtime when that is
 //!   registered, AMD and Intel to device nodes); the NVIDIA runtime with explicit device ids
 //!   (UUIDs where known); device nodes (AMD: `/dev/kfd` plus each GPU's card and render nodes;
-//!   Intel: card and render) with the numeric GIDs owning them.
+//!   Intel: card and render) with the numeric GIDs owning them (never group 0).
 //! - When the host cannot serve the intent: `optional` → [`Plan::Cpu`] with the reason,
 //!   else [`Plan::Refuse`] with the reason and the fix.
 
@@ -169,6 +169,15 @@ fn try_vendor(
         GpuCount::All => usable.len(),
         GpuCount::N(n) => usize::try_from(n).unwrap_or(usize::MAX),
     };
+    if wanted > usable.len() {
+        return Err(miss(
+            Reason::InsufficientDevices,
+            format!(
+                "{wanted} {vendor} gpu(s) requested, {} usable on this host",
+                usable.len()
+            ),
+        ));
+    }
     let mechanism = match verdict.mechanism {
         Some(Mechanism::Cdi) if with_cdi.len() >= wanted && !with_cdi.is_empty() => Mechanism::Cdi,
         Some(Mechanism::Cdi) | Some(Mechanism::NvidiaRuntime) | None
@@ -209,7 +218,15 @@ fn try_vendor(
             Vec::new(),
         ),
         Mechanism::NvidiaRuntime => (chosen.iter().map(|g| nvidia_id(g)).collect(), Vec::new()),
-        Mechanism::DeviceNodes => (a.device_paths(&chosen), a.group_ids(&chosen)),
+        // Group 0 (root) is never added: it would widen the container's rights well beyond
+        // the device, and root-owned nodes are what fixture trees and odd hosts show.
+        Mechanism::DeviceNodes => (
+            a.device_paths(&chosen),
+            a.group_ids(&chosen)
+                .into_iter()
+                .filter(|g| *g != 0)
+                .collect(),
+        ),
     };
     Ok(Attachment {
         vendor: to_wire(chosen.first().map_or(host_vendor, |g| g.vendor)),

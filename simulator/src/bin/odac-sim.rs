@@ -1,11 +1,184 @@
-//! `odac-sim` binary: the simulated control plane.
+//! `odac-sim` binary: the simulated control plane (`serve`), a simulated fleet of agents
+//! (`fleet`) and the all-in-one demo with a real local agent (`demo`).
 
-use clap::Parser;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use odac_simulator::fleet::{Fleet, FleetConfig};
+use odac_simulator::{DEFAULT_LISTEN, ServeConfig, Server, demo};
 
 #[derive(Debug, Parser)]
 #[command(name = "odac-sim", version, about = "ODAC control-plane simulator")]
-struct Cli {}
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve the agents' WebSocket, the REST API and the dashboard on one TLS port.
+    Serve {
+        /// Listen address.
+        #[arg(long, default_value = DEFAULT_LISTEN)]
+        listen: String,
+        /// State dir (CA, fleet state); default $XDG_STATE_HOME/odac-sim.
+        #[arg(long)]
+        state: Option<PathBuf>,
+        /// Agent bearer token to accept (repeatable); none = generate DIR/agent-token.
+        #[arg(long = "token", env = "ODAC_SIM_TOKENS", value_delimiter = ',', hide_env_values = true)]
+        tokens: Vec<String>,
+        /// One-time enrolment code to accept (repeatable).
+        #[arg(long = "enroll-code")]
+        enroll_codes: Vec<String>,
+        /// Require this bearer token on the REST API.
+        #[arg(long, env = "ODAC_SIM_API_TOKEN", hide_env_values = true)]
+        api_token: Option<String>,
+    },
+    /// Run N protocol-level simulated agents (no Docker) against a control plane.
+    Fleet {
+        /// Number of agents.
+        #[arg(long, default_value_t = 10)]
+        agents: usize,
+        /// Control plane agent URL, e.g. wss://127.0.0.1:7443/agent/v1.
+        #[arg(long)]
+        cp: String,
+        /// CA certificate to trust (PEM).
+        #[arg(long)]
+        ca_file: PathBuf,
+        /// Bearer token.
+        #[arg(long, env = "ODAC_TOKEN", hide_env_values = true, conflicts_with = "token_file")]
+        token: Option<String>,
+        /// File holding the bearer token.
+        #[arg(long)]
+        token_file: Option<PathBuf>,
+        /// Host name prefix.
+        #[arg(long, default_value = "sim")]
+        prefix: String,
+        /// Heartbeat (ping) interval in seconds.
+        #[arg(long, default_value_t = 20)]
+        heartbeat_secs: u64,
+        /// Stop after this many seconds (default: run until Ctrl-C).
+        #[arg(long)]
+        duration_secs: Option<u64>,
+    },
+    /// Serve, start a local odac-agent, build the sample image and create a sample app.
+    Demo {
+        /// Listen address.
+        #[arg(long, default_value = DEFAULT_LISTEN)]
+        listen: String,
+        /// State dir; default $XDG_STATE_HOME/odac-sim-demo.
+        #[arg(long)]
+        state: Option<PathBuf>,
+    },
+}
+
+/// `$XDG_STATE_HOME/NAME`, `$HOME/.local/state/NAME`, or `./NAME-state`.
+fn default_state(name: &str) -> PathBuf {
+    if let Some(d) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d).join(name);
+    }
+    if let Some(h) = std::env::var_os("HOME").filter(|d| !d.is_empty()) {
+        return PathBuf::from(h).join(".local/state").join(name);
+    }
+    PathBuf::from(format!("{name}-state"))
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("ODAC_SIM_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+async fn main_async(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Serve {
+            listen,
+            state,
+            tokens,
+            enroll_codes,
+            api_token,
+        } => {
+            let mut cfg =
+                ServeConfig::new(listen, state.unwrap_or_else(|| default_state("odac-sim")));
+            cfg.tokens = tokens;
+            cfg.enroll_codes = enroll_codes;
+            cfg.api_token = api_token;
+            let server = Server::start(cfg).await?;
+            print!("{}", server.banner());
+            server.run_until_signal().await;
+        }
+        Command::Fleet {
+            agents,
+            cp,
+            ca_file,
+            token,
+            token_file,
+            prefix,
+            heartbeat_secs,
+            duration_secs,
+        } => {
+            let ca_pem = std::fs::read(&ca_file)
+                .map_err(|e| anyhow::anyhow!("cannot read CA file {}: {e}", ca_file.display()))?;
+            let token = match (token, token_file) {
+                (Some(t), _) => t,
+                (None, Some(f)) => std::fs::read_to_string(&f)
+                    .map_err(|e| anyhow::anyhow!("cannot read token file {}: {e}", f.display()))?
+                    .trim()
+                    .to_owned(),
+                (None, None) => anyhow::bail!("give --token or --token-file"),
+            };
+            let fleet = Fleet::start(&FleetConfig {
+                agents,
+                url: cp,
+                ca_pem,
+                token,
+                prefix,
+                heartbeat: Duration::from_secs(heartbeat_secs.max(1)),
+            });
+            println!("fleet: {agents} simulated agents started");
+            let mut tick = tokio::time::interval(Duration::from_secs(5));
+            let until = duration_secs.map(|s| tokio::time::Instant::now() + Duration::from_secs(s));
+            let signal = odac_simulator::server::wait_for_signal();
+            tokio::pin!(signal);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => println!("{}", fleet.summary()),
+                    _ = &mut signal => break,
+                }
+                if until.is_some_and(|u| tokio::time::Instant::now() >= u) {
+                    break;
+                }
+            }
+            println!("{}", fleet.summary());
+            fleet.stop().await;
+        }
+        Command::Demo { listen, state } => {
+            demo::run(
+                &listen,
+                &state.unwrap_or_else(|| default_state("odac-sim-demo")),
+            )
+            .await?;
+        }
+    }
+    Ok(())
+}
 
 fn main() {
-    let _cli = Cli::parse();
+    init_logging();
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    if let Err(e) = rt.block_on(main_async(cli)) {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
 }

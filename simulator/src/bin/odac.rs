@@ -1,11 +1,5 @@
 //! `odac` binary: the command line client of the control plane's REST API.
 
-use clap::Parser;
-
-#[derive(Debug, Parser)]
-#[command(name = "odac", version, about = "ODAC command line client")]
-struct Cli {}
-
 fn main() {
-    let _cli = Cli::parse();
+    std::process::exit(odac_simulator::cli::run(std::env::args_os()));
 }

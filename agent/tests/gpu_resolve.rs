@@ -1,0 +1,293 @@
+//! Pre-flight table test: every host fixture in `tests/fixtures/hosts/` × a set of GPU
+//! intents, resolved with `gpu::resolve` against the fixture's own `docker-info.json`. The
+//! whole table is compared with `gpu_resolve.expected` (run with `ODAC_BLESS=1` to rewrite
+//! it, then review the diff); invariants that must hold for every cell are asserted on top,
+//! and a few cells are pinned by hand.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+
+use odac_agent::engine::EngineCapabilities;
+use odac_agent::gpu::{Allocations, Plan, ResolveOptions, resolve, resolve_with, to_host};
+use odac_agent::sysinfo::cli::engine_from_info_file;
+use odac_agent::sysinfo::{Assessment, scan};
+use odac_protocol::{GpuCount, GpuRequest, Mechanism, Reason, Vendor};
+
+fn fixtures_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/hosts")
+}
+
+fn fixture_names() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(fixtures_dir())
+        .unwrap()
+        .filter_map(|e| {
+            let e = e.unwrap();
+            e.file_type()
+                .unwrap()
+                .is_dir()
+                .then(|| e.file_name().into_string().unwrap())
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+fn assess(name: &str) -> Assessment {
+    let root = fixtures_dir().join(name);
+    let info = root.join("docker-info.json");
+    let engine = if info.exists() {
+        engine_from_info_file(&info).unwrap()
+    } else {
+        EngineCapabilities::unreachable("no docker-info.json")
+    };
+    Assessment::new(scan(&root), engine)
+}
+
+const INTENTS: &[&str] = &[
+    r#"{"runtime":"nvidia","count":1}"#,
+    r#"{"runtime":"nvidia","count":2,"optional":true}"#,
+    r#"{"runtime":"rocm","count":1}"#,
+    r#"{"runtime":"amd","count":"all","optional":true}"#,
+    r#"{"runtime":"intel","count":1,"optional":true}"#,
+    r#"{"optional":true,"count":1}"#,
+    r#"{"runtime":"auto","optional":true}"#,
+    r#"{"runtime":"nvidia","count":64}"#,
+];
+
+fn intent(json: &str) -> GpuRequest {
+    let g: GpuRequest = serde_json::from_str(json).unwrap();
+    g.validate().unwrap();
+    g
+}
+
+fn cell(plan: &Plan) -> String {
+    match plan {
+        Plan::Cpu { reason, .. } => format!("cpu {reason}"),
+        Plan::Refuse { reason, .. } => format!("refuse {reason}"),
+        Plan::Attach(a) => {
+            let gids: Vec<String> = a.group_add.iter().map(u32::to_string).collect();
+            format!(
+                "attach {} {} [{}] gids [{}]",
+                a.vendor,
+                a.mechanism,
+                a.devices.join(" "),
+                gids.join(" ")
+            )
+        }
+    }
+}
+
+/// What must hold for any host and intent.
+fn check_invariants(host: &str, json: &str, a: &Assessment, g: &GpuRequest, plan: &Plan) {
+    let at = format!("{host} × {json}");
+    match plan {
+        Plan::Cpu { detail, .. } => {
+            assert!(g.is_optional(), "{at}: cpu plan for a required intent");
+            assert!(!detail.is_empty(), "{at}");
+        }
+        Plan::Refuse { detail, .. } => {
+            assert!(!g.is_optional(), "{at}: refusal of an optional intent");
+            assert!(!detail.is_empty(), "{at}");
+        }
+        Plan::Attach(att) => {
+            if let Some(v) = g.effective_vendor() {
+                assert_eq!(att.vendor, v, "{at}: wrong vendor");
+            }
+            let verdict = a.verdict(to_host(att.vendor)).unwrap();
+            assert!(
+                verdict.schedulable,
+                "{at}: attached an unschedulable vendor"
+            );
+            assert!(!att.devices.is_empty() && !att.gpus.is_empty(), "{at}");
+            if let GpuCount::N(n) = g.count() {
+                assert_eq!(att.gpus.len(), n as usize, "{at}: count not honoured");
+            } else {
+                assert_eq!(
+                    att.gpus.len(),
+                    a.passable_gpus(to_host(att.vendor)).len(),
+                    "{at}"
+                );
+            }
+            if att.mechanism == Mechanism::Cdi {
+                assert!(
+                    a.engine.cdi_enabled(),
+                    "{at}: cdi chosen without engine cdi"
+                );
+            }
+            match att.mechanism {
+                Mechanism::Cdi | Mechanism::NvidiaRuntime => {
+                    assert_eq!(att.devices.len(), att.gpus.len(), "{at}");
+                    assert!(att.group_add.is_empty(), "{at}");
+                }
+                Mechanism::DeviceNodes => {
+                    assert!(att.devices.iter().all(|d| d.starts_with("/dev/")), "{at}");
+                    assert_eq!(
+                        att.devices.iter().any(|d| d == "/dev/kfd"),
+                        att.vendor == Vendor::Amd,
+                        "{at}: /dev/kfd exactly for amd"
+                    );
+                    assert!(
+                        att.devices.iter().any(|d| d.contains("/renderD")),
+                        "{at}: a render node"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn every_fixture_host_times_every_intent() {
+    let mut table = String::new();
+    for host in fixture_names() {
+        let a = assess(&host);
+        table.push_str(&format!("{host}\n"));
+        for json in INTENTS {
+            let g = intent(json);
+            let plan = resolve(&g, &a, &Allocations::new());
+            check_invariants(&host, json, &a, &g, &plan);
+            table.push_str(&format!("  {json:<52} {}\n", cell(&plan)));
+        }
+    }
+    let expected_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/gpu_resolve.expected");
+    if std::env::var("ODAC_BLESS").as_deref() == Ok("1") {
+        std::fs::write(&expected_path, &table).unwrap();
+    }
+    let expected = std::fs::read_to_string(&expected_path).unwrap_or_default();
+    assert_eq!(
+        table, expected,
+        "resolve table changed; rerun with ODAC_BLESS=1 and review the diff"
+    );
+}
+
+#[test]
+fn pinned_cells() {
+    let none = Allocations::new();
+    // No GPU at all: required → refuse no_device; optional → cpu no_device.
+    let a = assess("no-gpu");
+    assert!(matches!(
+        resolve(&intent(INTENTS[0]), &a, &none),
+        Plan::Refuse {
+            reason: Reason::NoDevice,
+            fix: None,
+            ..
+        }
+    ));
+    assert!(matches!(
+        resolve(&intent(INTENTS[6]), &a, &none),
+        Plan::Cpu {
+            reason: Reason::NoDevice,
+            ..
+        }
+    ));
+
+    // Driver but no toolkit: the fix names the toolkit steps.
+    let a = assess("nvidia-driver-no-toolkit");
+    let Plan::Refuse { reason, fix, .. } = resolve(&intent(INTENTS[0]), &a, &none) else {
+        panic!("expected a refusal")
+    };
+    assert_eq!(reason, Reason::NoContainerRuntime);
+    assert!(
+        fix.unwrap()
+            .contains("nvidia-ctk runtime configure --runtime=docker")
+    );
+
+    // DGX: explicit UUIDs through the nvidia driver, never a count.
+    let a = assess("nvidia-dgx-8gpu");
+    let Plan::Attach(att) = resolve(&intent(INTENTS[1]), &a, &none) else {
+        panic!("expected an attachment")
+    };
+    assert_eq!(att.mechanism, Mechanism::NvidiaRuntime);
+    assert_eq!(att.devices.len(), 2);
+    assert!(
+        att.devices.iter().all(|d| d.starts_with("GPU-")),
+        "{:?}",
+        att.devices
+    );
+
+    // MI210: one GPU is /dev/kfd plus that GPU's render node, with the GIDs.
+    let a = assess("amd-kfd-mi210-8gpu");
+    let Plan::Attach(att) = resolve(&intent(INTENTS[2]), &a, &none) else {
+        panic!("expected an attachment")
+    };
+    assert_eq!(att.mechanism, Mechanism::DeviceNodes);
+    assert_eq!(att.devices[0], "/dev/kfd");
+    assert_eq!(
+        att.devices.iter().filter(|d| d.contains("renderD")).count(),
+        1
+    );
+
+    // Count larger than the host: insufficient_devices.
+    let Plan::Refuse { reason, .. } = resolve(&intent(r#"{"runtime":"amd","count":9}"#), &a, &none)
+    else {
+        panic!("expected a refusal")
+    };
+    assert_eq!(reason, Reason::InsufficientDevices);
+
+    // Hybrid laptop: auto prefers nvidia by default, intel when configured first.
+    let a = assess("hybrid-intel-nvidia");
+    let g = intent(INTENTS[5]);
+    let Plan::Attach(att) = resolve(&g, &a, &none) else {
+        panic!("expected an attachment")
+    };
+    assert_eq!(att.vendor, Vendor::Nvidia);
+    let intel_first = ResolveOptions {
+        enabled: true,
+        vendor_order: vec![Vendor::Intel, Vendor::Nvidia],
+    };
+    let Plan::Attach(att) = resolve_with(&g, &a, &none, &intel_first) else {
+        panic!("expected an attachment")
+    };
+    assert_eq!(att.vendor, Vendor::Intel);
+    assert_eq!(att.devices, vec!["/dev/dri/card0", "/dev/dri/renderD128"]);
+    let disabled = ResolveOptions {
+        enabled: false,
+        ..ResolveOptions::default()
+    };
+    assert!(matches!(
+        resolve_with(&g, &a, &none, &disabled),
+        Plan::Cpu {
+            reason: Reason::Disabled,
+            ..
+        }
+    ));
+
+    // CDI host: the engine lists the device, so the request is CDI with the per-GPU id.
+    let a = assess("nvidia-cdi");
+    let Plan::Attach(att) = resolve(&intent(INTENTS[0]), &a, &none) else {
+        panic!("expected an attachment")
+    };
+    assert_eq!(att.mechanism, Mechanism::Cdi);
+    assert_eq!(att.devices, vec!["example.com/device=0"]);
+}
+
+#[test]
+fn allocations_spread_apps_over_least_used_gpus() {
+    let a = assess("amd-kfd-mi210-8gpu");
+    let g = intent(r#"{"runtime":"rocm","count":1}"#);
+    let mut alloc = Allocations::new();
+    let mut renders = Vec::new();
+    for _ in 0..8 {
+        let Plan::Attach(att) = resolve(&g, &a, &alloc) else {
+            panic!("expected an attachment")
+        };
+        alloc.add(&att.gpus);
+        renders.push(
+            att.devices
+                .iter()
+                .find(|d| d.contains("renderD"))
+                .cloned()
+                .unwrap(),
+        );
+    }
+    let mut unique = renders.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(
+        unique.len(),
+        8,
+        "eight apps on eight different gpus: {renders:?}"
+    );
+    // A ninth app shares the least-used GPU rather than failing.
+    assert!(matches!(resolve(&g, &a, &alloc), Plan::Attach(_)));
+}

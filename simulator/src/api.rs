@@ -1,0 +1,288 @@
+//! The REST API for hosts and apps under `/api/` (documented in `simulator/API.md`). Bodies
+//! are parsed by hand so every refusal is a 400 `{error, field}` naming the field the way the
+//! protocol's validation does (`gpu.count`, `ports[0].container`, …); unknown apps are 404.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use odac_protocol::{AppSpec, GpuRequest};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::api_error::ApiError;
+use crate::catalog;
+use crate::hub::Hub;
+use crate::views::{AppView, HostView};
+
+type ApiResult<T> = Result<T, ApiError>;
+
+fn parse_json(body: &[u8]) -> ApiResult<Value> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::bad_request("body", "the request body is empty"));
+    }
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request("body", format!("body: not valid JSON: {e}")))
+}
+
+/// Deserialises `value` as `T`, naming the path of a bad field with `prefix` in front.
+fn typed<T: serde::de::DeserializeOwned>(value: Value, prefix: &str) -> ApiResult<T> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let mut field = path.trim_start_matches('.').trim_end_matches(".?").to_owned();
+        let mut message = e.into_inner().to_string();
+        if let Some(name) = message
+            .strip_prefix("missing field `")
+            .and_then(|r| r.strip_suffix('`'))
+        {
+            field = if field.is_empty() || field == "." {
+                name.to_owned()
+            } else {
+                format!("{field}.{name}")
+            };
+            message = "is missing".to_owned();
+        }
+        if field == "." {
+            field.clear();
+        }
+        let field = match (prefix.is_empty(), field.is_empty()) {
+            (true, _) => field,
+            (false, true) => prefix.to_owned(),
+            (false, false) => format!("{prefix}.{field}"),
+        };
+        let field = if field.is_empty() {
+            "body".to_owned()
+        } else {
+            field
+        };
+        ApiError::bad_request(field.clone(), format!("{field}: {message}"))
+    })
+}
+
+/// Parses a `POST /api/apps` body: an `AppSpec` plus an optional `host`.
+pub fn parse_create(body: &[u8]) -> ApiResult<(Option<String>, AppSpec)> {
+    let mut value = parse_json(body)?;
+    let Value::Object(map) = &mut value else {
+        return Err(ApiError::bad_request(
+            "body",
+            "body: expected a JSON object (an app spec)",
+        ));
+    };
+    let host = match map.remove("host") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s.is_empty() => None,
+        Some(Value::String(s)) => Some(s),
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "host",
+                "host: expected a host id or host name",
+            ));
+        }
+    };
+    let mut spec: AppSpec = typed(value, "")?;
+    spec.validate()?;
+    resolve_catalog(&mut spec)?;
+    Ok((host, spec))
+}
+
+/// Resolves `"app": NAME` to the catalog's image when no image or source is given.
+pub fn resolve_catalog(spec: &mut AppSpec) -> ApiResult<()> {
+    let Some(name) = &spec.app else {
+        return Ok(());
+    };
+    let entry = catalog::lookup(name).ok_or_else(|| {
+        ApiError::bad_request(
+            "app",
+            format!(
+                "app: unknown catalog app {name:?} (known: {})",
+                catalog::names()
+            ),
+        )
+    })?;
+    if spec.image.is_none() && spec.source.is_none() {
+        spec.image = Some(entry.image.to_owned());
+    }
+    Ok(())
+}
+
+/// Parses a `PUT /api/apps/{name}/gpu` body: a GPU request, `true` (optional, any vendor),
+/// or `false` / `null` / `{}` (no GPU).
+pub fn parse_gpu(body: &[u8]) -> ApiResult<Option<GpuRequest>> {
+    let value = if body.iter().all(u8::is_ascii_whitespace) {
+        Value::Null
+    } else {
+        parse_json(body)?
+    };
+    let gpu = match value {
+        Value::Null | Value::Bool(false) => None,
+        Value::Bool(true) => Some(GpuRequest::default().with_optional(true)),
+        v @ Value::Object(_) => {
+            let g: GpuRequest = typed(v, "gpu")?;
+            (!g.is_empty()).then_some(g)
+        }
+        _ => {
+            return Err(ApiError::bad_request(
+                "gpu",
+                "gpu: expected a GPU request object, true, false or null",
+            ));
+        }
+    };
+    if let Some(g) = &gpu {
+        g.validate()?;
+    }
+    Ok(gpu)
+}
+
+/// `GET /api/hosts`.
+pub async fn list_hosts(State(hub): State<Arc<Hub>>) -> Json<Vec<HostView>> {
+    Json(hub.hosts())
+}
+
+/// `GET /api/hosts/{id}`.
+pub async fn get_host(
+    State(hub): State<Arc<Hub>>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<HostView>> {
+    hub.host(&id)
+        .map(Json)
+        .ok_or_else(|| ApiError::unknown_host(&id))
+}
+
+/// `POST /api/apps`.
+pub async fn create_app(State(hub): State<Arc<Hub>>, body: Bytes) -> ApiResult<Response> {
+    let (host, spec) = parse_create(&body)?;
+    let view = hub.create_app(host.as_deref(), spec)?;
+    Ok((StatusCode::CREATED, Json(view)).into_response())
+}
+
+/// `GET /api/apps`.
+pub async fn list_apps(State(hub): State<Arc<Hub>>) -> Json<Vec<AppView>> {
+    Json(hub.apps())
+}
+
+/// `GET /api/apps/{name}`.
+pub async fn get_app(
+    State(hub): State<Arc<Hub>>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<AppView>> {
+    hub.app(&name)
+        .map(Json)
+        .ok_or_else(|| ApiError::unknown_app(&name))
+}
+
+/// `DELETE /api/apps/{name}`.
+pub async fn delete_app(
+    State(hub): State<Arc<Hub>>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<Value>> {
+    hub.delete_app(&name)?;
+    Ok(Json(serde_json::json!({ "deleted": name })))
+}
+
+/// Answer of `PUT /api/apps/{name}/gpu`.
+#[derive(Debug, Serialize)]
+pub struct GpuChange {
+    /// The app after the change.
+    pub app: AppView,
+    /// The app is running: the new request applies at the next restart.
+    pub restart_required_to_apply: bool,
+}
+
+/// `PUT /api/apps/{name}/gpu`.
+pub async fn set_gpu(
+    State(hub): State<Arc<Hub>>,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> ApiResult<Json<GpuChange>> {
+    if hub.app(&name).is_none() {
+        return Err(ApiError::unknown_app(&name));
+    }
+    let gpu = parse_gpu(&body)?;
+    let app = hub.set_gpu(&name, gpu)?;
+    let running = matches!(
+        app.state.as_str(),
+        "running" | "restarting" | "crash_loop" | "creating"
+    );
+    Ok(Json(GpuChange {
+        app,
+        restart_required_to_apply: running,
+    }))
+}
+
+/// `POST /api/apps/{name}/restart`.
+pub async fn restart_app(
+    State(hub): State<Arc<Hub>>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<AppView>> {
+    hub.restart(&name).map(Json)
+}
+
+/// `GET /api/catalog`.
+pub async fn list_catalog() -> Json<&'static [catalog::CatalogEntry]> {
+    Json(&catalog::CATALOG)
+}
+
+/// `GET /api/events/log`: the latest events, oldest first.
+pub async fn event_log(State(hub): State<Arc<Hub>>) -> Json<Vec<crate::model::EventRecord>> {
+    Json(hub.events())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn create_err(body: &str) -> (String, String) {
+        let e = parse_create(body.as_bytes()).unwrap_err();
+        (e.field.unwrap_or_default(), e.error)
+    }
+
+    #[test]
+    fn odac_payload_resolves_the_catalog() {
+        let (host, spec) = parse_create(
+            br#"{"name":"ollama-app","type":"app","app":"ollama","gpu":{"runtime":"nvidia","count":1,"optional":true},"host":"h1"}"#,
+        )
+        .unwrap();
+        assert_eq!(host.as_deref(), Some("h1"));
+        assert_eq!(spec.image.as_deref(), Some("ollama/ollama"));
+        assert_eq!(spec.app.as_deref(), Some("ollama"));
+    }
+
+    #[test]
+    fn errors_name_the_protocol_field() {
+        for (body, field) in [
+            (r#"{"name":"a","image":"x","gpu":{"runtime":"nvidia","count":0}}"#, "gpu.count"),
+            (r#"{"name":"a","image":"x","gpu":{"runtime":"cuda"}}"#, "gpu.runtime"),
+            (r#"{"name":"A","image":"x"}"#, "name"),
+            (r#"{"image":"x"}"#, "name"),
+            (r#"{"name":"a"}"#, "image"),
+            (r#"{"name":"a","app":"nope"}"#, "app"),
+            (r#"{"name":"a","image":"x","ports":[{"container":0}]}"#, "ports[0].container"),
+            (r#"{"name":"a","image":"x","ports":[{"container":"x"}]}"#, "ports[0].container"),
+            (r#"{"name":"a","image":"x","host":5}"#, "host"),
+            (r#"[1]"#, "body"),
+            (r#"{"#, "body"),
+            ("", "body"),
+        ] {
+            let (f, msg) = create_err(body);
+            assert_eq!(f, field, "{body}: {msg}");
+        }
+    }
+
+    #[test]
+    fn gpu_bodies() {
+        assert_eq!(parse_gpu(b"false").unwrap(), None);
+        assert_eq!(parse_gpu(b"null").unwrap(), None);
+        assert_eq!(parse_gpu(b"{}").unwrap(), None);
+        assert!(parse_gpu(b"true").unwrap().unwrap().is_optional());
+        let g = parse_gpu(br#"{"runtime":"amd","count":"all"}"#).unwrap().unwrap();
+        assert_eq!(g.effective_vendor(), Some(odac_protocol::Vendor::Amd));
+        let e = parse_gpu(br#"{"runtime":"nvidia","count":0}"#).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("gpu.count"));
+        assert_eq!(e.error, "gpu.count: 0 is out of range 1..=64");
+        assert_eq!(parse_gpu(b"7").unwrap_err().field.as_deref(), Some("gpu"));
+    }
+}

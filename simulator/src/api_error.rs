@@ -1,0 +1,82 @@
+//! The REST API's error answer: an HTTP status with JSON `{error, field}`, where `field` names
+//! the request field exactly as the protocol's validation does (e.g. `gpu.count`).
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use odac_protocol::ValidationError;
+use serde::Serialize;
+
+/// An API error.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{error}")]
+pub struct ApiError {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// Message for humans.
+    pub error: String,
+    /// The request field at fault, if any.
+    pub field: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    error: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    field: Option<&'a str>,
+}
+
+impl ApiError {
+    /// 400 naming `field`.
+    pub fn bad_request(field: impl Into<String>, error: impl Into<String>) -> Self {
+        Self {
+            status: StatusCode::BAD_REQUEST,
+            error: error.into(),
+            field: Some(field.into()),
+        }
+    }
+
+    /// 404 for an unknown app.
+    pub fn unknown_app(name: &str) -> Self {
+        Self {
+            status: StatusCode::NOT_FOUND,
+            error: format!("unknown app {name:?}"),
+            field: None,
+        }
+    }
+
+    /// 404 for an unknown host.
+    pub fn unknown_host(id: &str) -> Self {
+        Self {
+            status: StatusCode::NOT_FOUND,
+            error: format!("unknown host {id:?}"),
+            field: None,
+        }
+    }
+
+    /// Any status with a message.
+    pub fn new(status: StatusCode, error: impl Into<String>) -> Self {
+        Self {
+            status,
+            error: error.into(),
+            field: None,
+        }
+    }
+}
+
+impl From<ValidationError> for ApiError {
+    fn from(e: ValidationError) -> Self {
+        let error = e.to_string();
+        ApiError::bad_request(e.field, error)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = Body {
+            error: &self.error,
+            field: self.field.as_deref(),
+        };
+        (self.status, Json(body)).into_response()
+    }
+}

@@ -1,0 +1,202 @@
+//! Plain-text tables for `odac app list` and `odac host list`: the requested GPU intent, the
+//! attached devices and the fallback reason side by side, and the fleet's GPUs per vendor.
+
+use odac_protocol::{Attached, GpuRequest};
+
+use crate::views::{AppView, HostView};
+
+/// Renders rows under headers, columns padded to their widest cell.
+pub fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            if let Some(w) = widths.get_mut(i) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut s = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                s.push_str(c);
+            } else {
+                let w = widths.get(i).copied().unwrap_or(0);
+                s.push_str(&format!("{c:<w$}  "));
+            }
+        }
+        s.trim_end().to_owned()
+    };
+    let mut out = line(headers.to_vec());
+    out.push('\n');
+    for row in rows {
+        out.push_str(&line(row.iter().map(String::as_str).collect()));
+        out.push('\n');
+    }
+    out
+}
+
+/// A GPU request as sent, e.g. `nvidia count=1 optional`, `auto count=all`.
+pub fn request(g: Option<&GpuRequest>) -> String {
+    let Some(g) = g else {
+        return "-".to_owned();
+    };
+    let mut parts = Vec::new();
+    let runtime = g
+        .runtime
+        .as_ref()
+        .map(|r| r.to_string().trim_matches('"').to_owned());
+    let vendor = g
+        .vendor
+        .as_ref()
+        .map(|v| v.to_string().trim_matches('"').to_owned());
+    parts.push(runtime.or(vendor).unwrap_or_else(|| "auto".to_owned()));
+    if let Some(c) = &g.count {
+        parts.push(format!("count={}", c.to_string().trim_matches('"')));
+    }
+    if g.is_optional() {
+        parts.push("optional".to_owned());
+    }
+    parts.join(" ")
+}
+
+/// Attached devices, e.g. `nvidia: GPU-…` or `-`.
+pub fn attached(a: Option<&Attached>) -> String {
+    match a {
+        Some(a) if a.devices.is_empty() => a.vendor.to_string(),
+        Some(a) => format!("{}: {}", a.vendor, a.devices.join(",")),
+        None => "-".to_owned(),
+    }
+}
+
+/// The `odac app list` table.
+pub fn apps(apps: &[AppView]) -> String {
+    let rows: Vec<Vec<String>> = apps
+        .iter()
+        .map(|a| {
+            let mut state = a.state.clone();
+            if a.restart_required {
+                state.push_str(" (restart required)");
+            }
+            let reason = a.reason.map_or_else(
+                || "-".to_owned(),
+                |r| {
+                    if a.attached.is_none() && a.state == "running" {
+                        format!("{r} (on CPU)")
+                    } else {
+                        r.to_string()
+                    }
+                },
+            );
+            vec![
+                a.name.clone(),
+                if a.hostname.is_empty() {
+                    a.host.clone()
+                } else {
+                    a.hostname.clone()
+                },
+                state,
+                a.image.clone().unwrap_or_else(|| "-".to_owned()),
+                request(a.requested.as_ref()),
+                attached(a.attached.as_ref()),
+                reason,
+            ]
+        })
+        .collect();
+    render(
+        &[
+            "NAME",
+            "HOST",
+            "STATE",
+            "IMAGE",
+            "GPU REQUEST",
+            "ATTACHED",
+            "REASON",
+        ],
+        &rows,
+    )
+}
+
+/// The `odac host list` table.
+pub fn hosts(hosts: &[HostView]) -> String {
+    let rows: Vec<Vec<String>> = hosts
+        .iter()
+        .map(|h| {
+            let gpus = if h.gpus.is_empty() {
+                "-".to_owned()
+            } else {
+                h.gpus
+                    .iter()
+                    .map(|g| format!("{}×{} ({})", g.vendor, g.count, g.models.join(", ")))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            };
+            let sched = if h.schedulable.is_empty() {
+                "-".to_owned()
+            } else {
+                h.schedulable
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            };
+            let reason = if h.reasons.is_empty() {
+                if h.gpus.is_empty() && h.inventory.is_some() {
+                    "no_device".to_owned()
+                } else {
+                    "-".to_owned()
+                }
+            } else {
+                h.reasons
+                    .iter()
+                    .map(|(v, r)| format!("{v}: {r}"))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            };
+            vec![
+                format!("{} ({})", h.hostname, h.id),
+                if h.connected { "yes" } else { "no" }.to_owned(),
+                gpus,
+                sched,
+                reason,
+                h.engine.clone(),
+            ]
+        })
+        .collect();
+    render(
+        &[
+            "HOST",
+            "CONNECTED",
+            "GPUS",
+            "SCHEDULABLE",
+            "REASON",
+            "ENGINE",
+        ],
+        &rows,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn columns_align() {
+        let t = render(
+            &["A", "BB"],
+            &[vec!["xxx".into(), "y".into()], vec!["z".into(), "w".into()]],
+        );
+        assert_eq!(t, "A    BB\nxxx  y\nz    w\n");
+    }
+
+    #[test]
+    fn requests_keep_the_spelling_sent() {
+        let g: GpuRequest =
+            serde_json::from_str(r#"{"runtime":"amd","count":"1","optional":"yes"}"#).unwrap();
+        assert_eq!(request(Some(&g)), "amd count=1 optional");
+        assert_eq!(request(None), "-");
+        let g: GpuRequest = serde_json::from_str(r#"{"optional":true}"#).unwrap();
+        assert_eq!(request(Some(&g)), "auto optional");
+    }
+}

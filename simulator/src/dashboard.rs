@@ -1,0 +1,45 @@
+//! The dashboard at `/`: one HTML page with its CSS and JS embedded in the binary
+//! (`include_str!`, no build step). The page reads `/api/hosts` and `/api/apps`, listens to
+//! `/api/events` (SSE) for live updates, and drives `PUT …/gpu` and `POST …/restart`.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::routing::get;
+
+use crate::hub::Hub;
+
+const INDEX: &str = include_str!("dashboard/index.html");
+const CSS: &str = include_str!("dashboard/dashboard.css");
+const JS: &str = include_str!("dashboard/dashboard.js");
+
+async fn index() -> impl IntoResponse {
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        INDEX,
+    )
+}
+
+async fn css() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], CSS)
+}
+
+async fn js() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        JS,
+    )
+}
+
+/// Routes `/`, `/dashboard.css` and `/dashboard.js`.
+pub fn routes() -> Router<Arc<Hub>> {
+    Router::new()
+        .route("/", get(index))
+        .route("/dashboard.css", get(css))
+        .route("/dashboard.js", get(js))
+}

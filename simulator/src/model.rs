@@ -1,0 +1,161 @@
+//! The fleet's data as the simulator keeps and persists it: hosts (identity, inventory,
+//! desired generation, reported statuses), apps (spec + host), the event log and enrolment
+//! secrets (stored as SHA-256 hashes, never in clear).
+
+use std::collections::{BTreeMap, VecDeque};
+
+use odac_protocol::{AppSpec, AppStatus, EventLevel, Inventory};
+use serde::{Deserialize, Serialize};
+
+/// Most events kept in the log.
+pub const MAX_EVENTS: usize = 500;
+
+/// One host (one agent).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostRecord {
+    /// Host id: the agent's id from `hello`.
+    pub id: String,
+    /// Host name from `hello`.
+    pub hostname: String,
+    /// Agent version from `hello`.
+    pub agent_version: String,
+    /// First time the host connected (ms since epoch).
+    pub first_seen_ms: u64,
+    /// Last message from the host (ms since epoch).
+    pub last_seen_ms: u64,
+    /// Latest inventory.
+    #[serde(default)]
+    pub inventory: Option<Inventory>,
+    /// Desired-state generation for this host.
+    pub generation: u64,
+    /// Highest generation the agent acknowledged.
+    #[serde(default)]
+    pub acked_generation: Option<u64>,
+    /// Latest status per app name.
+    #[serde(default)]
+    pub statuses: BTreeMap<String, AppStatus>,
+    /// Last error the agent reported about a control-plane message.
+    #[serde(default)]
+    pub last_error: Option<String>,
+    /// Number of sessions so far.
+    #[serde(default)]
+    pub sessions: u64,
+}
+
+/// One app of the fleet (names are unique fleet-wide).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppRecord {
+    /// Host id the app runs on.
+    pub host: String,
+    /// The spec as sent to the agent (catalog apps resolved to an image).
+    pub spec: AppSpec,
+    /// Creation time (ms since epoch).
+    pub created_ms: u64,
+    /// Last change (ms since epoch).
+    pub updated_ms: u64,
+}
+
+/// An entry of the event log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventRecord {
+    /// Monotonic id.
+    pub id: u64,
+    /// When (ms since epoch).
+    pub ts_ms: u64,
+    /// Severity.
+    pub level: EventLevel,
+    /// `agent` for events an agent sent, `control_plane` for the simulator's own.
+    pub source: String,
+    /// Host concerned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// App concerned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app: Option<String>,
+    /// What happened.
+    pub message: String,
+}
+
+/// An enrolment code or token, by hash.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Secret {
+    /// SHA-256 of the secret, hex.
+    pub sha256: String,
+    /// When it was created (ms since epoch).
+    pub created_ms: u64,
+    /// Agent id the token was issued to, if known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+}
+
+/// Everything the simulator persists (`DIR/fleet.json`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FleetData {
+    /// File format version.
+    #[serde(default)]
+    pub version: u32,
+    /// Hosts by id.
+    #[serde(default)]
+    pub hosts: BTreeMap<String, HostRecord>,
+    /// Apps by name.
+    #[serde(default)]
+    pub apps: BTreeMap<String, AppRecord>,
+    /// The latest events, oldest first.
+    #[serde(default)]
+    pub events: VecDeque<EventRecord>,
+    /// Next event id.
+    #[serde(default)]
+    pub next_event_id: u64,
+    /// Unused enrolment codes.
+    #[serde(default)]
+    pub enroll_codes: Vec<Secret>,
+    /// Tokens issued by enrolment.
+    #[serde(default)]
+    pub enrolled_tokens: Vec<Secret>,
+    /// Restart tokens issued so far (makes each one unique).
+    #[serde(default)]
+    pub restarts: u64,
+}
+
+/// SHA-256 of a secret, hex.
+pub fn hash_secret(secret: &str) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(secret.as_bytes()))
+}
+
+impl FleetData {
+    /// Appends an event, dropping the oldest beyond [`MAX_EVENTS`]; returns it.
+    pub fn push_event(
+        &mut self,
+        level: EventLevel,
+        source: &str,
+        host: Option<&str>,
+        app: Option<&str>,
+        message: impl Into<String>,
+    ) -> EventRecord {
+        self.next_event_id += 1;
+        let e = EventRecord {
+            id: self.next_event_id,
+            ts_ms: crate::clock::now_ms(),
+            level,
+            source: source.to_owned(),
+            host: host.map(str::to_owned),
+            app: app.map(str::to_owned),
+            message: message.into(),
+        };
+        self.events.push_back(e.clone());
+        while self.events.len() > MAX_EVENTS {
+            self.events.pop_front();
+        }
+        e
+    }
+
+    /// Apps of `host`, as a desired-state snapshot list (sorted by name).
+    pub fn host_apps(&self, host: &str) -> Vec<AppSpec> {
+        self.apps
+            .values()
+            .filter(|a| a.host == host)
+            .map(|a| a.spec.clone())
+            .collect()
+    }
+}

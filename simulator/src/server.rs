@@ -1,0 +1,287 @@
+//! `odac-sim serve`: binds one TLS port and serves the agents' WebSocket (`/agent/v1`), the
+//! REST API (`/api/…`) and the dashboard (`/`) on it. [`Server::start`] returns once the port
+//! is bound, so tests can start a simulator in-process and read its URLs.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::api_error::ApiError;
+use crate::error::SimError;
+use crate::hub::{Hub, SessionCmd};
+use crate::listener::TlsListener;
+use crate::store::Store;
+use crate::{AGENT_PATH, admin, api, dashboard, sse, tls, ws};
+
+/// File in the state dir holding the agent token generated when no `--token` is given.
+pub const TOKEN_FILE: &str = "agent-token";
+
+/// How to serve.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// Listen address, e.g. `127.0.0.1:7443` (port 0 picks a free port).
+    pub listen: String,
+    /// State dir: CA, fleet state, generated token.
+    pub state_dir: PathBuf,
+    /// Agent bearer tokens accepted; empty = generate one into `DIR/agent-token`.
+    pub tokens: Vec<String>,
+    /// One-time enrolment codes to accept.
+    pub enroll_codes: Vec<String>,
+    /// Bearer token the REST API requires (none = open API).
+    pub api_token: Option<String>,
+}
+
+impl ServeConfig {
+    /// Defaults for `dir` on `listen`.
+    pub fn new(listen: impl Into<String>, state_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            listen: listen.into(),
+            state_dir: state_dir.into(),
+            tokens: Vec::new(),
+            enroll_codes: Vec::new(),
+            api_token: None,
+        }
+    }
+}
+
+/// A running simulator.
+pub struct Server {
+    /// Bound address.
+    pub addr: SocketAddr,
+    /// CA certificate clients must trust.
+    pub ca_path: PathBuf,
+    /// The CA certificate, PEM.
+    pub ca_pem: String,
+    /// The token file written when no token was given.
+    pub token_file: Option<PathBuf>,
+    /// Shared state (for tests and the library API: faults, views).
+    pub hub: Arc<Hub>,
+    stop: Option<oneshot::Sender<()>>,
+    serve: JoinHandle<()>,
+    writer: JoinHandle<()>,
+}
+
+fn url_host(addr: SocketAddr) -> String {
+    match addr.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => Ipv4Addr::LOCALHOST.to_string(),
+        IpAddr::V6(ip) if ip.is_unspecified() => format!("[{}]", Ipv6Addr::LOCALHOST),
+        IpAddr::V4(ip) => ip.to_string(),
+        IpAddr::V6(ip) => format!("[{ip}]"),
+    }
+}
+
+fn load_or_create_token(dir: &std::path::Path) -> Result<(String, PathBuf), SimError> {
+    let path = dir.join(TOKEN_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(t) if !t.trim().is_empty() => Ok((t.trim().to_owned(), path)),
+        _ => {
+            let token = format!("odac_{}", uuid::Uuid::new_v4().simple());
+            tls::write_file(&path, format!("{token}\n").as_bytes(), 0o600)?;
+            Ok((token, path))
+        }
+    }
+}
+
+async fn require_api_token(State(hub): State<Arc<Hub>>, req: Request, next: Next) -> Response {
+    if let Some(want) = &hub.api_token {
+        if ws::bearer(req.headers()) != Some(want.as_str()) {
+            return ApiError::new(StatusCode::UNAUTHORIZED, "missing or wrong API token")
+                .into_response();
+        }
+    }
+    next.run(req).await
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "no such endpoint")
+}
+
+/// The router for `hub`.
+pub fn router(hub: Arc<Hub>) -> Router {
+    let guarded = Router::new()
+        .route("/api/hosts", get(api::list_hosts))
+        .route("/api/hosts/{id}", get(api::get_host))
+        .route("/api/apps", get(api::list_apps).post(api::create_app))
+        .route("/api/apps/{name}", get(api::get_app).delete(api::delete_app))
+        .route("/api/apps/{name}/gpu", put(api::set_gpu))
+        .route("/api/apps/{name}/restart", post(api::restart_app))
+        .route("/api/events", get(sse::events))
+        .route("/api/events/log", get(api::event_log))
+        .route("/api/catalog", get(api::list_catalog))
+        .route("/api/enroll/codes", post(admin::new_enroll_code))
+        .route(
+            "/api/admin/faults",
+            get(admin::get_faults)
+                .post(admin::post_faults)
+                .delete(admin::clear_faults),
+        )
+        .route_layer(middleware::from_fn_with_state(
+            Arc::clone(&hub),
+            require_api_token,
+        ));
+    Router::new()
+        .merge(guarded)
+        .route("/api/enroll", post(admin::enroll))
+        .route(AGENT_PATH, get(ws::upgrade))
+        .merge(dashboard::routes())
+        .fallback(not_found)
+        .with_state(hub)
+}
+
+impl Server {
+    /// Binds, loads the state dir and starts serving.
+    pub async fn start(cfg: ServeConfig) -> Result<Server, SimError> {
+        let tcp = tokio::net::TcpListener::bind(&cfg.listen)
+            .await
+            .map_err(|e| SimError::Listen {
+                addr: cfg.listen.clone(),
+                message: e.to_string(),
+            })?;
+        let addr = tcp.local_addr().map_err(|e| SimError::Listen {
+            addr: cfg.listen.clone(),
+            message: e.to_string(),
+        })?;
+        let extra = if addr.ip().is_unspecified() {
+            Vec::new()
+        } else {
+            vec![addr.ip().to_string()]
+        };
+        let material = tls::load_or_create(&cfg.state_dir, &extra)?;
+        let store = Store::open(&cfg.state_dir)?;
+        let data = store.load()?;
+        let (tokens, token_file) = if cfg.tokens.is_empty() {
+            let (t, path) = load_or_create_token(&cfg.state_dir)?;
+            (vec![t], Some(path))
+        } else {
+            (cfg.tokens.clone(), None)
+        };
+        let hub = Hub::new(store, data, &tokens, cfg.api_token.clone());
+        for code in &cfg.enroll_codes {
+            hub.add_enroll_code(code);
+        }
+        let writer = tokio::spawn(Arc::clone(&hub).run_writer());
+        let listener =
+            TlsListener::new(tcp, material.server_config).map_err(|e| SimError::Listen {
+                addr: cfg.listen.clone(),
+                message: e.to_string(),
+            })?;
+        let (stop, stopped) = oneshot::channel::<()>();
+        let app = router(Arc::clone(&hub));
+        let serve = tokio::spawn(async move {
+            let result = axum::serve(listener, app.into_make_service())
+            .with_graceful_shutdown(async move {
+                let _ = stopped.await;
+            })
+            .await;
+            if let Err(e) = result {
+                tracing::error!(error = %e, "server stopped");
+            }
+        });
+        Ok(Server {
+            addr,
+            ca_path: material.ca_path,
+            ca_pem: material.ca_pem,
+            token_file,
+            hub,
+            stop: Some(stop),
+            serve,
+            writer,
+        })
+    }
+
+    /// `wss://HOST:PORT/agent/v1`.
+    pub fn agents_url(&self) -> String {
+        format!("wss://{}:{}{AGENT_PATH}", url_host(self.addr), self.addr.port())
+    }
+
+    /// `https://HOST:PORT` (the API lives under `/api/`).
+    pub fn api_url(&self) -> String {
+        format!("https://{}:{}", url_host(self.addr), self.addr.port())
+    }
+
+    /// `https://HOST:PORT/`.
+    pub fn dashboard_url(&self) -> String {
+        format!("{}/", self.api_url())
+    }
+
+    /// The lines `odac-sim serve` prints at start.
+    pub fn banner(&self) -> String {
+        let mut s = format!(
+            "agents: {}\napi: {}/api/\ndashboard: {}\nca: {}\n",
+            self.agents_url(),
+            self.api_url(),
+            self.dashboard_url(),
+            self.ca_path.display()
+        );
+        if let Some(t) = &self.token_file {
+            s.push_str(&format!("agent token file: {}\n", t.display()));
+        }
+        s
+    }
+
+    /// Stops gracefully: agents get close 1001, SSE streams end, the fleet is saved.
+    pub async fn shutdown(mut self) {
+        self.hub
+            .broadcast_cmd(&SessionCmd::Close(1001, "control plane shutting down".into()));
+        self.hub.close_streams();
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if tokio::time::timeout(Duration::from_secs(5), &mut self.serve)
+            .await
+            .is_err()
+        {
+            self.serve.abort();
+        }
+        self.writer.abort();
+        self.hub.persist_now();
+    }
+
+    /// Stops like a crash: connections dropped without close frames, nothing more saved.
+    pub async fn kill(self) {
+        self.writer.abort();
+        self.serve.abort();
+        self.hub.broadcast_cmd(&SessionCmd::Drop);
+        self.hub.close_streams();
+        let _ = self.serve.await;
+    }
+
+    /// Serves until SIGINT or SIGTERM, then shuts down gracefully.
+    pub async fn run_until_signal(self) {
+        wait_for_signal().await;
+        self.shutdown().await;
+    }
+}
+
+/// Resolves on SIGINT or (on Unix) SIGTERM.
+pub async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

@@ -1,0 +1,433 @@
+//! A simulated agent: speaks the protocol like `odac-agent` but runs no containers. It sends
+//! `hello` and its inventory, acks and "applies" desired state by computing what a real host
+//! with that inventory would report (GPU attached, CPU fallback with the verdict's reason, or
+//! a failure for a required GPU), keeps `restart_required` until the restart token changes,
+//! pings as a heartbeat and reconnects with full-jitter backoff.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use backon::{BackoffBuilder, ExponentialBuilder};
+use odac_protocol::{
+    Ack, AgentMessage, AppSpec, AppState, AppStatus, AppStatusReport, Attached, ControlMessage,
+    ErrorMessage, Fallback, FallbackTier, GpuCount, GpuRequest, GpuStatus, Inventory,
+    InventoryReport, Mechanism, Reason, Vendor,
+};
+use tokio::sync::watch;
+
+use crate::agent_conn::{AgentConn, ConnError, Incoming};
+
+/// Counters shared by a fleet of simulated agents.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Sessions established (welcome received).
+    pub sessions: AtomicU64,
+    /// Failed connection attempts.
+    pub connect_failures: AtomicU64,
+    /// Reports sent.
+    pub reports: AtomicU64,
+    /// Acks received.
+    pub acks: AtomicU64,
+    /// Control messages applied (desired state, upserts, deletes).
+    pub applied: AtomicU64,
+    /// Errors: `error` messages received plus undecodable frames.
+    pub errors: AtomicU64,
+    /// Sessions currently up.
+    pub connected: AtomicU64,
+}
+
+/// How to run one simulated agent.
+#[derive(Debug, Clone)]
+pub struct SimAgentConfig {
+    /// `wss://…/agent/v1`.
+    pub url: String,
+    /// CA to trust, PEM.
+    pub ca_pem: Vec<u8>,
+    /// Bearer token.
+    pub token: String,
+    /// Agent id (also the host id).
+    pub agent_id: String,
+    /// The inventory to report.
+    pub inventory: Inventory,
+    /// Ping interval.
+    pub heartbeat: Duration,
+}
+
+struct AppRun {
+    applied: AppSpec,
+    desired: AppSpec,
+    restarts: u32,
+}
+
+/// Where a GPU request lands on a host with `inv`: attached devices, or why not.
+pub fn place(gpu: &GpuRequest, inv: &Inventory) -> Result<Attached, (Reason, Option<String>)> {
+    let present = |v: Vendor| inv.gpus.iter().any(|g| g.vendor == v);
+    let vendor = match gpu.effective_vendor() {
+        Some(v) => v,
+        None => Vendor::ALL
+            .into_iter()
+            .find(|v| inv.accelerators.get(v).is_some_and(|a| a.schedulable))
+            .or_else(|| Vendor::ALL.into_iter().find(|v| present(*v)))
+            .ok_or((Reason::NoDevice, Some("no GPU on this host".to_owned())))?,
+    };
+    let verdict = inv.accelerators.get(&vendor);
+    if !verdict.is_some_and(|a| a.schedulable) {
+        let reason = verdict.and_then(|a| a.reason).unwrap_or(Reason::NoDevice);
+        let detail = verdict.and_then(|a| a.detail.clone());
+        return Err((reason, detail));
+    }
+    let usable: Vec<_> = inv
+        .gpus
+        .iter()
+        .filter(|g| g.vendor == vendor && g.passable)
+        .collect();
+    let n = match gpu.count() {
+        GpuCount::All => usable.len(),
+        GpuCount::N(n) => usize::try_from(n).unwrap_or(usize::MAX),
+    };
+    if n == 0 || n > usable.len() {
+        return Err((
+            Reason::InsufficientDevices,
+            Some(format!(
+                "{n} {vendor} GPUs requested, {} usable",
+                usable.len()
+            )),
+        ));
+    }
+    let mechanism = verdict
+        .and_then(|a| a.mechanism)
+        .unwrap_or(Mechanism::DeviceNodes);
+    let mut devices: Vec<String> = Vec::new();
+    if vendor == Vendor::Amd {
+        devices.push("/dev/kfd".to_owned());
+    }
+    for (i, g) in usable.iter().take(n).enumerate() {
+        match (vendor, &g.uuid) {
+            (Vendor::Nvidia, Some(u)) => devices.push(u.clone()),
+            (Vendor::Nvidia, None) => devices.push(i.to_string()),
+            _ => devices.extend(g.card_node.iter().chain(g.render_node.iter()).cloned()),
+        }
+    }
+    Ok(Attached {
+        vendor,
+        mechanism,
+        devices,
+    })
+}
+
+/// The status a host with `inv` reports for `spec` (applied at `generation`).
+pub fn status_for(spec: &AppSpec, inv: &Inventory, generation: u64) -> AppStatus {
+    let mut st = AppStatus {
+        name: spec.name.clone(),
+        generation,
+        state: AppState::Running,
+        container_id: Some(format!("sim{:0>12}", spec.name.len() * 7919 % 1_000_000)),
+        image: spec.image.clone(),
+        gpu: GpuStatus {
+            requested: spec.gpu.clone(),
+            ..GpuStatus::default()
+        },
+        ..AppStatus::default()
+    };
+    if let Some(gpu) = &spec.gpu {
+        match place(gpu, inv) {
+            Ok(a) => st.gpu.attached = Some(a),
+            Err((reason, detail)) => {
+                st.gpu.fallback = Some(Fallback {
+                    tier: FallbackTier::Preflight,
+                    reason,
+                    detail,
+                });
+                if !gpu.is_optional() {
+                    st.state = AppState::Failed;
+                    st.container_id = None;
+                    st.last_error = Some(format!(
+                        "required GPU unavailable: {reason} ({})",
+                        reason.explanation()
+                    ));
+                }
+            }
+        }
+    }
+    st
+}
+
+/// Everything but the restart token.
+fn differs(a: &AppSpec, b: &AppSpec) -> bool {
+    let mut a = a.clone();
+    a.restart_token.clone_from(&b.restart_token);
+    a != *b
+}
+
+/// One simulated agent's state across sessions.
+pub struct SimAgent {
+    cfg: SimAgentConfig,
+    stats: Arc<Stats>,
+    apps: BTreeMap<String, AppRun>,
+    generation: u64,
+    seq: u64,
+}
+
+impl SimAgent {
+    /// A new agent.
+    pub fn new(cfg: SimAgentConfig, stats: Arc<Stats>) -> Self {
+        Self {
+            cfg,
+            stats,
+            apps: BTreeMap::new(),
+            generation: 0,
+            seq: 0,
+        }
+    }
+
+    fn next_seq(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
+    }
+
+    fn status(&self, name: &str) -> Option<AppStatus> {
+        let run = self.apps.get(name)?;
+        let mut st = status_for(&run.applied, &self.cfg.inventory, self.generation);
+        st.gpu.requested = run.desired.gpu.clone();
+        st.restart_required = differs(&run.applied, &run.desired);
+        st.restart_count = run.restarts;
+        Some(st)
+    }
+
+    /// Applies one app; returns whether its status changed.
+    fn upsert(&mut self, spec: AppSpec) {
+        match self.apps.get_mut(&spec.name) {
+            None => {
+                self.apps.insert(
+                    spec.name.clone(),
+                    AppRun {
+                        applied: spec.clone(),
+                        desired: spec,
+                        restarts: 0,
+                    },
+                );
+            }
+            Some(run) => {
+                if run.applied.restart_token != spec.restart_token {
+                    run.applied = spec.clone();
+                    run.restarts += 1;
+                }
+                run.desired = spec;
+            }
+        }
+    }
+
+    async fn report(&mut self, conn: &mut AgentConn, name: &str) -> Result<(), ConnError> {
+        if let Some(status) = self.status(name) {
+            let seq = self.next_seq();
+            conn.send(&AgentMessage::AppStatus(AppStatusReport { seq, status }))
+                .await?;
+            self.stats.reports.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    async fn on_message(&mut self, conn: &mut AgentConn, m: Incoming) -> Result<(), ConnError> {
+        let msg = match m {
+            Incoming::Message(msg) => msg,
+            Incoming::Undecodable(e) => {
+                self.stats.errors.fetch_add(1, Ordering::Relaxed);
+                let seq = self.next_seq();
+                let mut err = ErrorMessage::new(e.code(), e.to_string(), None);
+                err.seq = Some(seq);
+                return conn.send(&AgentMessage::Error(err)).await;
+            }
+        };
+        if let Some(seq) = msg.seq() {
+            conn.send(&AgentMessage::Ack(Ack { seq })).await?;
+            self.stats.applied.fetch_add(1, Ordering::Relaxed);
+        }
+        let changed: Vec<String> = match msg {
+            ControlMessage::DesiredState(ds) => {
+                self.generation = ds.generation;
+                let names: Vec<String> = ds.apps.iter().map(|a| a.name.clone()).collect();
+                self.apps.retain(|n, _| names.contains(n));
+                for app in ds.apps {
+                    self.upsert(app);
+                }
+                names
+            }
+            ControlMessage::AppUpsert(up) => {
+                self.generation = up.generation;
+                let name = up.app.name.clone();
+                self.upsert(up.app);
+                vec![name]
+            }
+            ControlMessage::AppDelete(del) => {
+                self.generation = del.generation;
+                self.apps.remove(&del.name);
+                Vec::new()
+            }
+            ControlMessage::Ack(_) => {
+                self.stats.acks.fetch_add(1, Ordering::Relaxed);
+                Vec::new()
+            }
+            ControlMessage::Error(_) => {
+                self.stats.errors.fetch_add(1, Ordering::Relaxed);
+                Vec::new()
+            }
+            ControlMessage::Welcome(_) => Vec::new(),
+        };
+        for name in changed {
+            self.report(conn, &name).await?;
+        }
+        Ok(())
+    }
+
+    async fn session(&mut self, stop: &mut watch::Receiver<bool>) -> Result<(), ConnError> {
+        let mut hello = AgentConn::hello(&self.cfg.agent_id, &self.cfg.inventory.host.hostname);
+        hello.last_generation = (self.generation > 0).then_some(self.generation);
+        let (mut conn, _welcome) =
+            AgentConn::connect_hello(&self.cfg.url, &self.cfg.ca_pem, &self.cfg.token, hello)
+                .await?;
+        self.stats.sessions.fetch_add(1, Ordering::Relaxed);
+        self.stats.connected.fetch_add(1, Ordering::Relaxed);
+        let result = self.session_loop(&mut conn, stop).await;
+        self.stats.connected.fetch_sub(1, Ordering::Relaxed);
+        if *stop.borrow() {
+            conn.close().await;
+        }
+        result
+    }
+
+    async fn session_loop(
+        &mut self,
+        conn: &mut AgentConn,
+        stop: &mut watch::Receiver<bool>,
+    ) -> Result<(), ConnError> {
+        let seq = self.next_seq();
+        conn.send(&AgentMessage::Inventory(InventoryReport {
+            seq,
+            inventory: self.cfg.inventory.clone(),
+        }))
+        .await?;
+        self.stats.reports.fetch_add(1, Ordering::Relaxed);
+        let mut beat = tokio::time::interval(self.cfg.heartbeat);
+        beat.tick().await;
+        loop {
+            tokio::select! {
+                m = conn.recv() => self.on_message(conn, m?).await?,
+                _ = beat.tick() => conn.ping().await?,
+                _ = stop.changed() => return Ok(()),
+            }
+            if *stop.borrow() {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Runs sessions until `stop` turns true, reconnecting with full-jitter backoff
+    /// (base 500 ms, cap 30 s), reset after each session that got a `welcome`.
+    pub async fn run(mut self, mut stop: watch::Receiver<bool>) {
+        let builder = ExponentialBuilder::default()
+            .with_min_delay(Duration::from_millis(500))
+            .with_max_delay(Duration::from_secs(30))
+            .with_jitter()
+            .without_max_times();
+        let mut backoff = builder.build();
+        while !*stop.borrow() {
+            let before = self.stats.sessions.load(Ordering::Relaxed);
+            let result = self.session(&mut stop).await;
+            if *stop.borrow() {
+                break;
+            }
+            if let Err(e) = result {
+                tracing::debug!(agent = %self.cfg.agent_id, error = %e, "session ended");
+            }
+            if self.stats.sessions.load(Ordering::Relaxed) == before {
+                self.stats.connect_failures.fetch_add(1, Ordering::Relaxed);
+            } else {
+                backoff = builder.build();
+            }
+            let delay = backoff.next().unwrap_or(Duration::from_secs(30));
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                _ = stop.changed() => {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::inventories::profile;
+    use odac_protocol::GpuRuntime;
+
+    fn spec(gpu: Option<GpuRequest>) -> AppSpec {
+        AppSpec {
+            gpu,
+            ..AppSpec::new("web", "busybox")
+        }
+    }
+
+    #[test]
+    fn nvidia_box_attaches_and_cpu_box_falls_back() {
+        let req = GpuRequest::new(GpuRuntime::Nvidia)
+            .with_count(1)
+            .with_optional(true);
+        let st = status_for(&spec(Some(req.clone())), &profile(0, "a"), 3);
+        let a = st.gpu.attached.unwrap();
+        assert_eq!(a.vendor, Vendor::Nvidia);
+        assert_eq!(a.devices.len(), 1);
+        assert_eq!(st.state, AppState::Running);
+
+        let st = status_for(&spec(Some(req)), &profile(3, "b"), 3);
+        assert_eq!(st.state, AppState::Running);
+        assert_eq!(st.gpu.fallback.unwrap().reason, Reason::NoDevice);
+
+        let required = GpuRequest::new(GpuRuntime::Nvidia);
+        let st = status_for(&spec(Some(required)), &profile(4, "c"), 3);
+        assert_eq!(st.state, AppState::Failed);
+        assert_eq!(st.gpu.fallback.unwrap().reason, Reason::NoContainerRuntime);
+    }
+
+    #[test]
+    fn auto_vendor_and_counts() {
+        let auto = GpuRequest::default().with_optional(true);
+        let a = place(&auto, &profile(1, "amd")).unwrap();
+        assert_eq!(a.vendor, Vendor::Amd);
+        assert_eq!(a.devices[0], "/dev/kfd");
+        let too_many = GpuRequest::new(GpuRuntime::Amd).with_count(3);
+        assert_eq!(
+            place(&too_many, &profile(1, "amd")).unwrap_err().0,
+            Reason::InsufficientDevices
+        );
+    }
+
+    #[test]
+    fn gpu_change_needs_a_restart() {
+        let mut agent = SimAgent::new(
+            SimAgentConfig {
+                url: String::new(),
+                ca_pem: Vec::new(),
+                token: String::new(),
+                agent_id: "a".into(),
+                inventory: profile(3, "cpu"),
+                heartbeat: Duration::from_secs(20),
+            },
+            Arc::default(),
+        );
+        agent.upsert(spec(None));
+        assert!(!agent.status("web").unwrap().restart_required);
+        agent.upsert(spec(Some(GpuRequest::default().with_optional(true))));
+        let st = agent.status("web").unwrap();
+        assert!(st.restart_required);
+        assert!(st.gpu.requested.is_some() && st.gpu.fallback.is_none());
+        let mut restarted = spec(Some(GpuRequest::default().with_optional(true)));
+        restarted.restart_token = Some("r1".into());
+        agent.upsert(restarted);
+        let st = agent.status("web").unwrap();
+        assert!(!st.restart_required);
+        assert_eq!(st.restart_count, 1);
+        assert_eq!(st.gpu.fallback.unwrap().reason, Reason::NoDevice);
+    }
+}

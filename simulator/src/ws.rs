@@ -1,0 +1,361 @@
+//! Agent sessions on `wss://…/agent/v1`. The upgrade checks faults (refuse → 503), the bearer
+//! token (401) and the `odac.agent.v1` subprotocol (400). A session then waits for `hello`,
+//! answers `welcome`, sends the host's full `desired_state` and afterwards an `app_upsert` or
+//! `app_delete` for every change; it records `inventory`, `app_status`, `event` and `error`
+//! reports and acks each report's `seq` (unless a fault withholds or delays acks). Malformed,
+//! unknown or invalid frames are answered with an `error` message and the session goes on;
+//! frames over the size limit are answered with `too_large` and closed with 1009.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures_util::{SinkExt, StreamExt};
+use odac_protocol::{
+    Ack, AgentMessage, AppDelete, AppUpsert, ControlMessage, DecodeError, DesiredStateMessage,
+    ErrorCode, ErrorMessage, MAX_FRAME_BYTES, PROTOCOL_VERSION, SUBPROTOCOL, Welcome,
+    decode_agent, encode,
+};
+use tokio::sync::{broadcast, mpsc};
+
+use crate::api_error::ApiError;
+use crate::hub::{ChangeKind, Hub, SessionCmd};
+
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The bearer token of a request, if any.
+pub fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .strip_prefix("Bearer ")
+        .map(str::trim)
+}
+
+/// `GET /agent/v1`: the WebSocket upgrade.
+pub async fn upgrade(
+    State(hub): State<Arc<Hub>>,
+    headers: HeaderMap,
+    ws: WebSocketUpgrade,
+) -> Response {
+    if hub.faults.refusing() {
+        return ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "agent connections are refused for now (fault injection)",
+        )
+        .into_response();
+    }
+    if !bearer(&headers).is_some_and(|t| hub.agent_token_ok(t)) {
+        return ApiError::new(StatusCode::UNAUTHORIZED, "missing or refused bearer token")
+            .into_response();
+    }
+    let offered = headers
+        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|p| p.trim() == SUBPROTOCOL);
+    if !offered {
+        return ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("the websocket subprotocol {SUBPROTOCOL} is required"),
+        )
+        .into_response();
+    }
+    ws.protocols([SUBPROTOCOL])
+        .max_message_size(MAX_FRAME_BYTES * 2)
+        .max_frame_size(MAX_FRAME_BYTES * 2)
+        .on_upgrade(move |socket| session(hub, socket))
+}
+
+fn text(msg: &ControlMessage) -> Message {
+    Message::Text(encode(msg).into())
+}
+
+fn error_frame(code: ErrorCode, message: String, ref_seq: Option<u64>) -> Message {
+    text(&ControlMessage::Error(ErrorMessage::new(
+        code, message, ref_seq,
+    )))
+}
+
+fn close(code: u16, reason: &str) -> Message {
+    Message::Close(Some(CloseFrame {
+        code,
+        reason: reason.to_owned().into(),
+    }))
+}
+
+/// The `seq` of a frame that failed decoding, when it can be read.
+fn frame_seq(frame: &[u8]) -> Option<u64> {
+    if frame.len() > MAX_FRAME_BYTES {
+        return None;
+    }
+    serde_json::from_slice::<serde_json::Value>(frame)
+        .ok()?
+        .get("seq")?
+        .as_u64()
+}
+
+fn decode_error_frame(e: &DecodeError, frame: &[u8]) -> Message {
+    let message = match e {
+        DecodeError::Invalid(v) => v.to_string(),
+        other => other.to_string(),
+    };
+    error_frame(e.code(), message, frame_seq(frame))
+}
+
+struct Session {
+    hub: Arc<Hub>,
+    host: String,
+    out: mpsc::UnboundedSender<Message>,
+    next_seq: u64,
+    seq_generation: HashMap<u64, u64>,
+    sent_generation: u64,
+}
+
+impl Session {
+    fn send(&self, m: Message) {
+        let _ = self.out.send(m);
+    }
+
+    fn send_control(&mut self, make: impl FnOnce(u64) -> (ControlMessage, u64)) {
+        self.next_seq += 1;
+        let (msg, generation) = make(self.next_seq);
+        self.seq_generation.insert(self.next_seq, generation);
+        self.sent_generation = generation;
+        self.send(text(&msg));
+    }
+
+    fn send_snapshot(&mut self) {
+        let (generation, apps) = self.hub.snapshot(&self.host);
+        self.send_control(|seq| {
+            (
+                ControlMessage::DesiredState(DesiredStateMessage {
+                    seq,
+                    generation,
+                    apps,
+                }),
+                generation,
+            )
+        });
+    }
+
+    fn ack(&self, seq: u64) {
+        let Some(delay) = self.hub.faults.ack_policy() else {
+            return;
+        };
+        let frame = text(&ControlMessage::Ack(Ack { seq }));
+        if delay.is_zero() {
+            self.send(frame);
+        } else {
+            let out = self.out.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(delay).await;
+                let _ = out.send(frame);
+            });
+        }
+    }
+
+    fn on_frame(&mut self, frame: &[u8]) -> bool {
+        let msg = match decode_agent(frame) {
+            Ok(m) => m,
+            Err(e) => {
+                self.send(decode_error_frame(&e, frame));
+                if matches!(e, DecodeError::TooLarge { .. }) {
+                    self.send(close(1009, "frame too large"));
+                    return false;
+                }
+                return true;
+            }
+        };
+        self.hub.seen(&self.host);
+        let seq = msg.seq();
+        match msg {
+            AgentMessage::Hello(_) => {
+                self.send(error_frame(
+                    ErrorCode::Conflict,
+                    "type: hello was already received in this session".to_owned(),
+                    None,
+                ));
+                return true;
+            }
+            AgentMessage::Inventory(m) => self.hub.record_inventory(&self.host, m.inventory),
+            AgentMessage::AppStatus(m) => self.hub.record_status(&self.host, m.status),
+            AgentMessage::Event(e) => self.hub.record_event(&self.host, &e),
+            AgentMessage::Ack(a) => {
+                if let Some(g) = self.seq_generation.remove(&a.seq) {
+                    self.hub.record_ack(&self.host, g);
+                }
+            }
+            AgentMessage::Error(e) => self
+                .hub
+                .record_agent_error(&self.host, &format!("{}: {}", e.code, e.message)),
+        }
+        if let Some(seq) = seq {
+            self.ack(seq);
+        }
+        true
+    }
+}
+
+/// Reads the first frame; it must be a valid `hello` of protocol version 1.
+async fn read_hello(
+    stream: &mut futures_util::stream::SplitStream<WebSocket>,
+    out: &mpsc::UnboundedSender<Message>,
+) -> Option<odac_protocol::Hello> {
+    let frame = match tokio::time::timeout(HELLO_TIMEOUT, stream.next()).await {
+        Ok(Some(Ok(Message::Text(t)))) => t,
+        Ok(Some(Ok(Message::Binary(_)))) => {
+            let _ = out.send(error_frame(
+                ErrorCode::Malformed,
+                "binary frames are not supported".to_owned(),
+                None,
+            ));
+            let _ = out.send(close(1003, "binary frames are not supported"));
+            return None;
+        }
+        Err(_) => {
+            let _ = out.send(close(1008, "no hello within 10 s"));
+            return None;
+        }
+        _ => return None,
+    };
+    let bytes = frame.as_bytes();
+    match decode_agent(bytes) {
+        Ok(AgentMessage::Hello(h)) if h.protocol_version == PROTOCOL_VERSION => Some(h),
+        Ok(AgentMessage::Hello(h)) => {
+            let _ = out.send(error_frame(
+                ErrorCode::UnsupportedVersion,
+                format!(
+                    "protocol_version: {} is not supported (this control plane speaks {PROTOCOL_VERSION})",
+                    h.protocol_version
+                ),
+                None,
+            ));
+            let _ = out.send(close(1002, "unsupported protocol version"));
+            None
+        }
+        Ok(other) => {
+            let _ = out.send(error_frame(
+                ErrorCode::Invalid,
+                format!(
+                    "type: the first message must be hello, got {}",
+                    other.type_name()
+                ),
+                other.seq(),
+            ));
+            let _ = out.send(close(1008, "hello expected"));
+            None
+        }
+        Err(e) => {
+            let _ = out.send(decode_error_frame(&e, bytes));
+            let _ = out.send(close(1008, "hello expected"));
+            None
+        }
+    }
+}
+
+async fn session(hub: Arc<Hub>, socket: WebSocket) {
+    let (mut sink, mut stream) = socket.split();
+    let (out, mut out_rx) = mpsc::unbounded_channel::<Message>();
+    let writer = tokio::spawn(async move {
+        while let Some(m) = out_rx.recv().await {
+            let is_close = matches!(m, Message::Close(_));
+            if sink.send(m).await.is_err() || is_close {
+                break;
+            }
+        }
+        let _ = sink.close().await;
+    });
+
+    let Some(hello) = read_hello(&mut stream, &out).await else {
+        drop(out);
+        let _ = tokio::time::timeout(Duration::from_secs(1), writer).await;
+        return;
+    };
+    let host = hub.hello(&hello);
+    let session_id = format!("sess_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+    let _ = out.send(text(&ControlMessage::Welcome(Welcome {
+        host_id: host.clone(),
+        session_id: Some(session_id.clone()),
+        heartbeat_secs: Some(hub.heartbeat_secs),
+    })));
+    let (cmd_tx, mut cmd_rx) = mpsc::unbounded_channel();
+    let mut changes = hub.subscribe_changes();
+    hub.register_session(&host, &session_id, cmd_tx);
+
+    let mut s = Session {
+        hub: Arc::clone(&hub),
+        host: host.clone(),
+        out,
+        next_seq: 0,
+        seq_generation: HashMap::new(),
+        sent_generation: 0,
+    };
+    s.send_snapshot();
+
+    let mut dropped = false;
+    loop {
+        tokio::select! {
+            frame = stream.next() => match frame {
+                Some(Ok(Message::Text(t))) => {
+                    if !s.on_frame(t.as_bytes()) {
+                        break;
+                    }
+                }
+                Some(Ok(Message::Binary(_))) => s.send(error_frame(
+                    ErrorCode::Malformed,
+                    "binary frames are not supported".to_owned(),
+                    None,
+                )),
+                Some(Ok(Message::Ping(_) | Message::Pong(_))) => hub.seen(&host),
+                Some(Ok(Message::Close(_))) | None => break,
+                Some(Err(e)) => {
+                    tracing::debug!(%host, error = %e, "agent session read failed");
+                    break;
+                }
+            },
+            cmd = cmd_rx.recv() => match cmd {
+                Some(SessionCmd::Drop) | None => {
+                    dropped = true;
+                    break;
+                }
+                Some(SessionCmd::Close(code, reason)) => {
+                    s.send(close(code, &reason));
+                    break;
+                }
+                Some(SessionCmd::SendRaw(frame)) => s.send(Message::Text(frame.into())),
+            },
+            change = changes.recv() => match change {
+                Ok(c) if c.host == host && c.generation > s.sent_generation => {
+                    let generation = c.generation;
+                    s.send_control(|seq| match c.kind {
+                        ChangeKind::Upsert(app) => (
+                            ControlMessage::AppUpsert(AppUpsert { seq, generation, app }),
+                            generation,
+                        ),
+                        ChangeKind::Delete(name) => (
+                            ControlMessage::AppDelete(AppDelete { seq, generation, name }),
+                            generation,
+                        ),
+                    });
+                }
+                Ok(_) => {}
+                Err(broadcast::error::RecvError::Lagged(_)) => s.send_snapshot(),
+                Err(broadcast::error::RecvError::Closed) => break,
+            },
+        }
+    }
+    hub.unregister_session(&host, &session_id);
+    drop(s);
+    if dropped {
+        writer.abort();
+    } else {
+        let _ = tokio::time::timeout(Duration::from_secs(1), writer).await;
+    }
+}
