@@ -65,18 +65,17 @@ pub async fn post_faults(
     State(hub): State<Arc<Hub>>,
     body: Bytes,
 ) -> Result<Json<FaultOutcome>, ApiError> {
-    let req: FaultRequest = serde_path_to_error::deserialize(
-        &mut serde_json::Deserializer::from_slice(&body),
-    )
-    .map_err(|e| {
-        let field = e.path().to_string();
-        let field = if field == "." {
-            "body".to_owned()
-        } else {
-            field
-        };
-        ApiError::bad_request(field.clone(), format!("{field}: {}", e.into_inner()))
-    })?;
+    let req: FaultRequest =
+        serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(&body))
+            .map_err(|e| {
+                let field = e.path().to_string();
+                let field = if field == "." {
+                    "body".to_owned()
+                } else {
+                    field
+                };
+                ApiError::bad_request(field.clone(), format!("{field}: {}", e.into_inner()))
+            })?;
     Ok(Json(apply_faults(&hub, &req)))
 }
 
@@ -123,7 +122,10 @@ pub async fn enroll(
 pub async fn new_enroll_code(State(hub): State<Arc<Hub>>) -> (StatusCode, Json<Value>) {
     let code = format!("enr_{}", uuid::Uuid::new_v4().simple());
     hub.add_enroll_code(&code);
-    (StatusCode::CREATED, Json(serde_json::json!({ "code": code })))
+    (
+        StatusCode::CREATED,
+        Json(serde_json::json!({ "code": code })),
+    )
 }
 
 #[cfg(test)]

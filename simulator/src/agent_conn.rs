@@ -52,6 +52,8 @@ pub enum ConnError {
 }
 
 /// What [`AgentConn::recv`] got.
+// One value at a time, consumed at once: boxing the message would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Incoming {
     /// A valid control-plane message.

@@ -32,7 +32,10 @@ fn parse_json(body: &[u8]) -> ApiResult<Value> {
 fn typed<T: serde::de::DeserializeOwned>(value: Value, prefix: &str) -> ApiResult<T> {
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
-        let mut field = path.trim_start_matches('.').trim_end_matches(".?").to_owned();
+        let mut field = path
+            .trim_start_matches('.')
+            .trim_end_matches(".?")
+            .to_owned();
         let mut message = e.into_inner().to_string();
         if let Some(name) = message
             .strip_prefix("missing field `")
@@ -254,14 +257,26 @@ mod tests {
     #[test]
     fn errors_name_the_protocol_field() {
         for (body, field) in [
-            (r#"{"name":"a","image":"x","gpu":{"runtime":"nvidia","count":0}}"#, "gpu.count"),
-            (r#"{"name":"a","image":"x","gpu":{"runtime":"cuda"}}"#, "gpu.runtime"),
+            (
+                r#"{"name":"a","image":"x","gpu":{"runtime":"nvidia","count":0}}"#,
+                "gpu.count",
+            ),
+            (
+                r#"{"name":"a","image":"x","gpu":{"runtime":"cuda"}}"#,
+                "gpu.runtime",
+            ),
             (r#"{"name":"A","image":"x"}"#, "name"),
             (r#"{"image":"x"}"#, "name"),
             (r#"{"name":"a"}"#, "image"),
             (r#"{"name":"a","app":"nope"}"#, "app"),
-            (r#"{"name":"a","image":"x","ports":[{"container":0}]}"#, "ports[0].container"),
-            (r#"{"name":"a","image":"x","ports":[{"container":"x"}]}"#, "ports[0].container"),
+            (
+                r#"{"name":"a","image":"x","ports":[{"container":0}]}"#,
+                "ports[0].container",
+            ),
+            (
+                r#"{"name":"a","image":"x","ports":[{"container":"x"}]}"#,
+                "ports[0].container",
+            ),
             (r#"{"name":"a","image":"x","host":5}"#, "host"),
             (r#"[1]"#, "body"),
             (r#"{"#, "body"),
@@ -278,7 +293,9 @@ mod tests {
         assert_eq!(parse_gpu(b"null").unwrap(), None);
         assert_eq!(parse_gpu(b"{}").unwrap(), None);
         assert!(parse_gpu(b"true").unwrap().unwrap().is_optional());
-        let g = parse_gpu(br#"{"runtime":"amd","count":"all"}"#).unwrap().unwrap();
+        let g = parse_gpu(br#"{"runtime":"amd","count":"all"}"#)
+            .unwrap()
+            .unwrap();
         assert_eq!(g.effective_vendor(), Some(odac_protocol::Vendor::Amd));
         let e = parse_gpu(br#"{"runtime":"nvidia","count":0}"#).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("gpu.count"));

@@ -39,7 +39,11 @@ pub fn lookup(name: &str) -> Option<&'static CatalogEntry> {
 
 /// Names of every entry, comma-separated (for error messages).
 pub fn names() -> String {
-    CATALOG.iter().map(|e| e.name).collect::<Vec<_>>().join(", ")
+    CATALOG
+        .iter()
+        .map(|e| e.name)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]

@@ -115,7 +115,11 @@ impl Faults {
         self.with(|s| FaultView {
             refusing_secs_left: s
                 .refuse_until
-                .map(|t| t.saturating_duration_since(Instant::now()).as_secs_f64().ceil())
+                .map(|t| {
+                    t.saturating_duration_since(Instant::now())
+                        .as_secs_f64()
+                        .ceil()
+                })
                 .map_or(0, |f| f as u64),
             withhold_acks: s.withhold_acks,
             ack_delay_ms: s.ack_delay_ms,

@@ -30,6 +30,7 @@ pub struct DesiredChange {
 }
 
 /// Upsert or delete.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum ChangeKind {
     /// Add or replace this app.
@@ -687,7 +688,10 @@ fn resolve_host(d: &FleetData, key: &str) -> Result<String, ApiError> {
         .collect();
     match named.as_slice() {
         [one] => Ok((*one).clone()),
-        [] => Err(ApiError::bad_request("host", format!("unknown host {key:?}"))),
+        [] => Err(ApiError::bad_request(
+            "host",
+            format!("unknown host {key:?}"),
+        )),
         many => Err(ApiError::bad_request(
             "host",
             format!("{} hosts are named {key:?}: give the host id", many.len()),

@@ -112,7 +112,10 @@ pub fn router(hub: Arc<Hub>) -> Router {
         .route("/api/hosts", get(api::list_hosts))
         .route("/api/hosts/{id}", get(api::get_host))
         .route("/api/apps", get(api::list_apps).post(api::create_app))
-        .route("/api/apps/{name}", get(api::get_app).delete(api::delete_app))
+        .route(
+            "/api/apps/{name}",
+            get(api::get_app).delete(api::delete_app),
+        )
         .route("/api/apps/{name}/gpu", put(api::set_gpu))
         .route("/api/apps/{name}/restart", post(api::restart_app))
         .route("/api/events", get(sse::events))
@@ -179,10 +182,10 @@ impl Server {
         let app = router(Arc::clone(&hub));
         let serve = tokio::spawn(async move {
             let result = axum::serve(listener, app.into_make_service())
-            .with_graceful_shutdown(async move {
-                let _ = stopped.await;
-            })
-            .await;
+                .with_graceful_shutdown(async move {
+                    let _ = stopped.await;
+                })
+                .await;
             if let Err(e) = result {
                 tracing::error!(error = %e, "server stopped");
             }
@@ -201,7 +204,11 @@ impl Server {
 
     /// `wss://HOST:PORT/agent/v1`.
     pub fn agents_url(&self) -> String {
-        format!("wss://{}:{}{AGENT_PATH}", url_host(self.addr), self.addr.port())
+        format!(
+            "wss://{}:{}{AGENT_PATH}",
+            url_host(self.addr),
+            self.addr.port()
+        )
     }
 
     /// `https://HOST:PORT` (the API lives under `/api/`).
@@ -231,8 +238,10 @@ impl Server {
 
     /// Stops gracefully: agents get close 1001, SSE streams end, the fleet is saved.
     pub async fn shutdown(mut self) {
-        self.hub
-            .broadcast_cmd(&SessionCmd::Close(1001, "control plane shutting down".into()));
+        self.hub.broadcast_cmd(&SessionCmd::Close(
+            1001,
+            "control plane shutting down".into(),
+        ));
         self.hub.close_streams();
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());

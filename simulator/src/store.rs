@@ -77,7 +77,13 @@ mod tests {
                 updated_ms: 2,
             },
         );
-        data.push_event(EventLevel::Info, "control_plane", None, Some("web"), "created");
+        data.push_event(
+            EventLevel::Info,
+            "control_plane",
+            None,
+            Some("web"),
+            "created",
+        );
         store.save(&data).unwrap();
         assert_eq!(store.load().unwrap(), data);
         std::fs::write(store.path(), b"{broken").unwrap();

@@ -44,7 +44,8 @@ fn tls_err(what: &str, e: impl std::fmt::Display) -> SimError {
 fn ca_params() -> Result<CertificateParams, SimError> {
     let mut p = CertificateParams::new(Vec::<String>::new()).map_err(|e| tls_err("ca", e))?;
     p.distinguished_name.push(DnType::CommonName, CA_NAME);
-    p.distinguished_name.push(DnType::OrganizationName, "odac-sim");
+    p.distinguished_name
+        .push(DnType::OrganizationName, "odac-sim");
     p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     p.key_usages = vec![
         KeyUsagePurpose::KeyCertSign,

@@ -91,7 +91,12 @@ pub fn summarize(
     inv: Option<&Inventory>,
 ) -> (Vec<GpuGroup>, Vec<Vendor>, BTreeMap<Vendor, Reason>, String) {
     let Some(inv) = inv else {
-        return (Vec::new(), Vec::new(), BTreeMap::new(), "unknown".to_owned());
+        return (
+            Vec::new(),
+            Vec::new(),
+            BTreeMap::new(),
+            "unknown".to_owned(),
+        );
     };
     let mut gpus: Vec<GpuGroup> = Vec::new();
     for g in &inv.gpus {

@@ -17,8 +17,8 @@ use axum::response::{IntoResponse, Response};
 use futures_util::{SinkExt, StreamExt};
 use odac_protocol::{
     Ack, AgentMessage, AppDelete, AppUpsert, ControlMessage, DecodeError, DesiredStateMessage,
-    ErrorCode, ErrorMessage, MAX_FRAME_BYTES, PROTOCOL_VERSION, SUBPROTOCOL, Welcome,
-    decode_agent, encode,
+    ErrorCode, ErrorMessage, MAX_FRAME_BYTES, PROTOCOL_VERSION, SUBPROTOCOL, Welcome, decode_agent,
+    encode,
 };
 use tokio::sync::{broadcast, mpsc};
 

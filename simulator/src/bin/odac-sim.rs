@@ -26,7 +26,12 @@ enum Command {
         #[arg(long)]
         state: Option<PathBuf>,
         /// Agent bearer token to accept (repeatable); none = generate DIR/agent-token.
-        #[arg(long = "token", env = "ODAC_SIM_TOKENS", value_delimiter = ',', hide_env_values = true)]
+        #[arg(
+            long = "token",
+            env = "ODAC_SIM_TOKENS",
+            value_delimiter = ',',
+            hide_env_values = true
+        )]
         tokens: Vec<String>,
         /// One-time enrolment code to accept (repeatable).
         #[arg(long = "enroll-code")]
@@ -47,7 +52,12 @@ enum Command {
         #[arg(long)]
         ca_file: PathBuf,
         /// Bearer token.
-        #[arg(long, env = "ODAC_TOKEN", hide_env_values = true, conflicts_with = "token_file")]
+        #[arg(
+            long,
+            env = "ODAC_TOKEN",
+            hide_env_values = true,
+            conflicts_with = "token_file"
+        )]
         token: Option<String>,
         /// File holding the bearer token.
         #[arg(long)]

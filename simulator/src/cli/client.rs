@@ -34,9 +34,8 @@ impl Client {
     ) -> Result<Self, ClientError> {
         let mut tls = TlsConfig::builder();
         if let Some(path) = ca_file {
-            let pem = std::fs::read(path).map_err(|e| {
-                ClientError(format!("cannot read CA file {}: {e}", path.display()))
-            })?;
+            let pem = std::fs::read(path)
+                .map_err(|e| ClientError(format!("cannot read CA file {}: {e}", path.display())))?;
             let certs = ureq::tls::parse_pem(&pem)
                 .filter_map(|item| match item {
                     Ok(ureq::tls::PemItem::Certificate(c)) => Some(c),

@@ -18,7 +18,12 @@ use crate::views::{AppView, HostView};
 #[command(name = "odac", version, about = "ODAC command line client")]
 pub struct Cli {
     /// Control plane API base URL.
-    #[arg(long, env = "ODAC_API", global = true, default_value = "https://127.0.0.1:7443")]
+    #[arg(
+        long,
+        env = "ODAC_API",
+        global = true,
+        default_value = "https://127.0.0.1:7443"
+    )]
     pub api: String,
     /// CA certificate (PEM) to trust for the API, e.g. the simulator's `ca.pem`.
     #[arg(long, env = "ODAC_CA_FILE", global = true)]
@@ -280,10 +285,7 @@ fn execute(cli: &Cli) -> Result<(), ClientError> {
                 table::request(app.requested.as_ref())
             );
             if v.get("restart_required_to_apply") == Some(&Value::Bool(true)) {
-                println!(
-                    "restart required to apply: odac app restart {}",
-                    app.name
-                );
+                println!("restart required to apply: odac app restart {}", app.name);
             }
         }
         Command::App(AppCommand::List(args)) => {
