@@ -1,0 +1,212 @@
+//! Test harness: an in-process `odac-sim` on a loopback port with its own runtime, helpers to
+//! run the `odac` binary against it, and protocol-level fake agents to make hosts exist.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use odac_protocol::{AgentMessage, Inventory, InventoryReport};
+use odac_simulator::agent_conn::{AgentConn, Incoming};
+use odac_simulator::cli::client::Client;
+use odac_simulator::{ServeConfig, Server};
+use serde_json::Value;
+
+pub const TOKEN: &str = "test-agent-token";
+
+pub struct Sim {
+    pub rt: tokio::runtime::Runtime,
+    pub server: Option<Server>,
+    pub dir: tempfile::TempDir,
+    pub listen: String,
+}
+
+impl Sim {
+    pub fn start() -> Sim {
+        Self::start_with(|_| {})
+    }
+
+    pub fn start_with(f: impl FnOnce(&mut ServeConfig)) -> Sim {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = ServeConfig::new("127.0.0.1:0", dir.path().join("state"));
+        cfg.tokens = vec![TOKEN.to_owned()];
+        f(&mut cfg);
+        let server = rt.block_on(Server::start(cfg)).unwrap();
+        let listen = server.addr.to_string();
+        Sim {
+            rt,
+            server: Some(server),
+            dir,
+            listen,
+        }
+    }
+
+    pub fn server(&self) -> &Server {
+        self.server.as_ref().unwrap()
+    }
+
+    /// Stops gracefully and starts again on the same port and state dir.
+    pub fn restart(&mut self) {
+        let server = self.server.take().unwrap();
+        self.rt.block_on(server.shutdown());
+        let mut cfg = ServeConfig::new(self.listen.clone(), self.dir.path().join("state"));
+        cfg.tokens = vec![TOKEN.to_owned()];
+        self.server = Some(self.rt.block_on(Server::start(cfg)).unwrap());
+    }
+
+    pub fn api(&self) -> String {
+        self.server().api_url()
+    }
+
+    pub fn ca_path(&self) -> String {
+        self.server().ca_path.display().to_string()
+    }
+
+    pub fn client(&self) -> Client {
+        Client::new(&self.api(), Some(&self.server().ca_path), None).unwrap()
+    }
+
+    /// Runs `odac ARGS` against this simulator.
+    pub fn odac(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_odac"))
+            .args(args)
+            .env("ODAC_API", self.api())
+            .env("ODAC_CA_FILE", self.ca_path())
+            .env_remove("ODAC_TOKEN")
+            .output()
+            .unwrap()
+    }
+
+    /// Connects a fake agent, does the handshake and sends `inv` (seq 1); returns the
+    /// connection with the welcome's desired state and the inventory's ack consumed.
+    pub fn agent(&self, id: &str, inv: Inventory) -> AgentConn {
+        let url = self.server().agents_url();
+        let ca = self.server().ca_pem.clone();
+        self.rt.block_on(async move {
+            let (mut c, w) = AgentConn::connect_hello(
+                &url,
+                ca.as_bytes(),
+                TOKEN,
+                AgentConn::hello(id, &inv.host.hostname),
+            )
+            .await
+            .unwrap();
+            assert_eq!(w.host_id, id);
+            c.send(&AgentMessage::Inventory(InventoryReport {
+                seq: 1,
+                inventory: inv,
+            }))
+            .await
+            .unwrap();
+            let mut got = 0;
+            while got < 2 {
+                match c.recv_timeout(Duration::from_secs(5)).await.unwrap() {
+                    Incoming::Message(odac_protocol::ControlMessage::DesiredState(_)) => got += 1,
+                    Incoming::Message(odac_protocol::ControlMessage::Ack(a)) if a.seq == 1 => {
+                        got += 1
+                    }
+                    other => panic!("unexpected {other:?}"),
+                }
+            }
+            c
+        })
+    }
+
+    /// Waits until `f` holds for the API's JSON at `path`.
+    pub fn wait_api(&self, path: &str, f: impl Fn(&Value) -> bool) -> Value {
+        let client = self.client();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let v = client.get(path).unwrap();
+            if f(&v) {
+                return v;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "timed out waiting on {path}: {v}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        if let Some(s) = self.server.take() {
+            self.rt.block_on(s.shutdown());
+        }
+    }
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+impl Sim {
+    /// A raw request: (status, JSON body or Null).
+    pub fn call(&self, method: &str, path: &str, body: Option<&str>) -> (u16, Value) {
+        self.call_auth(method, path, body, None)
+    }
+
+    pub fn call_auth(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&str>,
+        token: Option<&str>,
+    ) -> (u16, Value) {
+        use ureq::tls::{Certificate, RootCerts, TlsConfig};
+        let ca = Certificate::from_pem(self.server().ca_pem.as_bytes()).unwrap();
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .tls_config(
+                TlsConfig::builder()
+                    .root_certs(RootCerts::new_with_certs(&[ca]))
+                    .build(),
+            )
+            .build()
+            .into();
+        let url = format!("{}{path}", self.api());
+        let auth = token.map(|t| format!("Bearer {t}"));
+        let resp = match (method, body) {
+            ("GET", _) => {
+                let mut r = agent.get(&url);
+                if let Some(a) = &auth {
+                    r = r.header("Authorization", a);
+                }
+                r.call()
+            }
+            ("DELETE", _) => {
+                let mut r = agent.delete(&url);
+                if let Some(a) = &auth {
+                    r = r.header("Authorization", a);
+                }
+                r.call()
+            }
+            (m, b) => {
+                let mut r = match m {
+                    "POST" => agent.post(&url),
+                    "PUT" => agent.put(&url),
+                    other => panic!("method {other}"),
+                };
+                if let Some(a) = &auth {
+                    r = r.header("Authorization", a);
+                }
+                r.header("Content-Type", "application/json")
+                    .send(b.unwrap_or("").as_bytes())
+            }
+        };
+        let mut resp = resp.unwrap();
+        let status = resp.status().as_u16();
+        let text = resp.body_mut().read_to_string().unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+}
