@@ -1,0 +1,746 @@
+//! The app manager against the fake engine: pre-flight fallback and refusal, the exact engine
+//! requests per mechanism, engine refusals at start, errors that are not device refusals,
+//! restart-required, ownership by labels, durable desired state, engine outage, policy, named
+//! volumes, and the crash-loop backoff counted over 30 s of paused time.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use odac_agent::appmgr::{AppManager, AppManagerConfig, labels, store};
+use odac_agent::engine::{
+    ContainerEngine, ContainerSpec, DeviceRequest, EngineCall, EngineError, FakeEngine, Op,
+};
+use odac_agent::sysinfo::cli::engine_from_info_file;
+use odac_protocol::{
+    AppSpec, AppState, AppStatus, DesiredState, FallbackTier, GpuRequest, Mechanism, Reason,
+    Vendor, VolumeMount,
+};
+
+const IMAGE: &str = "odac/busybox:test";
+
+fn fixture(host: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/hosts")
+        .join(host)
+}
+
+/// A fake engine answering like the fixture host's own engine (its docker-info.json), with
+/// the nvidia device driver registered when that engine lists the nvidia runtime.
+fn fake_for(host: &str) -> Arc<FakeEngine> {
+    let fake = FakeEngine::new();
+    let caps = engine_from_info_file(&fixture(host).join("docker-info.json")).unwrap();
+    if caps.has_runtime("nvidia") {
+        fake.add_device_driver("nvidia");
+    }
+    fake.set_capabilities(caps);
+    fake.add_image(IMAGE);
+    Arc::new(fake)
+}
+
+fn config(dir: &Path) -> AppManagerConfig {
+    AppManagerConfig {
+        state_dir: dir.to_path_buf(),
+        stop_timeout_secs: 0,
+        ..AppManagerConfig::default()
+    }
+}
+
+fn open(fake: &Arc<FakeEngine>, host: &str, dir: &Path) -> AppManager {
+    AppManager::open(config(dir), fake.clone(), fixture(host)).unwrap()
+}
+
+fn gpu(json: &str) -> Option<GpuRequest> {
+    Some(serde_json::from_str(json).unwrap())
+}
+
+fn app(name: &str, gpu_json: Option<&str>) -> AppSpec {
+    let mut spec = AppSpec::new(name, IMAGE);
+    spec.command = vec!["sleep".into(), "3600".into()];
+    spec.gpu = gpu_json.and_then(gpu);
+    spec
+}
+
+fn desired(generation: u64, apps: Vec<AppSpec>) -> DesiredState {
+    DesiredState { generation, apps }
+}
+
+fn status<'a>(statuses: &'a [AppStatus], name: &str) -> &'a AppStatus {
+    statuses
+        .iter()
+        .find(|s| s.name == name)
+        .unwrap_or_else(|| panic!("no status for {name}: {statuses:?}"))
+}
+
+fn created_specs(fake: &FakeEngine) -> Vec<ContainerSpec> {
+    fake.calls_of(Op::Create)
+        .into_iter()
+        .map(|c| match c {
+            EngineCall::Create(spec) => *spec,
+            other => panic!("{other:?}"),
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn optional_gpu_on_a_host_without_gpu_runs_on_the_cpu_with_a_preflight_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = fake_for("no-gpu");
+    let m = open(&fake, "no-gpu", dir.path());
+    let intent = r#"{"runtime":"nvidia","count":1,"optional":true}"#;
+    m.set_desired(desired(1, vec![app("llm", Some(intent))]))
+        .await
+        .unwrap();
+    let statuses = m.reconcile_once().await;
+    let s = status(&statuses, "llm");
+    assert_eq!(s.state, AppState::Running);
+    let fb = s.gpu.fallback.as_ref().unwrap();
+    assert_eq!(
+        (fb.tier, fb.reason),
+        (FallbackTier::Preflight, Reason::NoDevice)
+    );
+    assert_eq!(s.gpu.attached, None);
+    assert_eq!(
+        s.gpu.requested,
+        gpu(intent),
+        "requested is the intent as sent"
+    );
+    let specs = created_specs(&fake);
+    assert_eq!(specs.len(), 1);
+    assert!(specs[0].device_requests.is_empty() && specs[0].devices.is_empty());
+    assert!(specs[0].group_add.is_empty());
+}
+
+#[tokio::test]
+async fn required_gpu_without_gpu_fails_without_creating_or_churning() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = fake_for("no-gpu");
+    let m = open(&fake, "no-gpu", dir.path());
+    m.set_desired(desired(
+        1,
+        vec![app("llm", Some(r#"{"runtime":"nvidia"}"#))],
+    ))
+    .await
+    .unwrap();
+    let first = m.reconcile_once().await;
+    for _ in 0..5 {
+        assert_eq!(m.reconcile_once().await, first, "statuses are stable");
+    }
+    let s = status(&first, "llm");
+    assert_eq!(s.state, AppState::Failed);
+    assert_eq!(s.container_id, None);
+    let fb = s.gpu.fallback.as_ref().unwrap();
+    assert_eq!(
+        (fb.tier, fb.reason),
+        (FallbackTier::Preflight, Reason::NoDevice)
+    );
+    assert!(s.last_error.as_deref().unwrap().starts_with("no_device: "));
+    assert!(fake.calls_of(Op::Create).is_empty());
+    assert!(fake.calls_of(Op::Remove).is_empty());
+}
+
+#[tokio::test]
+async fn cdi_request_is_exact_and_attached_is_read_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = fake_for("nvidia-cdi");
+    let m = open(&fake, "nvidia-cdi", dir.path());
+    m.set_desired(desired(
+        1,
+        vec![app("llm", Some(r#"{"runtime":"nvidia","count":1}"#))],
+    ))
+    .await
+    .unwrap();
+    let statuses = m.reconcile_once().await;
+    let specs = created_specs(&fake);
+    assert_eq!(specs.len(), 1);
+    assert_eq!(
+        specs[0].device_requests,
+        vec![DeviceRequest {
+            driver: "cdi".into(),
+            count: None,
+            device_ids: vec!["example.com/device=0".into()],
+            capabilities: vec![],
+            options: Default::default(),
+        }]
+    );
+    assert!(specs[0].devices.is_empty());
+    let s = status(&statuses, "llm");
+    assert_eq!(s.state, AppState::Running);
+    let a = s.gpu.attached.as_ref().unwrap();
+    assert_eq!(a.mechanism, Mechanism::Cdi);
+    assert_eq!(a.devices, vec!["example.com/device=0"]);
+    assert_eq!(
+        a.vendor,
+        Vendor::Nvidia,
+        "the vendor recorded for a non-vendor cdi kind"
+    );
+    assert!(
+        !fake.calls_of(Op::Inspect).is_empty(),
+        "attached comes from inspect"
+    );
+}
+
+#[tokio::test]
+async fn nvidia_runtime_request_uses_explicit_ids_and_gpu_capability() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = fake_for("nvidia-dgx-8gpu");
+    let m = open(&fake, "nvidia-dgx-8gpu", dir.path());
+    m.set_desired(desired(
+        1,
+        vec![app("llm", Some(r#"{"runtime":"nvidia","count":2}"#))],
+    ))
+    .await
+    .unwrap();
+    let s = m.reconcile_once().await.remove(0);
+    let spec = &created_specs(&fake)[0];
+    let r = &spec.device_requests[0];
+    assert_eq!(r.driver, "nvidia");
+    assert_eq!(r.count, None);
+    assert_eq!(r.device_ids.len(), 2);
+    assert_eq!(r.capabilities, vec![vec!["gpu".to_owned()]]);
+    assert_eq!(s.state, AppState::Running, "{s:?}");
+    assert_eq!(s.gpu.attached.unwrap().devices, r.device_ids);
+    assert_eq!(labels::gpus(&spec.labels).len(), 2);
+}
+
+#[tokio::test]
+async fn engine_refusal_at_start_falls_back_to_one_cpu_container() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = fake_for("intel-i915-igpu");
+    fake.mark_device_missing("/dev/dri/card1");
+    let m = open(&fake, "intel-i915-igpu", dir.path());
+    m.set_desired(desired(
+        1,
+        vec![app("vid", Some(r#"{"runtime":"intel","optional":true}"#))],
+    ))
+    .await
+    .unwrap();
+    let s = m.reconcile_once().await.remove(0);
+    assert_eq!(s.state, AppState::Running);
+    let fb = s.gpu.fallback.clone().unwrap();
+    assert_eq!(
+        (fb.tier, fb.reason),
+        (FallbackTier::Engine, Reason::EngineRejected)
+    );
+    assert!(
+        fb.detail.as_deref().unwrap().starts_with(
+            "error gathering device information while adding custom device \"/dev/dri/card1\""
+        ),
+        "{fb:?}"
+    );
+    assert_eq!(s.gpu.attached, None);
+    assert_eq!(fake.container_ids().len(), 1, "exactly one container");
+    let specs = created_specs(&fake);
+    assert_eq!(specs.len(), 2);
+    assert_eq!(
+        specs[0].devices.len(),
+        2,
+        "first try with card1 and renderD129"
+    );
+    assert!(specs[1].devices.is_empty() && specs[1].group_add.is_empty());
+    // The next passes keep that container and the recorded fallback.
+    let again = m.reconcile_once().await.remove(0);
+    assert_eq!(again.gpu.fallback, Some(fb));
+    assert_eq!(again.container_id, s.container_id);
+    assert_eq!(created_specs(&fake).len(), 2);
+}
+
+#[tokio::test]
+async fn engine_refusal_at_create_and_required_intents() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = fake_for("intel-i915-igpu");
+    let words = "unknown or invalid runtime name: nvidia";
+    fake.fail_next(
+        Op::Create,
+        EngineError::Rejected {
+            status: 400,
+            message: words.into(),
+        },
+    );
+    let m = open(&fake, "intel-i915-igpu", dir.path());
+    m.set_desired(desired(
+        1,
+        vec![app("opt", Some(r#"{"runtime":"intel","optional":true}"#))],
+    ))
+    .await
+    .unwrap();
+    let s = m.reconcile_once().await.remove(0);
+    assert_eq!(s.state, AppState::Running);
+    assert_eq!(s.gpu.fallback.unwrap().detail.as_deref(), Some(words));
+    assert_eq!(fake.container_ids().len(), 1);
+
+    // Required: failed with the engine's words, nothing left, no churn.
+    let dir = tempfile::tempdir().unwrap();
+    let fake = fake_for("intel-i915-igpu");
+    fake.mark_device_missing("/dev/dri/renderD129");
+    let m = open(&fake, "intel-i915-igpu", dir.path());
+    m.set_desired(desired(1, vec![app("req", Some(r#"{"runtime":"intel"}"#))]))
+        .await
+        .unwrap();
+    let s = m.reconcile_once().await.remove(0);
+    assert_eq!(s.state, AppState::Failed);
+    let fb = s.gpu.fallback.clone().unwrap();
+    assert_eq!(
+        (fb.tier, fb.reason),
+        (FallbackTier::Engine, Reason::EngineRejected)
+    );
+    assert!(s.last_error.as_deref().unwrap().contains("renderD129"));
+    assert!(fake.container_ids().is_empty());
+    for _ in 0..3 {
+        m.reconcile_once().await;
+    }
+    assert_eq!(fake.calls_of(Op::Create).len(), 1, "held, not retried");
+}
+
+#[tokio::test]
+async fn errors_that_are_not_device_refusals_are_never_taken_for_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = fake_for("intel-i915-igpu");
+    let busy = "driver failed programming external connectivity on endpoint odac-web: Bind for 0.0.0.0:8080 failed: port is already allocated";
+    fake.fail_next(
+        Op::Start,
+        EngineError::Rejected {
+            status: 500,
+            message: busy.into(),
+        },
+    );
+    let m = open(&fake, "intel-i915-igpu", dir.path());
+    m.set_desired(desired(
+        1,
+        vec![app("web", Some(r#"{"runtime":"intel","optional":true}"#))],
+    ))
+    .await
+    .unwrap();
+    let s = m.reconcile_once().await.remove(0);
+    assert_eq!(s.state, AppState::Failed);
+    assert_eq!(s.last_error.as_deref(), Some(busy));
+    assert_eq!(s.gpu.fallback, None, "not an engine refusal of the device");
+    assert_eq!(fake.calls_of(Op::Create).len(), 1, "no cpu retry");
+    assert!(fake.calls_of(Op::Remove).is_empty());
+
+    // A missing image is a plain failure too.
+    let dir = tempfile::tempdir().unwrap();
+    let fake = fake_for("no-gpu");
+    let m = open(&fake, "no-gpu", dir.path());
+    let mut spec = app("gone", Some(r#"{"runtime":"nvidia","optional":true}"#));
+    spec.image = Some("odac/missing:1".into());
+    m.set_desired(desired(1, vec![spec])).await.unwrap();
+    let s = m.reconcile_once().await.remove(0);
+    assert_eq!(s.state, AppState::Failed);
+    assert!(
+        s.last_error
+            .as_deref()
+            .unwrap()
+            .contains("No such image: odac/missing:1")
+    );
+    assert_eq!(s.gpu.fallback.unwrap().tier, FallbackTier::Preflight);
+}
+
+#[tokio::test(start_paused = true)]
+async fn failed_start_is_retried_after_the_backoff_and_then_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = fake_for("no-gpu");
+    fake.fail_next(
+        Op::Start,
+        EngineError::Rejected {
+            status: 500,
+            message: "Bind for 0.0.0.0:8080 failed: port is already allocated".into(),
+        },
+    );
+    let m = open(&fake, "no-gpu", dir.path());
+    m.set_desired(desired(1, vec![app("web", None)]))
+        .await
+        .unwrap();
+    assert_eq!(m.reconcile_once().await[0].state, AppState::Failed);
+    assert_eq!(m.reconcile_once().await[0].state, AppState::Failed, "waits");
+    assert_eq!(fake.calls_of(Op::Start).len(), 1);
+    tokio::time::advance(Duration::from_millis(1100)).await;
+    let s = m.reconcile_once().await.remove(0);
+    assert_eq!(s.state, AppState::Running, "{s:?}");
+    assert_eq!(fake.calls_of(Op::Start).len(), 2);
+    assert_eq!(
+        fake.calls_of(Op::Create).len(),
+        1,
+        "the same container is started"
+    );
+}
+
+#[tokio::test]
+async fn gpu_intent_change_waits_for_a_restart_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = fake_for("amd-kfd-mi210-8gpu");
+    let m = open(&fake, "amd-kfd-mi210-8gpu", dir.path());
+    let mut spec = app("llm", Some(r#"{"runtime":"rocm","count":1}"#));
+    m.set_desired(desired(1, vec![spec.clone()])).await.unwrap();
+    let first = m.reconcile_once().await.remove(0);
+    assert_eq!(first.gpu.attached.as_ref().unwrap().devices.len(), 2);
+    spec.gpu = gpu(r#"{"runtime":"rocm","count":2}"#);
+    m.set_desired(desired(2, vec![spec.clone()])).await.unwrap();
+    let changed = m.reconcile_once().await.remove(0);
+    assert!(changed.restart_required);
+    assert_eq!(
+        changed.container_id, first.container_id,
+        "container untouched"
+    );
+    assert_eq!(changed.gpu.attached, first.gpu.attached);
+    assert_eq!(changed.gpu.requested, spec.gpu);
+    assert_eq!(fake.calls_of(Op::Create).len(), 1);
+    assert!(fake.calls_of(Op::Remove).is_empty());
+
+    spec.restart_token = Some("2026-01-01T00:00:00Z".into());
+    m.set_desired(desired(3, vec![spec.clone()])).await.unwrap();
+    let restarted = m.reconcile_once().await.remove(0);
+    assert!(!restarted.restart_required);
+    assert_ne!(restarted.container_id, first.container_id);
+    assert_eq!(
+        restarted.gpu.attached.unwrap().devices.len(),
+        3,
+        "kfd + two render nodes"
+    );
+    assert_eq!(fake.container_ids().len(), 1);
+    // The same token again does nothing.
+    m.set_desired(desired(4, vec![spec])).await.unwrap();
+    m.reconcile_once().await;
+    assert_eq!(fake.calls_of(Op::Create).len(), 2);
+}
+
+#[tokio::test]
+async fn only_labelled_containers_of_this_instance_are_touched() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = fake_for("no-gpu");
+    let stranger = fake
+        .create(&ContainerSpec {
+            name: "someone-else".into(),
+            image: IMAGE.into(),
+            ..ContainerSpec::default()
+        })
+        .await
+        .unwrap();
+    let other_agent = fake
+        .create(&ContainerSpec {
+            name: "other-web".into(),
+            image: IMAGE.into(),
+            labels: [
+                (labels::INSTANCE.to_owned(), "other".to_owned()),
+                (labels::APP.to_owned(), "web".to_owned()),
+            ]
+            .into(),
+            ..ContainerSpec::default()
+        })
+        .await
+        .unwrap();
+    let m = open(&fake, "no-gpu", dir.path());
+    m.set_desired(desired(1, vec![app("web", None), app("db", None)]))
+        .await
+        .unwrap();
+    let statuses = m.reconcile_once().await;
+    assert_eq!(statuses.len(), 2);
+    assert_eq!(fake.container_ids().len(), 4);
+    m.set_desired(desired(2, vec![app("db", None)]))
+        .await
+        .unwrap();
+    let statuses = m.reconcile_once().await;
+    assert_eq!(statuses.len(), 1);
+    let ids = fake.container_ids();
+    assert_eq!(ids.len(), 3, "web removed");
+    assert!(ids.contains(&stranger) && ids.contains(&other_agent));
+    assert_eq!(m.statuses().len(), 1);
+}
+
+#[tokio::test]
+async fn agent_restart_keeps_containers_and_rebuilds_allocations() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = fake_for("amd-kfd-mi210-8gpu");
+    let a_gpus = {
+        let m = open(&fake, "amd-kfd-mi210-8gpu", dir.path());
+        m.set_desired(desired(
+            5,
+            vec![app("a", Some(r#"{"runtime":"rocm","count":1}"#))],
+        ))
+        .await
+        .unwrap();
+        let s = m.reconcile_once().await.remove(0);
+        s.gpu.attached.unwrap().devices
+    };
+    let creates = fake.calls_of(Op::Create).len();
+    let m = open(&fake, "amd-kfd-mi210-8gpu", dir.path());
+    assert_eq!(m.generation(), Some(5), "desired state loaded from disk");
+    assert_eq!(m.statuses().len(), 1, "statuses loaded from disk");
+    let s = m.reconcile_once().await.remove(0);
+    assert_eq!(s.state, AppState::Running);
+    assert_eq!(
+        fake.calls_of(Op::Create).len(),
+        creates,
+        "nothing recreated"
+    );
+    m.upsert(6, app("b", Some(r#"{"runtime":"rocm","count":1}"#)))
+        .await
+        .unwrap();
+    let statuses = m.reconcile_once().await;
+    let b = status(&statuses, "b").gpu.attached.clone().unwrap().devices;
+    assert_ne!(
+        a_gpus, b,
+        "b gets another gpu than a, known from a's labels"
+    );
+    assert_eq!(
+        status(&statuses, "a")
+            .gpu
+            .attached
+            .as_ref()
+            .unwrap()
+            .devices,
+        a_gpus
+    );
+}
+
+#[tokio::test]
+async fn two_count_one_apps_get_different_gpus() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = fake_for("nvidia-dgx-8gpu");
+    let m = open(&fake, "nvidia-dgx-8gpu", dir.path());
+    let g = Some(r#"{"runtime":"nvidia","count":1}"#);
+    m.set_desired(desired(1, vec![app("a", g), app("b", g)]))
+        .await
+        .unwrap();
+    let statuses = m.reconcile_once().await;
+    let a = status(&statuses, "a").gpu.attached.clone().unwrap();
+    let b = status(&statuses, "b").gpu.attached.clone().unwrap();
+    assert_eq!((a.devices.len(), b.devices.len()), (1, 1));
+    assert_ne!(a.devices, b.devices);
+}
+
+#[tokio::test]
+async fn engine_outage_keeps_statuses_and_converges() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = fake_for("no-gpu");
+    let m = open(&fake, "no-gpu", dir.path());
+    m.set_desired(desired(1, vec![app("web", None)]))
+        .await
+        .unwrap();
+    let before = m.reconcile_once().await.remove(0);
+    assert_eq!(before.state, AppState::Running);
+    fake.set_unavailable(true);
+    let mut events = m.subscribe();
+    m.upsert(2, app("db", None)).await.unwrap();
+    let statuses = m.reconcile_once().await;
+    let web = status(&statuses, "web");
+    assert_eq!(web.state, AppState::Running, "last state kept");
+    assert_eq!(web.container_id, before.container_id);
+    assert!(
+        web.last_error
+            .as_deref()
+            .unwrap()
+            .starts_with("engine_unavailable: ")
+    );
+    assert_eq!(status(&statuses, "db").state, AppState::Pending);
+    assert!(m.engine_problem().is_some());
+    let ev = events.try_recv().unwrap();
+    assert!(ev.last_error.unwrap().starts_with("engine_unavailable"));
+    fake.set_unavailable(false);
+    let statuses = m.reconcile_once().await;
+    assert!(
+        statuses
+            .iter()
+            .all(|s| s.state == AppState::Running && s.last_error.is_none())
+    );
+    assert_eq!(m.engine_problem(), None);
+    assert_eq!(fake.container_ids().len(), 2);
+}
+
+#[tokio::test]
+async fn desired_state_is_validated_persisted_and_never_stale() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = fake_for("no-gpu");
+    let m = open(&fake, "no-gpu", dir.path());
+    m.set_desired(desired(3, vec![app("web", None)]))
+        .await
+        .unwrap();
+    let on_disk: DesiredState =
+        serde_json::from_slice(&std::fs::read(dir.path().join(store::DESIRED_FILE)).unwrap())
+            .unwrap();
+    assert_eq!(
+        on_disk.generation, 3,
+        "persisted before set_desired returned"
+    );
+    let bad = desired(4, vec![app("web", None), app("web", None)]);
+    let err = m.set_desired(bad).await.unwrap_err().to_string();
+    assert!(err.contains("apps[1].name: duplicate app name"), "{err}");
+    let err = m
+        .set_desired(desired(2, vec![]))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("generation 2 is older than the applied generation 3"),
+        "{err}"
+    );
+    assert_eq!(m.generation(), Some(3));
+    assert_eq!(m.desired().unwrap().apps.len(), 1);
+    m.upsert(4, app("db", None)).await.unwrap();
+    m.delete(5, "web").await.unwrap();
+    let names: Vec<String> = m
+        .desired()
+        .unwrap()
+        .apps
+        .into_iter()
+        .map(|a| a.name)
+        .collect();
+    assert_eq!(names, vec!["db"]);
+    assert!(m.upsert(1, app("x", None)).await.is_err());
+}
+
+#[tokio::test]
+async fn corrupt_state_file_is_moved_aside_and_the_agent_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(store::DESIRED_FILE), b"{not json").unwrap();
+    let fake = fake_for("no-gpu");
+    let m = open(&fake, "no-gpu", dir.path());
+    assert_eq!(m.generation(), None);
+    let problems = m.problems();
+    assert_eq!(problems.len(), 1);
+    assert!(
+        problems[0].contains("desired.json is corrupt"),
+        "{problems:?}"
+    );
+    let moved = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with("desired.json.corrupt-")
+        })
+        .count();
+    assert_eq!(moved, 1);
+    m.set_desired(desired(1, vec![app("web", None)]))
+        .await
+        .unwrap();
+    assert_eq!(m.reconcile_once().await[0].state, AppState::Running);
+}
+
+#[tokio::test]
+async fn policy_denies_host_binds_and_named_volumes_survive_recreation() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = fake_for("no-gpu");
+    let m = open(&fake, "no-gpu", dir.path());
+    let mut bad = app("bad", None);
+    bad.volumes.push(VolumeMount {
+        source: "/etc".into(),
+        target: "/host-etc".into(),
+        read_only: true,
+    });
+    let mut good = app("good", None);
+    good.volumes.push(VolumeMount {
+        source: "models".into(),
+        target: "/models".into(),
+        read_only: false,
+    });
+    m.set_desired(desired(1, vec![bad, good.clone()]))
+        .await
+        .unwrap();
+    let statuses = m.reconcile_once().await;
+    let s = status(&statuses, "bad");
+    assert_eq!(s.state, AppState::Failed);
+    assert_eq!(
+        s.gpu.fallback.as_ref().unwrap().reason,
+        Reason::PolicyDenied
+    );
+    assert!(
+        s.last_error
+            .as_deref()
+            .unwrap()
+            .starts_with("policy_denied: volumes[0].source: host bind mount of \"/etc\""),
+        "{s:?}"
+    );
+    let specs = created_specs(&fake);
+    assert_eq!(specs.len(), 1, "nothing created for the denied app");
+    assert_eq!(specs[0].binds[0].source, "odac-good-models");
+    assert!(fake.volumes().contains_key("odac-good-models"));
+    good.restart_token = Some("1".into());
+    m.set_desired(desired(2, vec![good])).await.unwrap();
+    m.reconcile_once().await;
+    assert_eq!(created_specs(&fake).len(), 2);
+    assert!(fake.calls_of(Op::RemoveVolume).is_empty());
+    assert!(fake.volumes().contains_key("odac-good-models"));
+}
+
+/// Count the restarts of an app that exits at once, over 30 s of (paused) time.
+#[tokio::test(start_paused = true)]
+async fn crash_loop_backoff_counted_over_thirty_seconds() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = fake_for("no-gpu");
+    let m = open(&fake, "no-gpu", dir.path());
+    m.set_desired(desired(1, vec![app("crash", None)]))
+        .await
+        .unwrap();
+    let start = tokio::time::Instant::now();
+    let mut starts: Vec<Duration> = Vec::new();
+    let mut last = None;
+    let step = Duration::from_millis(100);
+    while start.elapsed() < Duration::from_secs(30) {
+        // The process dies as soon as it runs.
+        for id in fake.container_ids() {
+            if fake.inspect(&id).await.unwrap().running {
+                fake.exit_container(&id, 3);
+            }
+        }
+        let n = fake.calls_of(Op::Start).len();
+        let s = m.reconcile_once().await.remove(0);
+        if fake.calls_of(Op::Start).len() > n {
+            starts.push(start.elapsed());
+        }
+        last = Some(s);
+        tokio::time::advance(step).await;
+    }
+    let s = last.unwrap();
+    // Created at t=0, then restarts after 1, 2, 4, 8 s of backoff (the next, 16 s, is
+    // past the 30 s window).
+    assert_eq!(starts.len(), 5, "{starts:?}");
+    let gaps: Vec<f64> = starts
+        .windows(2)
+        .map(|w| (w[1] - w[0]).as_secs_f64())
+        .collect();
+    for (gap, want) in gaps.iter().zip([1.0, 2.0, 4.0, 8.0]) {
+        assert!(
+            (gap - want).abs() <= 0.25,
+            "gap {gap} s, expected about {want} s: {starts:?}"
+        );
+    }
+    assert_eq!(s.state, AppState::CrashLoop);
+    assert_eq!(s.restart_count, 4);
+    assert_eq!(s.last_exit_code, Some(3));
+    assert_eq!(
+        fake.calls_of(Op::Create).len(),
+        1,
+        "restarted, not recreated"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn run_loop_restarts_on_schedule_and_stops_on_shutdown() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = fake_for("no-gpu");
+    let m = open(&fake, "no-gpu", dir.path());
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let task = tokio::spawn(m.clone().run(shutdown.clone()));
+    m.set_desired(desired(1, vec![app("web", None)]))
+        .await
+        .unwrap();
+    let mut events = m.subscribe();
+    let running = loop {
+        let s = events.recv().await.unwrap();
+        if s.state == AppState::Running {
+            break s;
+        }
+    };
+    let id = running.container_id.unwrap();
+    fake.exit_container(&id, 1);
+    // Seen at the next poll, restarted one second later.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(fake.inspect(&id).await.unwrap().running);
+    assert_eq!(m.statuses()[0].restart_count, 1);
+    shutdown.cancel();
+    task.await.unwrap();
+}
