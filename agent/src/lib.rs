@@ -2,9 +2,13 @@
 //! command line, sets up tracing and configuration, and calls into this crate.
 
 pub mod appmgr;
+pub mod config;
 pub mod engine;
 pub mod enroll;
 pub mod gpu;
+pub mod logging;
+pub mod notify;
+pub mod run;
 pub mod sysinfo;
 pub mod uplink;
 

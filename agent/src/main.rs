@@ -11,6 +11,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the agent (the systemd service): manage apps and keep the control-plane link.
+    Run(odac_agent::run::RunArgs),
     /// Print the agent version.
     Version,
     /// Show what GPUs this host can pass into containers, and why not.
@@ -28,6 +30,7 @@ enum Command {
 fn main() {
     let cli = Cli::parse();
     match cli.command {
+        Command::Run(args) => std::process::exit(odac_agent::run::run_command(&args)),
         Command::Version => println!("odac-agent {}", odac_agent::AGENT_VERSION),
         Command::Inventory(args) => {
             std::process::exit(odac_agent::sysinfo::cli::inventory_command(&args))

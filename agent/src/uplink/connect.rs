@@ -39,6 +39,13 @@ pub struct Endpoint {
 #[error("control_plane.url: {0}")]
 pub struct UrlError(String);
 
+impl UrlError {
+    /// The problem, without the key.
+    pub fn message(&self) -> &str {
+        &self.0
+    }
+}
+
 impl Endpoint {
     /// Parses and checks a `wss://host[:port]/path` URL.
     pub fn parse(url: &str) -> Result<Self, UrlError> {

@@ -5,13 +5,15 @@
 //! app manager (acked once persisted) and reports changes, with `seq`/`ack` and resend.
 //!
 //! Pieces: [`token`] (the redacted bearer token), [`tls`] (rustls client config), [`connect`]
-//! (dialing), [`backoff`], [`outbox`] (unacked reports), [`heartbeat`], [`control`] (the
-//! [`AppControl`] seam to the app manager) and [`session`]; [`Uplink`] ties them together.
+//! (dialing), [`backoff`], [`outbox`] (unacked reports), [`heartbeat`], [`identity`] (the agent
+//! id), [`control`] (the [`AppControl`] seam to the app manager) and [`session`]; [`Uplink`]
+//! ties them together.
 
 pub mod backoff;
 pub mod connect;
 pub mod control;
 pub mod heartbeat;
+pub mod identity;
 pub mod outbox;
 pub mod session;
 pub mod tls;

@@ -1,0 +1,106 @@
+//! The agent id: a random UUID created the first time the agent runs and kept in
+//! `<state_dir>/agent_id`, so the control plane recognises the host across restarts and
+//! reinstalls that keep the state directory. Written atomically (temporary file, fsync,
+//! rename); the state directory is created with mode 0700 if missing.
+
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// File name of the agent id inside the state directory.
+pub const AGENT_ID_FILE: &str = "agent_id";
+
+/// Why the agent id could not be read or created.
+#[derive(Debug, thiserror::Error)]
+pub enum IdentityError {
+    #[error("state_dir: cannot create {path}: {source}", path = path.display())]
+    CreateDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot read agent id {path}: {source}", path = path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot write agent id {path}: {source}", path = path.display())]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("agent id file {path} is empty or not a single printable token", path = path.display())]
+    Corrupt { path: PathBuf },
+}
+
+/// Reads the agent id from `state_dir`, creating it (and the directory) on first use.
+pub fn load_or_create(state_dir: &Path) -> Result<String, IdentityError> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(state_dir)
+        .map_err(|source| IdentityError::CreateDir {
+            path: state_dir.to_owned(),
+            source,
+        })?;
+    let path = state_dir.join(AGENT_ID_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            let id = text.trim();
+            if id.is_empty() || id.len() > 256 || !id.bytes().all(|b| b.is_ascii_graphic()) {
+                return Err(IdentityError::Corrupt { path });
+            }
+            Ok(id.to_owned())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let id = uuid::Uuid::new_v4().to_string();
+            write_atomically(&path, &id).map_err(|source| IdentityError::Write {
+                path: path.clone(),
+                source,
+            })?;
+            tracing::info!(agent_id = %id, path = %path.display(), "created the agent id");
+            Ok(id)
+        }
+        Err(source) => Err(IdentityError::Read { path, source }),
+    }
+}
+
+fn write_atomically(path: &Path, id: &str) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o644)
+            .open(&tmp)?;
+        f.write_all(id.as_bytes())?;
+        f.write_all(b"\n")?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent() {
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn created_once_then_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        let a = load_or_create(&state).unwrap();
+        let b = load_or_create(&state).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.len(), 36);
+        std::fs::write(state.join(AGENT_ID_FILE), "\n").unwrap();
+        assert!(matches!(
+            load_or_create(&state),
+            Err(IdentityError::Corrupt { .. })
+        ));
+    }
+}
