@@ -109,7 +109,7 @@ pub fn parse_count(s: &str) -> Result<Count, String> {
 
 /// `odac app create`.
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("what").required(true).args(["image", "url"])))]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["image", "url", "app"])))]
 #[command(group(clap::ArgGroup::new("vendor").args(["gpu_nvidia", "gpu_amd", "gpu_intel", "gpu_auto"])))]
 pub struct CreateArgs {
     /// App name (a lowercase DNS label).
@@ -121,6 +121,9 @@ pub struct CreateArgs {
     /// Git repository URL to build from.
     #[arg(short = 'u', long = "url")]
     pub url: Option<String>,
+    /// Catalog app to run (e.g. ollama), resolved to an image by the control plane.
+    #[arg(long)]
+    pub app: Option<String>,
     /// Git branch (with -u).
     #[arg(long, requires = "url")]
     pub branch: Option<String>,
@@ -198,6 +201,10 @@ impl CreateArgs {
         m.insert("name".into(), json!(self.name));
         if let Some(i) = &self.image {
             m.insert("image".into(), json!(i));
+        }
+        if let Some(a) = &self.app {
+            m.insert("type".into(), json!("app"));
+            m.insert("app".into(), json!(a));
         }
         if let Some(u) = &self.url {
             let mut src = Map::new();
