@@ -193,15 +193,20 @@ pub fn enroll(args: &EnrollArgs) -> Result<Enrolled, EnrollError> {
         None => None,
     };
 
-    let dir = &args.config_dir;
     let prepare = |path: &Path| {
         let path = path.to_owned();
         move |source| EnrollError::Prepare { path, source }
     };
-    files::create_dir(dir, 0o755).map_err(prepare(dir))?;
-    if let Some(state) = &args.state_dir {
-        files::create_dir(state, 0o700).map_err(prepare(state))?;
-    }
+    // absolute paths: agent.toml records them and the service's working dir is /
+    files::create_dir(&args.config_dir, 0o755).map_err(prepare(&args.config_dir))?;
+    let dir = &std::path::absolute(&args.config_dir).map_err(prepare(&args.config_dir))?;
+    let state_dir = match &args.state_dir {
+        Some(state) => {
+            files::create_dir(state, 0o700).map_err(prepare(state))?;
+            Some(std::path::absolute(state).map_err(prepare(state))?)
+        }
+        None => None,
+    };
     let token_path = dir.join(TOKEN_FILE);
     let config_path = dir.join(CONFIG_FILE);
     let ca_path = dir.join(CA_FILE);
@@ -256,7 +261,7 @@ pub fn enroll(args: &EnrollArgs) -> Result<Enrolled, EnrollError> {
         key: "token_file",
         value: token_path.display().to_string(),
     });
-    if let Some(state) = &args.state_dir {
+    if let Some(state) = &state_dir {
         settings.push(Setting {
             table: None,
             key: "state_dir",

@@ -88,6 +88,13 @@ fn assigns(line: &str, key: &str) -> bool {
     lhs == key || lhs == format!("\"{key}\"") || lhs == format!("'{key}'")
 }
 
+/// Whether `line` is a commented-out assignment of `key`, e.g. `# ca_file = "/x"  # note`.
+fn commented(line: &str, key: &str) -> bool {
+    line.trim_start()
+        .strip_prefix('#')
+        .is_some_and(|rest| assigns(rest, key))
+}
+
 /// Whether `line` is a key/value line (not blank, not a comment, not a header).
 fn is_key_line(line: &str) -> bool {
     let t = strip_comment(line).trim();
@@ -127,6 +134,11 @@ fn set_one(lines: &mut Vec<String>, s: &Setting<'_>) {
     match region(lines, s.table) {
         Some((start, end)) => {
             if let Some(i) = (start..end).find(|&i| assigns(&lines[i], s.key)) {
+                lines[i] = assignment;
+                return;
+            }
+            // a documented but commented-out key (`# ca_file = ...`) is replaced where it is
+            if let Some(i) = (start..end).find(|&i| commented(&lines[i], s.key)) {
                 lines[i] = assignment;
                 return;
             }
@@ -219,6 +231,23 @@ mod tests {
         );
         let out = apply("[docker]\nhost = \"h\"\n", &[set(None, "state_dir", "/s")]);
         assert_eq!(out, "state_dir = \"/s\"\n[docker]\nhost = \"h\"\n");
+    }
+
+    #[test]
+    fn commented_key_is_replaced_in_place() {
+        let text = "[control_plane]\nurl = \"a\"\n# ca_file = \"/etc/odac/ca.pem\"  # default: unset\nheartbeat_secs = 20\n";
+        let out = apply(text, &[set(Some("control_plane"), "ca_file", "/x/ca.pem")]);
+        assert_eq!(
+            out,
+            "[control_plane]\nurl = \"a\"\nca_file = \"/x/ca.pem\"\nheartbeat_secs = 20\n"
+        );
+        // a commented key in another table is not touched
+        let text = "[docker]\n# ca_file = \"x\"\n[control_plane]\nurl = \"a\"\n";
+        let out = apply(text, &[set(Some("control_plane"), "ca_file", "/y")]);
+        assert_eq!(
+            out,
+            "[docker]\n# ca_file = \"x\"\n[control_plane]\nurl = \"a\"\nca_file = \"/y\"\n"
+        );
     }
 
     #[test]
