@@ -125,7 +125,7 @@ pub struct CreateArgs {
     #[arg(long)]
     pub app: Option<String>,
     /// Git branch (with -u).
-    #[arg(long, requires = "url")]
+    #[arg(long)]
     pub branch: Option<String>,
     /// Host id or host name (optional with one connected host).
     #[arg(long)]
@@ -334,6 +334,16 @@ fn execute(cli: &Cli) -> Result<(), ClientError> {
     Ok(())
 }
 
+/// Usage rules clap cannot express alongside the argument groups.
+fn check_usage(cli: &Cli) -> Result<(), String> {
+    if let Command::App(AppCommand::Create(a)) = &cli.command {
+        if a.branch.is_some() && a.url.is_none() {
+            return Err("--branch needs -u/--url".to_owned());
+        }
+    }
+    Ok(())
+}
+
 /// Runs the CLI on `args` (including the program name); returns the exit code.
 pub fn run<I, T>(args: I) -> i32
 where
@@ -347,6 +357,13 @@ where
             return e.exit_code();
         }
     };
+    if let Err(msg) = check_usage(&cli) {
+        let mut cmd = <Cli as clap::CommandFactory>::command();
+        let _ = cmd
+            .error(clap::error::ErrorKind::ArgumentConflict, msg)
+            .print();
+        return 2;
+    }
     match execute(&cli) {
         Ok(()) => 0,
         Err(e) => {
