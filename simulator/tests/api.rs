@@ -335,6 +335,7 @@ fn api_token_guards_the_api_but_not_the_dashboard() {
     assert_eq!((s, v), (200, json!([])));
     let (s, _) = sim.call_auth("GET", "/api/hosts", None, Some("wrong"));
     assert_eq!(s, 401);
+    assert_eq!(sim.get_text("/").0, 200);
 }
 
 #[test]
@@ -383,11 +384,31 @@ fn fleet_state_survives_a_restart() {
 }
 
 #[test]
-fn dashboard_is_served() {
+fn dashboard_is_served_with_its_assets() {
     let sim = Sim::start();
-    let client = sim.client();
-    // non-JSON bodies come back as Null through the JSON client; use the raw helper instead
-    let (s, _) = sim.call("GET", "/", None);
+    let (s, ct, html) = sim.get_text("/");
     assert_eq!(s, 200);
-    drop(client);
+    assert!(ct.starts_with("text/html"), "{ct}");
+    for needle in [
+        "Fleet inventory",
+        "/dashboard.js",
+        "/dashboard.css",
+        "GPU requested",
+        "GPU attached",
+    ] {
+        assert!(html.contains(needle), "{needle}");
+    }
+    let (s, ct, js) = sim.get_text("/dashboard.js");
+    assert_eq!(s, 200);
+    assert!(ct.starts_with("text/javascript"), "{ct}");
+    for needle in [
+        "/api/events",
+        "restart required",
+        "\"GPU for \"",
+        "\"Restart \"",
+    ] {
+        assert!(js.contains(needle), "{needle}");
+    }
+    let (s, ct, _) = sim.get_text("/dashboard.css");
+    assert_eq!((s, ct.starts_with("text/css")), (200, true));
 }

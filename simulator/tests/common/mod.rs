@@ -151,6 +151,29 @@ pub fn stderr(o: &Output) -> String {
 }
 
 impl Sim {
+    /// `GET path` as text: (status, content type, body).
+    pub fn get_text(&self, path: &str) -> (u16, String, String) {
+        use ureq::tls::{Certificate, RootCerts, TlsConfig};
+        let ca = Certificate::from_pem(self.server().ca_pem.as_bytes()).unwrap();
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .tls_config(
+                TlsConfig::builder()
+                    .root_certs(RootCerts::new_with_certs(&[ca]))
+                    .build(),
+            )
+            .build()
+            .into();
+        let mut resp = agent.get(&format!("{}{path}", self.api())).call().unwrap();
+        let ct = resp
+            .headers()
+            .get("content-type")
+            .map(|v| v.to_str().unwrap().to_owned())
+            .unwrap_or_default();
+        let status = resp.status().as_u16();
+        (status, ct, resp.body_mut().read_to_string().unwrap())
+    }
+
     /// A raw request: (status, JSON body or Null).
     pub fn call(&self, method: &str, path: &str, body: Option<&str>) -> (u16, Value) {
         self.call_auth(method, path, body, None)
