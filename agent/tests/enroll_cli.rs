@@ -273,3 +273,39 @@ fn usage_errors_exit_2() {
     }
     assert!(!Path::new(etc).exists());
 }
+
+#[test]
+fn enrolled_example_config_loads_with_the_agents_loader() {
+    let cp = FakeCp::start();
+    cp.add_code("enr_load", "odac_load_token");
+    let dir = tempfile::tempdir().unwrap();
+    let etc = dir.path().join("etc");
+    std::fs::create_dir_all(&etc).unwrap();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/agent.toml");
+    std::fs::copy(&example, etc.join("agent.toml")).unwrap();
+    let state = dir.path().join("state");
+    let out = enroll_ok(
+        &cp,
+        dir.path(),
+        "enr_load",
+        &["--state-dir", state.to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let config = odac_agent::config::Config::load_with_env(
+        Some(&etc.join("agent.toml")),
+        Vec::<(String, String)>::new(),
+    )
+    .unwrap();
+    let port = cp.addr.port();
+    assert_eq!(
+        config.control_plane.url,
+        format!("wss://127.0.0.1:{port}/agent/v1")
+    );
+    assert_eq!(config.control_plane.token_file, Some(etc.join("token")));
+    assert_eq!(config.control_plane.ca_file, Some(etc.join("ca.pem")));
+    assert_eq!(config.state_dir, state);
+    // the example's other keys are untouched
+    let text = std::fs::read_to_string(etc.join("agent.toml")).unwrap();
+    assert!(text.contains("heartbeat_secs = 20"), "{text}");
+    assert_eq!(text.matches("ca_file").count(), 1, "{text}");
+}
