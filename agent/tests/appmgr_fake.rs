@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use odac_agent::appmgr::{AppManager, AppManagerConfig, labels, store};
+use odac_agent::appmgr::{AppManager, AppManagerConfig, HostSource, labels, store};
 use odac_agent::engine::{
     ContainerEngine, ContainerSpec, DeviceRequest, EngineCall, EngineError, FakeEngine, Op,
 };
@@ -743,4 +743,35 @@ async fn run_loop_restarts_on_schedule_and_stops_on_shutdown() {
     assert_eq!(m.statuses()[0].restart_count, 1);
     shutdown.cancel();
     task.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_gpu_that_appears_later_sets_restart_required() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = fake_for("intel-i915-igpu");
+    let with_gpu = odac_agent::sysinfo::scan(&fixture("intel-i915-igpu"));
+    let mut without_gpu = with_gpu.clone();
+    without_gpu.gpus.clear();
+    let current = Arc::new(std::sync::Mutex::new(without_gpu));
+    let seen = current.clone();
+    let host = HostSource::Fixed(Arc::new(move || seen.lock().unwrap().clone()));
+    let m = AppManager::open_with_host(config(dir.path()), fake.clone(), host).unwrap();
+    let mut spec = app("vid", Some(r#"{"runtime":"intel","optional":true}"#));
+    m.set_desired(desired(1, vec![spec.clone()])).await.unwrap();
+    let cpu = m.reconcile_once().await.remove(0);
+    assert_eq!(cpu.gpu.fallback.as_ref().unwrap().reason, Reason::NoDevice);
+    assert!(!cpu.restart_required);
+    *current.lock().unwrap() = with_gpu;
+    let later = m.reconcile_once().await.remove(0);
+    assert!(later.restart_required, "the gpu is there now: {later:?}");
+    assert_eq!(later.container_id, cpu.container_id, "container untouched");
+    spec.restart_token = Some("1".into());
+    m.set_desired(desired(2, vec![spec])).await.unwrap();
+    let gpu_now = m.reconcile_once().await.remove(0);
+    assert!(!gpu_now.restart_required);
+    assert_eq!(gpu_now.gpu.fallback, None);
+    assert_eq!(
+        gpu_now.gpu.attached.unwrap().devices,
+        vec!["/dev/dri/card1", "/dev/dri/renderD129"]
+    );
 }

@@ -20,7 +20,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::error::AppMgrError;
-use super::reconcile::{HostSource, PassInput, Reconciler};
+use super::host::HostSource;
+use super::reconcile::{PassInput, Reconciler};
 use super::settings::AppManagerConfig;
 use super::store::Store;
 use crate::engine::ContainerEngine;

@@ -10,8 +10,10 @@
 pub mod cli;
 pub mod container;
 pub mod crashloop;
+mod create;
 mod error;
 pub mod fallback;
+mod host;
 pub mod labels;
 mod manager;
 pub mod policy;
@@ -21,6 +23,6 @@ pub mod store;
 
 pub use error::{AppMgrError, StoreError};
 pub use fallback::{StartOutcome, is_device_refusal, start_with_gpu_fallback};
+pub use host::HostSource;
 pub use manager::AppManager;
-pub use reconcile::HostSource;
 pub use settings::{AppManagerConfig, CrashLoopConfig, PolicyConfig};

@@ -19,70 +19,40 @@
 //! [`EngineError::Unavailable`]; the manager keeps the last statuses and retries.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use odac_protocol::{
-    AppSpec, AppState, AppStatus, DesiredState, Fallback, FallbackTier, GpuStatus, Mechanism,
-    Reason,
+    AppSpec, AppState, AppStatus, DesiredState, Fallback, FallbackTier, GpuStatus, Reason,
 };
 use tokio::time::Instant;
 
-use super::container::{self, container_spec};
 use super::crashloop::CrashGuard;
-use super::fallback::{StartOutcome, is_device_refusal, start_plain, start_with_gpu_fallback};
+use super::fallback::is_device_refusal;
+use super::host::HostSource;
 use super::labels::{self, Identity};
 use super::policy;
 use super::settings::AppManagerConfig;
 use crate::engine::{ContainerEngine, ContainerState, ContainerSummary, EngineError};
 use crate::gpu::{Allocations, Plan, attached_from, resolve_with};
-use crate::sysinfo::{Assessment, HostScan};
-
-/// Where the host facts come from: a root directory to scan (`/` in production, a fixture
-/// tree in tests), or a function returning a scan (tests that need device paths of their own).
-#[derive(Clone)]
-pub enum HostSource {
-    /// Scan the tree under this root.
-    Root(std::path::PathBuf),
-    /// Call this for every pass.
-    Fixed(Arc<dyn Fn() -> HostScan + Send + Sync>),
-}
-
-impl std::fmt::Debug for HostSource {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Root(root) => f.debug_tuple("Root").field(root).finish(),
-            Self::Fixed(_) => f.write_str("Fixed(..)"),
-        }
-    }
-}
-
-impl HostSource {
-    fn scan(&self) -> HostScan {
-        match self {
-            Self::Root(root) => crate::sysinfo::scan(root),
-            Self::Fixed(f) => f(),
-        }
-    }
-}
+use crate::sysinfo::Assessment;
 
 /// A failure held until the spec or the plan changes.
 #[derive(Debug, Clone)]
-struct Hold {
-    identity: Identity,
-    plan: Option<Plan>,
-    status: AppStatus,
+pub(super) struct Hold {
+    pub(super) identity: Identity,
+    pub(super) plan: Option<Plan>,
+    pub(super) status: AppStatus,
 }
 
 /// What the manager remembers about one app between passes.
 #[derive(Debug, Default)]
-struct AppRecord {
-    guard: CrashGuard,
-    container_id: Option<String>,
-    last_error: Option<String>,
-    hold: Option<Hold>,
+pub(super) struct AppRecord {
+    pub(super) guard: CrashGuard,
+    pub(super) container_id: Option<String>,
+    pub(super) last_error: Option<String>,
+    pub(super) hold: Option<Hold>,
     /// A failed creation waiting for its retry (`guard.next_start`).
-    retry: Option<(Identity, AppStatus)>,
+    pub(super) retry: Option<(Identity, AppStatus)>,
 }
 
 /// The reconcile state kept between passes.
@@ -99,13 +69,13 @@ pub(crate) struct PassInput<'a> {
     pub desired: Option<&'a DesiredState>,
 }
 
-struct Pass<'a> {
-    config: &'a AppManagerConfig,
-    engine: &'a dyn ContainerEngine,
-    assessment: Assessment,
-    allocations: Allocations,
-    generation: u64,
-    now: Instant,
+pub(super) struct Pass<'a> {
+    pub(super) config: &'a AppManagerConfig,
+    pub(super) engine: &'a dyn ContainerEngine,
+    pub(super) assessment: Assessment,
+    pub(super) allocations: Allocations,
+    pub(super) generation: u64,
+    pub(super) now: Instant,
 }
 
 impl Reconciler {
@@ -173,7 +143,7 @@ impl Reconciler {
 }
 
 impl Pass<'_> {
-    fn base_status(&self, spec: &AppSpec) -> AppStatus {
+    pub(super) fn base_status(&self, spec: &AppSpec) -> AppStatus {
         AppStatus {
             name: spec.name.clone(),
             generation: self.generation,
@@ -187,7 +157,12 @@ impl Pass<'_> {
         }
     }
 
-    fn failed(&self, spec: &AppSpec, error: String, fallback: Option<Fallback>) -> AppStatus {
+    pub(super) fn failed(
+        &self,
+        spec: &AppSpec,
+        error: String,
+        fallback: Option<Fallback>,
+    ) -> AppStatus {
         let mut status = self.base_status(spec);
         status.state = AppState::Failed;
         status.last_error = Some(error);
@@ -281,7 +256,7 @@ impl Pass<'_> {
 
     /// Watch an up-to-date container: state, attached devices, crash-loop restarts. `None`
     /// when it is gone (or was removed) and must be created again.
-    async fn existing(
+    pub(super) async fn existing(
         &mut self,
         rec: &mut AppRecord,
         spec: &AppSpec,
@@ -388,196 +363,5 @@ impl Pass<'_> {
                 ),
                 Plan::Attach(_)
             )
-    }
-
-    async fn create(
-        &mut self,
-        rec: &mut AppRecord,
-        spec: &AppSpec,
-        identity: &Identity,
-    ) -> Result<AppStatus, EngineError> {
-        let now = self.now;
-        let plan = spec
-            .gpu
-            .as_ref()
-            .map(|g| resolve_with(g, &self.assessment, &self.allocations, &self.config.gpu));
-        if let Some(hold) = &rec.hold {
-            if hold.identity == *identity && hold.plan == plan {
-                let mut status = hold.status.clone();
-                status.generation = self.generation;
-                return Ok(status);
-            }
-        }
-        rec.hold = None;
-        if let Some((retry_identity, status)) = &rec.retry {
-            if retry_identity == identity && !rec.guard.due(now) && rec.guard.waiting() {
-                let mut status = status.clone();
-                status.generation = self.generation;
-                return Ok(status);
-            }
-            if retry_identity != identity {
-                rec.guard = CrashGuard::default();
-            }
-        }
-        rec.retry = None;
-
-        let Some(image) = spec.image.clone() else {
-            let status = self.failed(
-                spec,
-                "the app has no image: git sources and catalog apps must be resolved to an image before they reach this agent".into(),
-                None,
-            );
-            rec.hold = Some(Hold {
-                identity: identity.clone(),
-                plan,
-                status: status.clone(),
-            });
-            return Ok(status);
-        };
-        let mut base = container_spec(
-            &self.config.instance,
-            spec,
-            &image,
-            &self.config.extra_labels,
-        );
-
-        if let Some(Plan::Refuse {
-            reason,
-            fix,
-            detail,
-        }) = &plan
-        {
-            let error = match fix {
-                Some(fix) => format!("{reason}: {detail}; fix: {fix}"),
-                None => format!("{reason}: {detail}"),
-            };
-            let status = self.failed(
-                spec,
-                error,
-                Some(Fallback {
-                    tier: FallbackTier::Preflight,
-                    reason: *reason,
-                    detail: Some(detail.clone()),
-                }),
-            );
-            tracing::warn!(app = %spec.name, reason = %reason, "required gpu refused at pre-flight: nothing created");
-            rec.hold = Some(Hold {
-                identity: identity.clone(),
-                plan,
-                status: status.clone(),
-            });
-            return Ok(status);
-        }
-
-        let mut volume_labels = self.config.extra_labels.clone();
-        volume_labels.insert(labels::INSTANCE.into(), self.config.instance.clone());
-        volume_labels.insert(labels::APP.into(), spec.name.clone());
-        for volume in container::volumes(&self.config.instance, spec) {
-            if let Err(e) = self.engine.ensure_volume(&volume, &volume_labels).await {
-                if e.is_unavailable() {
-                    return Err(e);
-                }
-                return Ok(self.retry_later(rec, spec, identity, e.engine_message(), None));
-            }
-        }
-
-        let preflight = match &plan {
-            Some(Plan::Cpu { reason, detail }) => Some(Fallback {
-                tier: FallbackTier::Preflight,
-                reason: *reason,
-                detail: Some(detail.clone()),
-            }),
-            _ => None,
-        };
-        let optional = spec.gpu.as_ref().is_some_and(|g| g.is_optional());
-        let outcome = match &plan {
-            Some(Plan::Attach(att)) => {
-                let mut gpu_spec = base.clone();
-                att.apply(&mut gpu_spec);
-                labels::set_gpus(&mut gpu_spec.labels, att.vendor, &att.gpus);
-                let node_paths: &[String] = if att.mechanism == Mechanism::DeviceNodes {
-                    &att.devices
-                } else {
-                    &[]
-                };
-                if let Err(v) = policy::check_container(&gpu_spec, node_paths, &self.config.policy)
-                {
-                    return Ok(self.failed(spec, format!("{}: {v}", Reason::PolicyDenied), None));
-                }
-                tracing::info!(app = %spec.name, vendor = %att.vendor, mechanism = %att.mechanism, devices = ?att.devices, "creating with gpu");
-                start_with_gpu_fallback(self.engine, &gpu_spec, optional.then_some(base)).await
-            }
-            _ => {
-                if let Some(fb) = &preflight {
-                    labels::set_fallback(&mut base.labels, fb);
-                }
-                match start_plain(self.engine, &base).await {
-                    Ok(id) => StartOutcome::Started { id, fallback: None },
-                    Err((id, error)) => StartOutcome::Failed {
-                        id,
-                        error,
-                        fallback: None,
-                    },
-                }
-            }
-        };
-        match outcome {
-            StartOutcome::Started { id, fallback } => {
-                if let (Some(Plan::Attach(att)), None) = (&plan, &fallback) {
-                    self.allocations.add(&att.gpus);
-                }
-                if let Some(fb) = &fallback {
-                    tracing::warn!(app = %spec.name, detail = ?fb.detail, "the engine refused the gpu: running on the cpu");
-                }
-                rec.container_id = Some(id.clone());
-                rec.guard = CrashGuard::started(now);
-                rec.last_error = None;
-                let status = self
-                    .existing(rec, spec, identity, &id, &identity.gpu_hash)
-                    .await?;
-                Ok(status.unwrap_or_else(|| self.base_status(spec)))
-            }
-            StartOutcome::Failed { error, .. } if error.is_unavailable() => Err(error),
-            StartOutcome::Failed {
-                id,
-                error,
-                fallback,
-            } => {
-                let refused_required = fallback.is_some() && !optional;
-                let fallback = fallback.or(preflight);
-                if refused_required {
-                    let status = self.failed(spec, error.engine_message(), fallback);
-                    tracing::warn!(app = %spec.name, error = %error, "the engine refused the required gpu");
-                    rec.hold = Some(Hold {
-                        identity: identity.clone(),
-                        plan,
-                        status: status.clone(),
-                    });
-                    return Ok(status);
-                }
-                rec.container_id = id.clone();
-                let mut status =
-                    self.retry_later(rec, spec, identity, error.engine_message(), fallback);
-                status.container_id = id;
-                Ok(status)
-            }
-        }
-    }
-
-    /// A creation that failed for a reason that may pass: fail now, retry after the backoff.
-    fn retry_later(
-        &self,
-        rec: &mut AppRecord,
-        spec: &AppSpec,
-        identity: &Identity,
-        error: String,
-        fallback: Option<Fallback>,
-    ) -> AppStatus {
-        let delay = rec.guard.on_exit(self.now, None, &self.config.crash_loop);
-        tracing::warn!(app = %spec.name, error = %error, retry_ms = delay.as_millis() as u64, "could not start the app");
-        rec.last_error = Some(error.clone());
-        let status = self.failed(spec, error, fallback);
-        rec.retry = Some((identity.clone(), status.clone()));
-        status
     }
 }

@@ -1,0 +1,208 @@
+//! Creating an app's container: the held refusals (policy, pre-flight, a required GPU the
+//! engine refused) that are not retried until the spec or the plan changes, the retry of
+//! other failures on the crash-loop backoff, named volumes, the GPU plan applied to the
+//! container spec, and [`start_with_gpu_fallback`].
+
+use odac_protocol::{AppSpec, AppStatus, Fallback, FallbackTier, Mechanism, Reason};
+
+use super::container::{self, container_spec};
+use super::crashloop::CrashGuard;
+use super::fallback::{StartOutcome, start_plain, start_with_gpu_fallback};
+use super::labels::{self, Identity};
+use super::policy;
+use super::reconcile::{AppRecord, Hold, Pass};
+use crate::engine::EngineError;
+use crate::gpu::{Plan, resolve_with};
+
+impl Pass<'_> {
+    pub(super) async fn create(
+        &mut self,
+        rec: &mut AppRecord,
+        spec: &AppSpec,
+        identity: &Identity,
+    ) -> Result<AppStatus, EngineError> {
+        let now = self.now;
+        let plan = spec
+            .gpu
+            .as_ref()
+            .map(|g| resolve_with(g, &self.assessment, &self.allocations, &self.config.gpu));
+        if let Some(hold) = &rec.hold {
+            if hold.identity == *identity && hold.plan == plan {
+                let mut status = hold.status.clone();
+                status.generation = self.generation;
+                return Ok(status);
+            }
+        }
+        rec.hold = None;
+        if let Some((retry_identity, status)) = &rec.retry {
+            if retry_identity == identity && !rec.guard.due(now) && rec.guard.waiting() {
+                let mut status = status.clone();
+                status.generation = self.generation;
+                return Ok(status);
+            }
+            if retry_identity != identity {
+                rec.guard = CrashGuard::default();
+            }
+        }
+        rec.retry = None;
+
+        let Some(image) = spec.image.clone() else {
+            let status = self.failed(
+                spec,
+                "the app has no image: git sources and catalog apps must be resolved to an image before they reach this agent".into(),
+                None,
+            );
+            rec.hold = Some(Hold {
+                identity: identity.clone(),
+                plan,
+                status: status.clone(),
+            });
+            return Ok(status);
+        };
+        let mut base = container_spec(
+            &self.config.instance,
+            spec,
+            &image,
+            &self.config.extra_labels,
+        );
+
+        if let Some(Plan::Refuse {
+            reason,
+            fix,
+            detail,
+        }) = &plan
+        {
+            let error = match fix {
+                Some(fix) => format!("{reason}: {detail}; fix: {fix}"),
+                None => format!("{reason}: {detail}"),
+            };
+            let status = self.failed(
+                spec,
+                error,
+                Some(Fallback {
+                    tier: FallbackTier::Preflight,
+                    reason: *reason,
+                    detail: Some(detail.clone()),
+                }),
+            );
+            tracing::warn!(app = %spec.name, reason = %reason, "required gpu refused at pre-flight: nothing created");
+            rec.hold = Some(Hold {
+                identity: identity.clone(),
+                plan,
+                status: status.clone(),
+            });
+            return Ok(status);
+        }
+
+        let mut volume_labels = self.config.extra_labels.clone();
+        volume_labels.insert(labels::INSTANCE.into(), self.config.instance.clone());
+        volume_labels.insert(labels::APP.into(), spec.name.clone());
+        for volume in container::volumes(&self.config.instance, spec) {
+            if let Err(e) = self.engine.ensure_volume(&volume, &volume_labels).await {
+                if e.is_unavailable() {
+                    return Err(e);
+                }
+                return Ok(self.retry_later(rec, spec, identity, e.engine_message(), None));
+            }
+        }
+
+        let preflight = match &plan {
+            Some(Plan::Cpu { reason, detail }) => Some(Fallback {
+                tier: FallbackTier::Preflight,
+                reason: *reason,
+                detail: Some(detail.clone()),
+            }),
+            _ => None,
+        };
+        let optional = spec.gpu.as_ref().is_some_and(|g| g.is_optional());
+        let outcome = match &plan {
+            Some(Plan::Attach(att)) => {
+                let mut gpu_spec = base.clone();
+                att.apply(&mut gpu_spec);
+                labels::set_gpus(&mut gpu_spec.labels, att.vendor, &att.gpus);
+                let node_paths: &[String] = if att.mechanism == Mechanism::DeviceNodes {
+                    &att.devices
+                } else {
+                    &[]
+                };
+                if let Err(v) = policy::check_container(&gpu_spec, node_paths, &self.config.policy)
+                {
+                    return Ok(self.failed(spec, format!("{}: {v}", Reason::PolicyDenied), None));
+                }
+                tracing::info!(app = %spec.name, vendor = %att.vendor, mechanism = %att.mechanism, devices = ?att.devices, "creating with gpu");
+                start_with_gpu_fallback(self.engine, &gpu_spec, optional.then_some(base)).await
+            }
+            _ => {
+                if let Some(fb) = &preflight {
+                    labels::set_fallback(&mut base.labels, fb);
+                }
+                match start_plain(self.engine, &base).await {
+                    Ok(id) => StartOutcome::Started { id, fallback: None },
+                    Err((id, error)) => StartOutcome::Failed {
+                        id,
+                        error,
+                        fallback: None,
+                    },
+                }
+            }
+        };
+        match outcome {
+            StartOutcome::Started { id, fallback } => {
+                if let (Some(Plan::Attach(att)), None) = (&plan, &fallback) {
+                    self.allocations.add(&att.gpus);
+                }
+                if let Some(fb) = &fallback {
+                    tracing::warn!(app = %spec.name, detail = ?fb.detail, "the engine refused the gpu: running on the cpu");
+                }
+                rec.container_id = Some(id.clone());
+                rec.guard = CrashGuard::started(now);
+                rec.last_error = None;
+                let status = self
+                    .existing(rec, spec, identity, &id, &identity.gpu_hash)
+                    .await?;
+                Ok(status.unwrap_or_else(|| self.base_status(spec)))
+            }
+            StartOutcome::Failed { error, .. } if error.is_unavailable() => Err(error),
+            StartOutcome::Failed {
+                id,
+                error,
+                fallback,
+            } => {
+                let refused_required = fallback.is_some() && !optional;
+                let fallback = fallback.or(preflight);
+                if refused_required {
+                    let status = self.failed(spec, error.engine_message(), fallback);
+                    tracing::warn!(app = %spec.name, error = %error, "the engine refused the required gpu");
+                    rec.hold = Some(Hold {
+                        identity: identity.clone(),
+                        plan,
+                        status: status.clone(),
+                    });
+                    return Ok(status);
+                }
+                rec.container_id = id.clone();
+                let mut status =
+                    self.retry_later(rec, spec, identity, error.engine_message(), fallback);
+                status.container_id = id;
+                Ok(status)
+            }
+        }
+    }
+
+    /// A creation that failed for a reason that may pass: fail now, retry after the backoff.
+    fn retry_later(
+        &self,
+        rec: &mut AppRecord,
+        spec: &AppSpec,
+        identity: &Identity,
+        error: String,
+        fallback: Option<Fallback>,
+    ) -> AppStatus {
+        let delay = rec.guard.on_exit(self.now, None, &self.config.crash_loop);
+        tracing::warn!(app = %spec.name, error = %error, retry_ms = delay.as_millis() as u64, "could not start the app");
+        rec.last_error = Some(error.clone());
+        let status = self.failed(spec, error, fallback);
+        rec.retry = Some((identity.clone(), status.clone()));
+        status
+    }
+}
