@@ -775,3 +775,28 @@ async fn a_gpu_that_appears_later_sets_restart_required() {
         vec!["/dev/dri/card1", "/dev/dri/renderD129"]
     );
 }
+
+#[tokio::test]
+async fn without_a_desired_state_running_containers_are_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = fake_for("no-gpu");
+    {
+        let m = open(&fake, "no-gpu", dir.path());
+        m.set_desired(desired(1, vec![app("web", None)]))
+            .await
+            .unwrap();
+        m.reconcile_once().await;
+    }
+    std::fs::write(dir.path().join(store::DESIRED_FILE), b"garbage").unwrap();
+    let m = open(&fake, "no-gpu", dir.path());
+    assert_eq!(m.generation(), None);
+    assert!(m.reconcile_once().await.is_empty());
+    assert_eq!(fake.container_ids().len(), 1, "not removed");
+    assert!(fake.calls_of(Op::Remove).is_empty());
+    m.set_desired(desired(2, vec![])).await.unwrap();
+    m.reconcile_once().await;
+    assert!(
+        fake.container_ids().is_empty(),
+        "an explicit empty state removes it"
+    );
+}

@@ -1,14 +1,14 @@
 //! One reconcile pass: make the engine's containers match the desired state.
 //!
 //! - The agent's containers are those labelled `odac.instance=<instance>`; nothing else is
-//!   touched. Containers of apps no longer desired are stopped and removed (their named
-//!   volumes stay).
+//!   touched, and nothing at all before a desired state is known. Containers of apps no
+//!   longer desired are stopped and removed (their named volumes stay).
 //! - An app whose container carries the spec hash and restart token of its spec is left
 //!   alone; if only the GPU intent changed, `restart_required` is set and the container keeps
 //!   running until a new restart token arrives (devices are bound at creation). Any other
 //!   change recreates the container.
-//! - A missing container is created: policy check, pre-flight [`resolve_with`], then
-//!   [`start_with_gpu_fallback`]. A refusal that cannot change by retrying (policy, pre-flight
+//! - A missing container is created: policy check, pre-flight [`resolve_with`](crate::gpu::resolve_with), then
+//!   [`start_with_gpu_fallback`](super::fallback::start_with_gpu_fallback). A refusal that cannot change by retrying (policy, pre-flight
 //!   refusal, required intent refused by the engine) is held, not retried, until the spec or
 //!   the plan changes, so nothing churns. Other failures are retried with the crash-loop
 //!   backoff.
@@ -89,6 +89,11 @@ impl Reconciler {
             return Err(EngineError::Unavailable(
                 caps.error.unwrap_or_else(|| "engine did not answer".into()),
             ));
+        }
+        // Without any desired state (first start, or a corrupt state file moved aside) the
+        // containers are left alone: removing every app is not a safe default.
+        if input.desired.is_none() {
+            return Ok(Vec::new());
         }
         let filter = format!("{}={}", labels::INSTANCE, input.config.instance);
         let containers = input.engine.list_by_label(&filter).await?;
