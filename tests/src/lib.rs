@@ -1,2 +1,31 @@
-//! `odac-e2e`: helpers shared by the end-to-end tests, which start the real binaries on
-//! loopback against the real Docker engine.
+//! `odac-e2e`: the harness of the end-to-end tests, which start the real `odac-sim`,
+//! `odac-agent` and `odac` binaries on loopback against the real Docker engine.
+//!
+//! - [`bins`]: find (and build once) the binaries;
+//! - [`process`]: a child process with captured logs, line waits, signals, peak RSS;
+//! - [`poll`]: deadlines instead of sleeps;
+//! - [`ports`], [`tcp_proxy`], [`unix_proxy`] (over [`relay`]): loopback ports and the proxies
+//!   the tests cut, blackhole and restore;
+//! - [`docker`], [`image`]: the test's own view of the engine, cleanup by label, the test image;
+//! - [`tls`]: certificates made at test time;
+//! - [`sim`], [`agent`], [`stack`]: the simulator, the agent and a scenario's whole world;
+//! - [`figures`]: the numbers each scenario prints.
+
+pub mod agent;
+pub mod bins;
+pub mod docker;
+pub mod error;
+pub mod figures;
+pub mod image;
+pub mod poll;
+pub mod ports;
+pub mod process;
+mod relay;
+pub mod sim;
+pub mod stack;
+pub mod tcp_proxy;
+pub mod tls;
+pub mod unix_proxy;
+
+pub use error::{Error, Result};
+pub use relay::LinkState;

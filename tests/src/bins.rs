@@ -1,0 +1,127 @@
+//! Finding the binaries under test: `odac-agent`, `odac-sim` and `odac`. They live in the
+//! same target profile directory as the running test executable (`target/debug/deps/…` →
+//! `target/debug/`). The first call in a test process runs `cargo build -p odac-agent
+//! -p odac-simulator --bins` once so the binaries match the sources (set
+//! `ODAC_E2E_NO_BUILD=1` to skip it); `ODAC_E2E_BIN_DIR` points at another directory.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use crate::error::{Error, Result};
+
+/// The agent binary.
+pub const AGENT: &str = "odac-agent";
+/// The simulator binary.
+pub const SIM: &str = "odac-sim";
+/// The CLI binary.
+pub const CLI: &str = "odac";
+
+/// The workspace root (the parent of this crate's manifest dir).
+pub fn workspace_root() -> PathBuf {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    here.parent()
+        .map_or_else(|| here.to_owned(), Path::to_owned)
+}
+
+/// The profile directory of the running test executable, e.g. `target/debug`.
+pub fn profile_dir() -> Result<PathBuf> {
+    let exe = std::env::current_exe()
+        .map_err(|e| Error::Other(format!("cannot find the test executable: {e}")))?;
+    let mut dir = exe
+        .parent()
+        .ok_or_else(|| Error::Other(format!("{} has no parent", exe.display())))?;
+    if dir.file_name().is_some_and(|n| n == "deps") {
+        dir = dir
+            .parent()
+            .ok_or_else(|| Error::Other(format!("{} has no parent", dir.display())))?;
+    }
+    Ok(dir.to_owned())
+}
+
+/// The cargo profile whose output lands in `dir` (`debug` is the `dev` profile).
+fn profile_of(dir: &Path) -> String {
+    match dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") | None => "dev".to_owned(),
+        Some(other) => other.to_owned(),
+    }
+}
+
+fn build(dir: &Path) -> Result<()> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let profile = profile_of(dir);
+    let target_dir = dir
+        .parent()
+        .ok_or_else(|| Error::Other(format!("{} has no parent", dir.display())))?;
+    let out = Command::new(&cargo)
+        .current_dir(workspace_root())
+        .args([
+            "build",
+            "--quiet",
+            "-p",
+            "odac-agent",
+            "-p",
+            "odac-simulator",
+            "--bins",
+        ])
+        .args(["--profile", &profile])
+        .arg("--target-dir")
+        .arg(target_dir)
+        .output()
+        .map_err(|e| Error::command(format!("{cargo} build"), e.to_string()))?;
+    if !out.status.success() {
+        return Err(Error::command(
+            format!("{cargo} build -p odac-agent -p odac-simulator"),
+            format!("{}: {}", out.status, String::from_utf8_lossy(&out.stderr)),
+        ));
+    }
+    Ok(())
+}
+
+fn bin_dir_once() -> std::result::Result<PathBuf, String> {
+    if let Some(dir) = std::env::var_os("ODAC_E2E_BIN_DIR").filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(dir));
+    }
+    let dir = profile_dir().map_err(|e| e.to_string())?;
+    if std::env::var("ODAC_E2E_NO_BUILD").as_deref() != Ok("1") {
+        build(&dir).map_err(|e| e.to_string())?;
+    }
+    Ok(dir)
+}
+
+/// The directory holding the binaries, built on first use.
+pub fn bin_dir() -> Result<PathBuf> {
+    static DIR: OnceLock<std::result::Result<PathBuf, String>> = OnceLock::new();
+    DIR.get_or_init(bin_dir_once).clone().map_err(Error::Other)
+}
+
+/// The path of binary `name`, which must exist.
+pub fn bin(name: &str) -> Result<PathBuf> {
+    let path = bin_dir()?.join(name);
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(Error::Other(format!(
+            "binary {} is missing (build it with cargo build -p odac-agent -p odac-simulator)",
+            path.display()
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn profile_names() {
+        assert_eq!(profile_of(Path::new("/t/target/debug")), "dev");
+        assert_eq!(profile_of(Path::new("/t/target/release")), "release");
+    }
+
+    #[test]
+    fn workspace_root_holds_the_workspace_manifest() {
+        let text = std::fs::read_to_string(workspace_root().join("Cargo.toml")).unwrap();
+        assert!(text.contains("[workspace]"));
+    }
+}

@@ -1,0 +1,243 @@
+//! [`Sim`]: the real `odac-sim serve` as a child process on a fixed loopback port (so it can be
+//! killed and restarted at the same address), with its state dir — and so its CA, generated at
+//! first start — under the test's directory. It wraps the REST API (apps, hosts, the admin
+//! fault API) through the simulator's own client, and the `odac` CLI as a real process.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use odac_simulator::cli::client::Client;
+use odac_simulator::views::{AppView, HostView};
+use serde_json::Value;
+
+use crate::bins::{CLI, SIM, bin};
+use crate::error::{Error, Result};
+use crate::ports::free_port;
+use crate::process::Process;
+
+/// How long the simulator may take to print its banner.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A running (or stopped) simulator.
+#[derive(Debug)]
+pub struct Sim {
+    port: u16,
+    state_dir: PathBuf,
+    log_dir: PathBuf,
+    token: String,
+    starts: usize,
+    process: Option<Process>,
+}
+
+/// What a run of the `odac` CLI printed.
+#[derive(Debug, Clone)]
+pub struct CliOutput {
+    /// Exit code (-1 when killed by a signal).
+    pub code: i32,
+    /// Stdout.
+    pub stdout: String,
+    /// Stderr.
+    pub stderr: String,
+}
+
+impl CliOutput {
+    /// The stdout as JSON.
+    pub fn json(&self) -> Result<Value> {
+        serde_json::from_str(&self.stdout)
+            .map_err(|e| Error::Other(format!("odac printed no JSON ({e}): {}", self.stdout)))
+    }
+}
+
+impl Sim {
+    /// Starts a simulator with state in `dir/sim`, logs in `dir/logs`, accepting agent
+    /// `token`.
+    pub fn start(dir: &Path, token: &str) -> Result<Sim> {
+        let mut last = None;
+        for _ in 0..3 {
+            let mut sim = Sim {
+                port: free_port()?,
+                state_dir: dir.join("sim"),
+                log_dir: dir.join("logs"),
+                token: token.to_owned(),
+                starts: 0,
+                process: None,
+            };
+            match sim.spawn() {
+                Ok(()) => return Ok(sim),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| Error::Other("odac-sim did not start".to_owned())))
+    }
+
+    fn spawn(&mut self) -> Result<()> {
+        self.starts += 1;
+        let name = format!("odac-sim-{}", self.starts);
+        let mut cmd = Command::new(bin(SIM)?);
+        cmd.arg("serve")
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{}", self.port))
+            .arg("--state")
+            .arg(&self.state_dir)
+            .env("ODAC_SIM_TOKENS", &self.token)
+            .env("ODAC_SIM_LOG", "info");
+        let mut p = Process::spawn(&name, &mut cmd, &self.log_dir)?;
+        match p.wait_for_line("agents: wss://", START_TIMEOUT) {
+            Ok(_) => {
+                self.process = Some(p);
+                Ok(())
+            }
+            Err(e) => {
+                let _ = p.sigkill();
+                Err(Error::Other(format!(
+                    "odac-sim did not start: {e}; output: {:?}",
+                    p.tail(20)
+                )))
+            }
+        }
+    }
+
+    /// Starts it again at the same address with the same state dir.
+    pub fn restart(&mut self) -> Result<()> {
+        if let Some(mut p) = self.process.take() {
+            let _ = p.sigkill();
+        }
+        self.spawn()
+    }
+
+    /// SIGKILL: a crash; the fleet state persisted so far stays on disk.
+    pub fn kill(&mut self) -> Result<()> {
+        if let Some(p) = self.process.as_mut() {
+            p.sigkill()?;
+        }
+        Ok(())
+    }
+
+    /// The process, while one was started.
+    pub fn process(&self) -> Option<&Process> {
+        self.process.as_ref()
+    }
+
+    /// Its address.
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    /// `wss://127.0.0.1:PORT/agent/v1`.
+    pub fn agents_url(&self) -> String {
+        format!(
+            "wss://127.0.0.1:{}{}",
+            self.port,
+            odac_simulator::AGENT_PATH
+        )
+    }
+
+    /// The agents' URL as seen through a proxy on `port`.
+    pub fn agents_url_via(&self, port: u16) -> String {
+        format!("wss://127.0.0.1:{port}{}", odac_simulator::AGENT_PATH)
+    }
+
+    /// `https://127.0.0.1:PORT`.
+    pub fn api_url(&self) -> String {
+        format!("https://127.0.0.1:{}", self.port)
+    }
+
+    /// The simulator's CA certificate (generated at first start).
+    pub fn ca_path(&self) -> PathBuf {
+        self.state_dir.join("ca.pem")
+    }
+
+    /// The accepted agent token.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// A REST client trusting the simulator's CA.
+    pub fn client(&self) -> Result<Client> {
+        Client::new(&self.api_url(), Some(&self.ca_path()), None)
+            .map_err(|e| Error::Other(e.to_string()))
+    }
+
+    fn call<T>(
+        &self,
+        what: &str,
+        f: impl FnOnce(&Client) -> std::result::Result<T, odac_simulator::cli::client::ClientError>,
+    ) -> Result<T> {
+        let c = self.client()?;
+        f(&c).map_err(|e| Error::Other(format!("{what}: {e}")))
+    }
+
+    /// `GET /api/apps`.
+    pub fn apps(&self) -> Result<Vec<AppView>> {
+        self.call("GET /api/apps", |c| c.get_as("/api/apps"))
+    }
+
+    /// One app from `GET /api/apps`, if it exists.
+    pub fn app(&self, name: &str) -> Result<Option<AppView>> {
+        Ok(self.apps()?.into_iter().find(|a| a.name == name))
+    }
+
+    /// `GET /api/hosts`.
+    pub fn hosts(&self) -> Result<Vec<HostView>> {
+        self.call("GET /api/hosts", |c| c.get_as("/api/hosts"))
+    }
+
+    /// `POST /api/apps` with `body` (an app spec, optionally with `host`).
+    pub fn create_app(&self, body: &Value) -> Result<Value> {
+        self.call("POST /api/apps", |c| c.post("/api/apps", body))
+    }
+
+    /// `DELETE /api/apps/{name}`.
+    pub fn delete_app(&self, name: &str) -> Result<Value> {
+        let path = format!("/api/apps/{name}");
+        self.call(&format!("DELETE {path}"), |c| c.delete(&path))
+    }
+
+    /// `POST /api/admin/faults` with `body` (see the simulator's fault API).
+    pub fn faults(&self, body: &Value) -> Result<Value> {
+        self.call("POST /api/admin/faults", |c| {
+            c.post("/api/admin/faults", body)
+        })
+    }
+
+    /// `GET /api/events/log`: the fleet's recorded events.
+    pub fn event_log(&self) -> Result<Value> {
+        self.call("GET /api/events/log", |c| c.get("/api/events/log"))
+    }
+
+    /// Runs the `odac` CLI against this simulator (`--api`, `--ca-file` set).
+    pub fn odac(&self, args: &[&str]) -> Result<CliOutput> {
+        let out = Command::new(bin(CLI)?)
+            .arg("--api")
+            .arg(self.api_url())
+            .arg("--ca-file")
+            .arg(self.ca_path())
+            .args(args)
+            .env_remove("ODAC_API")
+            .env_remove("ODAC_CA_FILE")
+            .env_remove("ODAC_TOKEN")
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| Error::command(format!("odac {}", args.join(" ")), e.to_string()))?;
+        Ok(CliOutput {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        })
+    }
+
+    /// Runs the `odac` CLI and requires exit 0.
+    pub fn odac_ok(&self, args: &[&str]) -> Result<CliOutput> {
+        let out = self.odac(args)?;
+        if out.code == 0 {
+            Ok(out)
+        } else {
+            Err(Error::command(
+                format!("odac {}", args.join(" ")),
+                format!("exit {}: {}{}", out.code, out.stdout, out.stderr),
+            ))
+        }
+    }
+}

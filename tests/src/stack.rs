@@ -1,0 +1,376 @@
+//! [`Stack`]: one scenario's world — a temp dir, the simulator, optionally a TCP proxy between
+//! agent and simulator and a unix proxy in front of the Docker socket, the agent, and the
+//! label-based cleanup of the agent's containers. Fields drop in an order that matters: the
+//! agent dies first (so it cannot recreate containers), then its containers are removed, then
+//! the simulator and the proxies; on a panic the temp dir is kept and its path printed.
+//!
+//! The comparisons every fault scenario ends with live here too: the control plane's view
+//! (`GET /api/apps`) equals the agent's (`statuses.json`), the desired state the agent holds
+//! equals the control plane's apps, and exactly one container exists per app.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use odac_protocol::AppStatus;
+use odac_simulator::views::AppView;
+use serde_json::{Value, json};
+
+use crate::agent::{Agent, AgentOptions};
+use crate::bins::workspace_root;
+use crate::docker::{Container, LabelCleanup, containers};
+use crate::error::{Error, Result};
+use crate::image::ensure_sleeper_image;
+use crate::poll::poll;
+use crate::sim::Sim;
+use crate::tcp_proxy::TcpProxy;
+use crate::unix_proxy::UnixProxy;
+
+/// The agent token the scenarios' simulators accept.
+pub const TOKEN: &str = "odac_e2e_token_0123456789";
+
+/// A fixture host tree under `tests/fixtures/hosts/`.
+pub fn fixture_host(name: &str) -> PathBuf {
+    workspace_root().join("tests/fixtures/hosts").join(name)
+}
+
+/// A container instance name unique to this scenario and process.
+pub fn instance_name(scenario: &str) -> String {
+    let slug: String = scenario
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    format!("e2e-{slug}-{}", std::process::id())
+}
+
+/// How to build a [`Stack`].
+#[derive(Debug, Clone)]
+pub struct StackBuilder {
+    scenario: String,
+    tcp_proxy: bool,
+    docker_proxy: bool,
+    start_agent: bool,
+    tweak: Option<fn(&mut AgentOptions)>,
+    host_root: Option<PathBuf>,
+}
+
+impl StackBuilder {
+    /// Puts a [`TcpProxy`] between agent and simulator.
+    pub fn tcp_proxy(mut self) -> Self {
+        self.tcp_proxy = true;
+        self
+    }
+
+    /// Puts a [`UnixProxy`] between agent and Docker engine.
+    pub fn docker_proxy(mut self) -> Self {
+        self.docker_proxy = true;
+        self
+    }
+
+    /// Reads host facts under a fixture host tree.
+    pub fn host_root(mut self, root: PathBuf) -> Self {
+        self.host_root = Some(root);
+        self
+    }
+
+    /// Changes the agent's options before it starts.
+    pub fn agent_options(mut self, f: fn(&mut AgentOptions)) -> Self {
+        self.tweak = Some(f);
+        self
+    }
+
+    /// Does not start the agent (the scenario starts it with [`Stack::start_agent`]).
+    pub fn no_agent(mut self) -> Self {
+        self.start_agent = false;
+        self
+    }
+
+    /// Starts the world.
+    pub fn start(self) -> Result<Stack> {
+        ensure_sleeper_image()?;
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("odac-e2e-{}-", instance_name(&self.scenario)))
+            .tempdir()
+            .map_err(|e| Error::Other(format!("cannot create a temp dir: {e}")))?;
+        let instance = instance_name(&self.scenario);
+        let cleanup = LabelCleanup::new(format!("odac.instance={instance}"));
+        let sim = Sim::start(dir.path(), TOKEN)?;
+        let proxy = if self.tcp_proxy {
+            Some(TcpProxy::start(sim.addr())?)
+        } else {
+            None
+        };
+        let docker_proxy = if self.docker_proxy {
+            Some(UnixProxy::docker(dir.path())?)
+        } else {
+            None
+        };
+        let url = match &proxy {
+            Some(p) => sim.agents_url_via(p.port()),
+            None => sim.agents_url(),
+        };
+        let mut options = AgentOptions::new(url, Some(sim.ca_path()), TOKEN, &instance);
+        if let Some(root) = &self.host_root {
+            options.host_root = root.clone();
+        }
+        if let Some(p) = &docker_proxy {
+            options.docker_host = Some(p.url());
+        }
+        if let Some(f) = self.tweak {
+            f(&mut options);
+        }
+        let mut stack = Stack {
+            agent: None,
+            options,
+            cleanup,
+            sim,
+            proxy,
+            docker_proxy,
+            instance,
+            scenario: self.scenario,
+            dir: Some(dir),
+        };
+        if self.start_agent {
+            stack.start_agent()?;
+        }
+        Ok(stack)
+    }
+}
+
+/// One scenario's processes, proxies and files.
+pub struct Stack {
+    /// The agent (dropped first: killed).
+    pub agent: Option<Agent>,
+    /// The options the agent is started with.
+    pub options: AgentOptions,
+    /// Removes the agent's containers (dropped second).
+    pub cleanup: LabelCleanup,
+    /// The simulator.
+    pub sim: Sim,
+    /// The agent ↔ simulator proxy.
+    pub proxy: Option<TcpProxy>,
+    /// The agent ↔ engine proxy.
+    pub docker_proxy: Option<UnixProxy>,
+    /// `apps.instance` of the agent.
+    pub instance: String,
+    /// The scenario's name.
+    pub scenario: String,
+    dir: Option<tempfile::TempDir>,
+}
+
+impl std::fmt::Debug for Stack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stack")
+            .field("scenario", &self.scenario)
+            .field("instance", &self.instance)
+            .finish()
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            if let Some(dir) = self.dir.take() {
+                let kept = dir.keep();
+                eprintln!(
+                    "{}: kept logs and state in {}",
+                    self.scenario,
+                    kept.display()
+                );
+            }
+        }
+    }
+}
+
+impl Stack {
+    /// A builder for scenario `name`.
+    pub fn builder(name: &str) -> StackBuilder {
+        StackBuilder {
+            scenario: name.to_owned(),
+            tcp_proxy: false,
+            docker_proxy: false,
+            start_agent: true,
+            tweak: None,
+            host_root: None,
+        }
+    }
+
+    /// The scenario's temp dir.
+    pub fn dir(&self) -> &Path {
+        self.dir
+            .as_ref()
+            .map_or(Path::new("/nonexistent"), |d| d.path())
+    }
+
+    /// Starts the agent with [`Stack::options`].
+    pub fn start_agent(&mut self) -> Result<()> {
+        self.agent = Some(Agent::start(self.dir(), self.options.clone())?);
+        Ok(())
+    }
+
+    /// The agent.
+    pub fn agent(&self) -> Result<&Agent> {
+        self.agent
+            .as_ref()
+            .ok_or_else(|| Error::Other("no agent started".to_owned()))
+    }
+
+    /// The agent, mutably.
+    pub fn agent_mut(&mut self) -> Result<&mut Agent> {
+        self.agent
+            .as_mut()
+            .ok_or_else(|| Error::Other("no agent started".to_owned()))
+    }
+
+    /// The agent ↔ simulator proxy.
+    pub fn proxy(&self) -> Result<&TcpProxy> {
+        self.proxy
+            .as_ref()
+            .ok_or_else(|| Error::Other("the stack has no tcp proxy".to_owned()))
+    }
+
+    /// Waits until the simulator lists exactly one host and it is connected; returns its id.
+    pub fn wait_connected(&self, timeout: Duration) -> Result<String> {
+        poll("the agent's host to be connected", timeout, || {
+            let hosts = self.sim.hosts().map_err(|e| e.to_string())?;
+            match hosts.as_slice() {
+                [h] if h.connected => Ok(h.id.clone()),
+                other => Err(format!(
+                    "hosts: {:?}",
+                    other
+                        .iter()
+                        .map(|h| (&h.hostname, h.connected))
+                        .collect::<Vec<_>>()
+                )),
+            }
+        })
+    }
+
+    /// Waits until the simulator's host shows as disconnected.
+    pub fn wait_disconnected(&self, timeout: Duration) -> Result<()> {
+        poll("the agent's host to be disconnected", timeout, || {
+            let hosts = self.sim.hosts().map_err(|e| e.to_string())?;
+            if hosts.iter().all(|h| !h.connected) {
+                Ok(())
+            } else {
+                Err("still connected".to_owned())
+            }
+        })
+    }
+
+    /// An app body for `POST /api/apps` running the sleeper image.
+    pub fn app_body(name: &str) -> Value {
+        json!({ "name": name, "image": crate::image::SLEEPER_IMAGE })
+    }
+
+    /// Waits until app `name` as the control plane shows it satisfies `pred`.
+    pub fn wait_app(
+        &self,
+        name: &str,
+        timeout: Duration,
+        what: &str,
+        pred: impl Fn(&AppView) -> bool,
+    ) -> Result<AppView> {
+        poll(&format!("app {name}: {what}"), timeout, || {
+            match self.sim.app(name).map_err(|e| e.to_string())? {
+                Some(a) if pred(&a) => Ok(a),
+                Some(a) => Err(format!(
+                    "state={} restart_required={} status={:?}",
+                    a.state, a.restart_required, a.status
+                )),
+                None => Err("no such app".to_owned()),
+            }
+        })
+    }
+
+    /// The agent's containers (label `odac.instance=<instance>`).
+    pub fn containers(&self) -> Result<Vec<Container>> {
+        containers(self.cleanup.label())
+    }
+
+    /// The agent's containers grouped by app.
+    pub fn containers_by_app(&self) -> Result<BTreeMap<String, Vec<Container>>> {
+        let mut m: BTreeMap<String, Vec<Container>> = BTreeMap::new();
+        for c in self.containers()? {
+            m.entry(c.app.clone()).or_default().push(c);
+        }
+        Ok(m)
+    }
+
+    /// Checks the end state of a fault scenario once: every app of the control plane is
+    /// `running` with the agent's exact status, the agent's persisted desired state names the
+    /// same apps with the same specs, and each app has exactly one container, running.
+    pub fn converged(&self, expect_apps: usize) -> std::result::Result<(), String> {
+        let apps = self.sim.apps().map_err(|e| e.to_string())?;
+        let agent = self.agent().map_err(|e| e.to_string())?;
+        let statuses = agent.statuses().map_err(|e| e.to_string())?;
+        if apps.len() != expect_apps {
+            return Err(format!(
+                "control plane has {} apps, want {expect_apps}",
+                apps.len()
+            ));
+        }
+        if statuses.len() != expect_apps {
+            return Err(format!(
+                "agent has {} statuses, want {expect_apps}",
+                statuses.len()
+            ));
+        }
+        for a in &apps {
+            let mine: Option<&AppStatus> = statuses.get(&a.name);
+            if a.state != "running" {
+                return Err(format!("{}: control plane says {}", a.name, a.state));
+            }
+            if a.status.as_ref() != mine {
+                return Err(format!(
+                    "{}: control plane has {:?}, agent has {:?}",
+                    a.name, a.status, mine
+                ));
+            }
+        }
+        let desired = agent
+            .desired()
+            .map_err(|e| e.to_string())?
+            .ok_or("the agent holds no desired state")?;
+        let cp_specs: BTreeMap<&str, &odac_protocol::AppSpec> =
+            apps.iter().map(|a| (a.name.as_str(), &a.spec)).collect();
+        let agent_specs: BTreeMap<&str, &odac_protocol::AppSpec> =
+            desired.apps.iter().map(|a| (a.name.as_str(), a)).collect();
+        if cp_specs != agent_specs {
+            return Err(format!(
+                "desired state differs: control plane {:?}, agent {:?}",
+                cp_specs.keys(),
+                agent_specs.keys()
+            ));
+        }
+        let by_app = self.containers_by_app().map_err(|e| e.to_string())?;
+        if by_app.len() != expect_apps {
+            return Err(format!(
+                "{} apps have containers, want {expect_apps}",
+                by_app.len()
+            ));
+        }
+        for (app, cs) in &by_app {
+            if cs.len() != 1 {
+                return Err(format!("{app}: {} containers: {cs:?}", cs.len()));
+            }
+            if cs[0].state != "running" {
+                return Err(format!("{app}: container is {}", cs[0].state));
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits for [`Stack::converged`].
+    pub fn wait_converged(&self, expect_apps: usize, timeout: Duration) -> Result<()> {
+        poll(&format!("{expect_apps} apps to converge"), timeout, || {
+            self.converged(expect_apps)
+        })
+    }
+}
