@@ -70,7 +70,7 @@ async fn hello_then_welcome_then_inventory_then_every_status() {
         l.view.len() == 2
     })
     .await;
-    let log = h.server.log.lock().unwrap();
+    let log = h.server.snapshot();
     let types: Vec<_> = log.of_conn(1).iter().map(|m| m.type_name()).collect();
     assert_eq!(types, ["hello", "inventory", "app_status", "app_status"]);
     let hello = &log.hellos()[0];
@@ -86,7 +86,6 @@ async fn hello_then_welcome_then_inventory_then_every_status() {
         .collect();
     assert_eq!(seqs, vec![1, 2, 3], "every report carries a seq");
     assert_eq!(log.auth_ok, 1);
-    drop(log);
     h.shutdown.cancel();
     h.task.await.unwrap();
 }
@@ -149,7 +148,7 @@ async fn malformed_and_unknown_frames_are_answered_and_the_session_goes_on() {
         l.acks() == [5]
     })
     .await;
-    let log = h.server.log.lock().unwrap();
+    let log = h.server.snapshot();
     let errors = log.errors();
     assert_eq!(errors.len(), 3, "{errors:?}");
     assert_eq!(errors[0].code, ErrorCode::Malformed);
@@ -158,7 +157,6 @@ async fn malformed_and_unknown_frames_are_answered_and_the_session_goes_on() {
     assert_eq!(errors[1].ref_seq, Some(77));
     assert_eq!(errors[2].code, ErrorCode::Malformed);
     assert_eq!(log.accepts.len(), 1, "the session was kept");
-    drop(log);
     h.shutdown.cancel();
     h.task.await.unwrap();
 }
@@ -214,13 +212,12 @@ async fn an_oversize_frame_closes_with_1009_and_the_agent_reconnects() {
         l.welcomed.len() == 2
     })
     .await;
-    let log = h.server.log.lock().unwrap();
+    let log = h.server.snapshot();
     assert_eq!(log.closes, vec![(1, 1009)]);
     assert!(
         h.apps.desired.lock().unwrap().is_none(),
         "the oversize frame was not applied"
     );
-    drop(log);
     h.shutdown.cancel();
     h.task.await.unwrap();
 }
@@ -299,7 +296,7 @@ async fn shutdown_finishes_the_change_being_persisted_then_closes_with_1001() {
         !l.closes.is_empty()
     })
     .await;
-    let log = h.server.log.lock().unwrap();
+    let log = h.server.snapshot();
     assert_eq!(
         log.acks(),
         vec![9],
@@ -349,7 +346,7 @@ async fn status_changes_and_inventory_changes_are_pushed_while_connected() {
             .is_some_and(|s| s.state == AppState::Running)
     })
     .await;
-    let log = server.log.lock().unwrap();
+    let log = server.snapshot();
     let cpus: Vec<u32> = log
         .messages
         .iter()
@@ -359,7 +356,6 @@ async fn status_changes_and_inventory_changes_are_pushed_while_connected() {
         })
         .collect();
     assert_eq!(cpus, vec![8, 16]);
-    drop(log);
     shutdown.cancel();
     task.await.unwrap();
 }

@@ -297,6 +297,9 @@ fn tls_reason(e: &std::io::Error) -> String {
         TlsError::InvalidCertificate(CertificateError::UnknownIssuer) => {
             "the server certificate is not trusted (unknown issuer); if the control plane uses a private ca, set control_plane.ca_file".into()
         }
+        TlsError::InvalidCertificate(CertificateError::BadSignature) => {
+            "the server certificate is not trusted (its signature does not verify against the trusted ca); check control_plane.ca_file".into()
+        }
         TlsError::InvalidCertificate(
             CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
         ) => format!("the server certificate does not match the host name ({tls})"),

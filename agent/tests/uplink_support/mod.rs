@@ -1,7 +1,13 @@
 //! Shared pieces of the uplink tests: a private CA and a server certificate generated at test
 //! time, an in-process TLS WebSocket control plane whose behaviour each test steers and whose
 //! log each test reads, and an in-memory app manager implementing `AppControl`.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, dead_code)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::result_large_err,
+    dead_code
+)]
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -37,6 +43,9 @@ pub struct Pki {
     pub ca_file: PathBuf,
     pub server_chain: Vec<CertificateDer<'static>>,
     pub server_key: Vec<u8>,
+    /// A client certificate and key issued by the same CA (mTLS).
+    pub client_cert_file: PathBuf,
+    pub client_key_file: PathBuf,
 }
 
 impl Pki {
@@ -53,12 +62,24 @@ impl Pki {
         let leaf_key = KeyPair::generate().unwrap();
         let leaf_params = CertificateParams::new(vec!["127.0.0.1".to_owned()]).unwrap();
         let leaf = leaf_params.signed_by(&leaf_key, &issuer).unwrap();
+        let client_key = KeyPair::generate().unwrap();
+        let mut client_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        client_params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "agent-test-1");
+        let client = client_params.signed_by(&client_key, &issuer).unwrap();
         let dir = tempfile::tempdir().unwrap();
         let ca_file = dir.path().join("ca.pem");
         std::fs::write(&ca_file, ca_cert.pem()).unwrap();
+        let client_cert_file = dir.path().join("client.pem");
+        std::fs::write(&client_cert_file, client.pem()).unwrap();
+        let client_key_file = dir.path().join("client.key");
+        std::fs::write(&client_key_file, client_key.serialize_pem()).unwrap();
         Pki {
             dir,
             ca_file,
+            client_cert_file,
+            client_key_file,
             server_chain: vec![leaf.der().clone()],
             server_key: leaf_key.serialize_der(),
         }
@@ -70,6 +91,30 @@ impl Pki {
             .with_safe_default_protocol_versions()
             .unwrap()
             .with_no_client_auth()
+            .with_single_cert(self.server_chain.clone(), key)
+            .unwrap();
+        tokio_rustls::TlsAcceptor::from(Arc::new(cfg))
+    }
+
+    /// A server that demands a client certificate issued by this CA.
+    pub fn mtls_acceptor(&self) -> tokio_rustls::TlsAcceptor {
+        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(self.server_key.clone()));
+        let mut roots = rustls::RootCertStore::empty();
+        let ca = std::fs::read(&self.ca_file).unwrap();
+        use rustls::pki_types::pem::PemObject;
+        for c in CertificateDer::pem_slice_iter(&ca) {
+            roots.add(c.unwrap()).unwrap();
+        }
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::new(roots),
+            tls::crypto_provider(),
+        )
+        .build()
+        .unwrap();
+        let cfg = rustls::ServerConfig::builder_with_provider(tls::crypto_provider())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_client_cert_verifier(verifier)
             .with_single_cert(self.server_chain.clone(), key)
             .unwrap();
         tokio_rustls::TlsAcceptor::from(Arc::new(cfg))
@@ -116,7 +161,7 @@ impl Default for Behaviour {
 }
 
 /// What the fake control plane saw.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct ServerLog {
     /// TCP accepts, with the (virtual) time.
     pub accepts: Vec<Instant>,
@@ -133,6 +178,8 @@ pub struct ServerLog {
     /// Authorization headers seen (to check the token travels).
     pub auth_ok: usize,
     pub auth_bad: usize,
+    /// TLS handshakes that failed, server side.
+    pub tls_failures: Vec<String>,
 }
 
 impl ServerLog {
@@ -191,9 +238,29 @@ impl TestServer {
         Self::start_on(pki, "127.0.0.1:0".parse().unwrap(), behaviour, None).await
     }
 
+    /// A server that requires a client certificate from the test CA.
+    pub async fn start_mtls(pki: &Pki, behaviour: Behaviour) -> TestServer {
+        Self::start_with(
+            pki.mtls_acceptor(),
+            "127.0.0.1:0".parse().unwrap(),
+            behaviour,
+            None,
+        )
+        .await
+    }
+
     /// Starts on `addr`, sharing `log` with an earlier instance if given.
     pub async fn start_on(
         pki: &Pki,
+        addr: SocketAddr,
+        behaviour: Behaviour,
+        log: Option<Arc<Mutex<ServerLog>>>,
+    ) -> TestServer {
+        Self::start_with(pki.acceptor(), addr, behaviour, log).await
+    }
+
+    async fn start_with(
+        acceptor: tokio_rustls::TlsAcceptor,
         addr: SocketAddr,
         behaviour: Behaviour,
         log: Option<Arc<Mutex<ServerLog>>>,
@@ -204,7 +271,6 @@ impl TestServer {
         let log = log.unwrap_or_default();
         let outgoing = Arc::new(Mutex::new(None));
         let tasks = Arc::new(Mutex::new(JoinSet::new()));
-        let acceptor = pki.acceptor();
         let accept_task = tokio::spawn({
             let (behaviour, log, outgoing, tasks) = (
                 behaviour.clone(),
@@ -242,6 +308,11 @@ impl TestServer {
             tasks,
             accept_task,
         }
+    }
+
+    /// A copy of the log.
+    pub fn snapshot(&self) -> ServerLog {
+        self.log.lock().unwrap().clone()
     }
 
     pub fn url(&self) -> String {
@@ -284,8 +355,12 @@ async fn serve(
 ) {
     // no Nagle: with paused time a 40 ms delayed-ack stall on loopback would look like ages
     let _ = tcp.set_nodelay(true);
-    let Ok(tls) = acceptor.accept(tcp).await else {
-        return;
+    let tls = match acceptor.accept(tcp).await {
+        Ok(tls) => tls,
+        Err(e) => {
+            log.lock().unwrap().tls_failures.push(e.to_string());
+            return;
+        }
     };
     let b = behaviour.lock().unwrap().clone();
     let log2 = log.clone();
