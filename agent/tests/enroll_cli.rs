@@ -87,6 +87,11 @@ fn enroll_writes_token_0600_and_config_0644_without_printing_secrets() {
     );
     assert_eq!(mode(&state), 0o700);
     let toml = std::fs::read_to_string(&config).unwrap();
+    assert!(toml.starts_with("# odac-agent configuration"), "{toml}");
+    let loaded =
+        odac_agent::config::Config::load_with_env(Some(&config), Vec::<(String, String)>::new())
+            .unwrap();
+    assert_eq!(loaded.state_dir, state);
     let port = cp.addr.port();
     for want in [
         format!("[control_plane]\nurl = \"wss://127.0.0.1:{port}/agent/v1\""),

@@ -142,11 +142,17 @@ fn set_one(lines: &mut Vec<String>, s: &Setting<'_>) {
                 lines[i] = assignment;
                 return;
             }
-            // after the table's last key line, else right after its header (or at the top)
-            let at = (start..end)
-                .rev()
-                .find(|&i| is_key_line(&lines[i]))
-                .map_or(start, |i| i + 1);
+            // after the table's last key line, else right after its header; at the top
+            // level without keys, after the file's opening comments
+            let after_keys = (start..end).rev().find(|&i| is_key_line(&lines[i]));
+            let at = match (after_keys, s.table) {
+                (Some(i), _) => i + 1,
+                (None, Some(_)) => start,
+                (None, None) => (start..end)
+                    .rev()
+                    .find(|&i| !lines[i].trim().is_empty())
+                    .map_or(start, |i| i + 1),
+            };
             lines.insert(at, assignment);
         }
         None => {
@@ -231,6 +237,11 @@ mod tests {
         );
         let out = apply("[docker]\nhost = \"h\"\n", &[set(None, "state_dir", "/s")]);
         assert_eq!(out, "state_dir = \"/s\"\n[docker]\nhost = \"h\"\n");
+        // no keys yet: after the opening comments, not above them
+        let out = apply("# head\n# more\n\n[docker]\n", &[set(None, "state_dir", "/s")]);
+        assert_eq!(out, "# head\n# more\nstate_dir = \"/s\"\n\n[docker]\n");
+        let out = apply("# head\n", &[set(None, "state_dir", "/s")]);
+        assert_eq!(out, "# head\nstate_dir = \"/s\"\n");
     }
 
     #[test]
