@@ -238,7 +238,10 @@ mod tests {
         let out = apply("[docker]\nhost = \"h\"\n", &[set(None, "state_dir", "/s")]);
         assert_eq!(out, "state_dir = \"/s\"\n[docker]\nhost = \"h\"\n");
         // no keys yet: after the opening comments, not above them
-        let out = apply("# head\n# more\n\n[docker]\n", &[set(None, "state_dir", "/s")]);
+        let out = apply(
+            "# head\n# more\n\n[docker]\n",
+            &[set(None, "state_dir", "/s")],
+        );
         assert_eq!(out, "# head\n# more\nstate_dir = \"/s\"\n\n[docker]\n");
         let out = apply("# head\n", &[set(None, "state_dir", "/s")]);
         assert_eq!(out, "# head\nstate_dir = \"/s\"\n");
