@@ -7,7 +7,7 @@ use odac_protocol::{AppSpec, AppStatus, Fallback, FallbackTier, Mechanism, Reaso
 
 use super::container::{self, container_spec};
 use super::crashloop::CrashGuard;
-use super::fallback::{StartOutcome, start_plain, start_with_gpu_fallback};
+use super::fallback::{StartOutcome, clip, start_plain, start_with_gpu_fallback};
 use super::labels::{self, Identity};
 use super::policy;
 use super::reconcile::{AppRecord, Hold, Pass};
@@ -102,7 +102,7 @@ impl Pass<'_> {
                 if e.is_unavailable() {
                     return Err(e);
                 }
-                return Ok(self.retry_later(rec, spec, identity, e.engine_message(), None));
+                return Ok(self.retry_later(rec, spec, identity, clip(e.engine_message()), None));
             }
         }
 
@@ -171,7 +171,7 @@ impl Pass<'_> {
                 let refused_required = fallback.is_some() && !optional;
                 let fallback = fallback.or(preflight);
                 if refused_required {
-                    let status = self.failed(spec, error.engine_message(), fallback);
+                    let status = self.failed(spec, clip(error.engine_message()), fallback);
                     tracing::warn!(app = %spec.name, error = %error, "the engine refused the required gpu");
                     rec.hold = Some(Hold {
                         identity: identity.clone(),
@@ -182,7 +182,7 @@ impl Pass<'_> {
                 }
                 rec.container_id = id.clone();
                 let mut status =
-                    self.retry_later(rec, spec, identity, error.engine_message(), fallback);
+                    self.retry_later(rec, spec, identity, clip(error.engine_message()), fallback);
                 status.container_id = id;
                 Ok(status)
             }

@@ -52,6 +52,23 @@ pub fn is_device_refusal(err: &EngineError) -> bool {
     DEVICE_REFUSALS.iter().any(|key| lower.contains(key))
 }
 
+/// Longest engine text kept in a status (the protocol allows 16 KiB per string).
+pub const MAX_ERROR_BYTES: usize = 4096;
+
+/// Cut an engine text to [`MAX_ERROR_BYTES`] at a character boundary, marking the cut.
+pub fn clip(mut text: String) -> String {
+    if text.len() <= MAX_ERROR_BYTES {
+        return text;
+    }
+    let mut end = MAX_ERROR_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    text.push_str(" [...]");
+    text
+}
+
 /// What happened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StartOutcome {
@@ -107,7 +124,7 @@ pub async fn start_with_gpu_fallback(
     let fallback = Fallback {
         tier: FallbackTier::Engine,
         reason: Reason::EngineRejected,
-        detail: Some(refusal.engine_message()),
+        detail: Some(clip(refusal.engine_message())),
     };
     if let Some(id) = made {
         if let Err(error) = engine.remove(&id, true).await {
@@ -194,6 +211,10 @@ mod tests {
         assert!(!is_device_refusal(&EngineError::NotFound(
             "No such image: odac/missing:1".into()
         )));
+        let long = format!("nvml error: {}", "é".repeat(5000));
+        let clipped = clip(long);
+        assert!(clipped.len() <= MAX_ERROR_BYTES + 6 && clipped.ends_with(" [...]"));
+        assert_eq!(clip("short".into()), "short");
         assert!(!is_device_refusal(&EngineError::Unavailable(
             "could not select device driver".into()
         )));

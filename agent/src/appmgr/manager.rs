@@ -20,6 +20,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::error::AppMgrError;
+use super::fallback::clip;
 use super::host::HostSource;
 use super::reconcile::{PassInput, Reconciler};
 use super::settings::AppManagerConfig;
@@ -301,7 +302,7 @@ impl AppManager {
                         ..AppStatus::default()
                     });
                 status.gpu.requested = spec.gpu.clone();
-                status.last_error = Some(format!("{}: {message}", Reason::EngineUnavailable));
+                status.last_error = Some(clip(format!("{}: {message}", Reason::EngineUnavailable)));
                 status
             })
             .collect();

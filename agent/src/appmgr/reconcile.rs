@@ -27,7 +27,7 @@ use odac_protocol::{
 use tokio::time::Instant;
 
 use super::crashloop::CrashGuard;
-use super::fallback::is_device_refusal;
+use super::fallback::{clip, is_device_refusal};
 use super::host::HostSource;
 use super::labels::{self, Identity};
 use super::policy;
@@ -276,7 +276,7 @@ impl Pass<'_> {
             Err(e) => {
                 let mut status = self.base_status(spec);
                 status.container_id = Some(id.to_owned());
-                status.last_error = Some(e.engine_message());
+                status.last_error = Some(clip(e.engine_message()));
                 return Ok(Some(status));
             }
         };
@@ -326,7 +326,7 @@ impl Pass<'_> {
                     }
                     Err(e) => {
                         rec.guard.on_exit(now, None, cfg);
-                        rec.last_error = Some(e.engine_message());
+                        rec.last_error = Some(clip(e.engine_message()));
                     }
                 }
             }
