@@ -1,8 +1,286 @@
-//! `odac-sim demo`: placeholder, filled in below.
+//! `odac-sim demo`: the whole system on one machine. It serves the simulator, builds the
+//! sample image locally (busybox from the host's `busybox-static`, no registry), starts a real
+//! `odac-agent run` connected over TLS with the simulator's CA and token, creates a sample app
+//! with an optional GPU (automatic vendor) whose command lists the GPU device nodes and GPU
+//! environment it received and then sleeps, and prints the dashboard URL and `odac` commands
+//! to try. Ctrl-C removes the sample app (unless `--keep`), stops the agent and the simulator.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
 
-/// Runs the demo.
-pub async fn run(_listen: &str, _state: &Path) -> anyhow::Result<()> {
-    anyhow::bail!("demo is not implemented yet")
+use anyhow::{Context, bail};
+use odac_agent::engine::DockerEngine;
+use odac_agent::engine::test_image::ensure_busybox_image;
+use odac_protocol::{AppSpec, GpuRequest};
+use tokio::process::{Child, Command};
+
+use crate::catalog::DEMO_IMAGE;
+use crate::server::{ServeConfig, Server, wait_for_signal};
+
+/// Name of the sample app.
+pub const DEMO_APP: &str = "gpu-demo";
+
+/// The sample app's shell script: what the container received, then sleep.
+pub const DEMO_SCRIPT: &str = "echo '== GPU device nodes =='; \
+ls -l /dev/dri /dev/kfd /dev/nvidia* 2>&1; \
+echo '== GPU environment =='; \
+env | grep -Ei 'nvidia|cuda|rocm|hip_|hsa_|gpu|dri|render|level_zero|oneapi' || echo '(none)'; \
+echo '== sleeping =='; exec sleep 2147483647";
+
+/// The sample app spec: the `demo` catalog app with an optional GPU of any vendor.
+pub fn demo_spec() -> AppSpec {
+    AppSpec {
+        name: DEMO_APP.to_owned(),
+        kind: Some("app".to_owned()),
+        app: Some("demo".to_owned()),
+        image: Some(DEMO_IMAGE.to_owned()),
+        command: vec!["sh".to_owned(), "-c".to_owned(), DEMO_SCRIPT.to_owned()],
+        gpu: Some(GpuRequest::default().with_optional(true)),
+        ..AppSpec::default()
+    }
+}
+
+/// Where the `odac-agent` binary is: `ODAC_AGENT_BIN`, else next to the current executable.
+pub fn agent_binary() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("ODAC_AGENT_BIN").filter(|p| !p.is_empty()) {
+        return Some(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().ok()?;
+    let dir = exe.parent()?;
+    // `cargo test` puts test binaries in deps/; the bins are one level up
+    [dir.join("odac-agent"), dir.join("../odac-agent")]
+        .into_iter()
+        .find(|p| p.is_file())
+}
+
+/// Finds the agent binary, building it with cargo when the demo itself runs under `cargo run`.
+async fn find_or_build_agent() -> anyhow::Result<PathBuf> {
+    if let Some(p) = agent_binary() {
+        return Ok(p);
+    }
+    if let Some(cargo) = std::env::var_os("CARGO") {
+        println!("building odac-agent (cargo build -p odac-agent)…");
+        let status = Command::new(cargo)
+            .args(["build", "-q", "-p", "odac-agent"])
+            .status()
+            .await
+            .context("cannot run cargo to build odac-agent")?;
+        if !status.success() {
+            bail!("cargo build -p odac-agent failed");
+        }
+        if let Some(p) = agent_binary() {
+            return Ok(p);
+        }
+    }
+    bail!(
+        "odac-agent binary not found next to odac-sim; build it (cargo build -p odac-agent) \
+         or set ODAC_AGENT_BIN"
+    )
+}
+
+/// The agent's configuration for this demo.
+pub fn agent_config(url: &str, ca: &Path, token_file: &Path, state_dir: &Path) -> String {
+    let q = |p: &Path| format!("{:?}", p.display().to_string());
+    format!(
+        "# written by odac-sim demo\n\
+         state_dir = {}\n\
+         log_level = \"info\"\n\n\
+         [control_plane]\n\
+         url = {:?}\n\
+         ca_file = {}\n\
+         token_file = {}\n",
+        q(state_dir),
+        url,
+        q(ca),
+        q(token_file),
+    )
+}
+
+async fn start_agent(bin: &Path, config: &Path, log: &Path) -> anyhow::Result<Child> {
+    let log_file =
+        std::fs::File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
+    let err_file = log_file
+        .try_clone()
+        .with_context(|| format!("cannot open {}", log.display()))?;
+    Command::new(bin)
+        .arg("run")
+        .arg("--config")
+        .arg(config)
+        .stdin(Stdio::null())
+        .stdout(log_file)
+        .stderr(err_file)
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("cannot start {}", bin.display()))
+}
+
+async fn stop_agent(mut child: Child) {
+    if let Some(pid) = child.id() {
+        let _ = Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .await;
+    }
+    if tokio::time::timeout(Duration::from_secs(6), child.wait())
+        .await
+        .is_err()
+    {
+        let _ = child.kill().await;
+    }
+}
+
+async fn wait_until(secs: u64, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    while tokio::time::Instant::now() < deadline {
+        if f() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    f()
+}
+
+fn odac_command() -> String {
+    std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(|d| d.join("odac")))
+        .filter(|p| p.is_file())
+        .map_or_else(
+            || "cargo run -q -p odac-simulator --bin odac --".to_owned(),
+            |p| p.display().to_string(),
+        )
+}
+
+/// Runs the demo until Ctrl-C. `keep` leaves the sample app (and its container) in place.
+pub async fn run(listen: &str, state: &Path, keep: bool) -> anyhow::Result<()> {
+    let agent_bin = find_or_build_agent().await?;
+
+    println!("building the sample image {DEMO_IMAGE} from the host's busybox…");
+    let engine = DockerEngine::connect(None)
+        .await
+        .context("cannot reach the Docker engine (is dockerd running?)")?;
+    ensure_busybox_image(&engine, DEMO_IMAGE)
+        .await
+        .context("cannot build the sample image (apt-get install busybox-static)")?;
+
+    let server = Server::start(ServeConfig::new(listen, state.join("sim"))).await?;
+    let token_file = server
+        .token_file
+        .clone()
+        .context("the simulator generated no agent token file")?;
+    let agent_dir = state.join("agent");
+    std::fs::create_dir_all(&agent_dir)
+        .with_context(|| format!("cannot create {}", agent_dir.display()))?;
+    let config_path = agent_dir.join("agent.toml");
+    std::fs::write(
+        &config_path,
+        agent_config(
+            &server.agents_url(),
+            &server.ca_path,
+            &token_file,
+            &agent_dir.join("state"),
+        ),
+    )
+    .with_context(|| format!("cannot write {}", config_path.display()))?;
+    let log = agent_dir.join("agent.log");
+    println!("starting {} (log: {})…", agent_bin.display(), log.display());
+    let agent = start_agent(&agent_bin, &config_path, &log).await?;
+
+    let hub = std::sync::Arc::clone(&server.hub);
+    if !wait_until(30, || !hub.connected_hosts().is_empty()).await {
+        stop_agent(agent).await;
+        server.shutdown().await;
+        bail!(
+            "the agent did not connect within 30 s; see {}",
+            log.display()
+        );
+    }
+    let host = hub.connected_hosts().remove(0);
+    if hub.app(DEMO_APP).is_none() {
+        hub.create_app(Some(&host), demo_spec())
+            .map_err(|e| anyhow::anyhow!("cannot create the sample app: {e}"))?;
+    }
+    wait_until(60, || {
+        hub.app(DEMO_APP)
+            .is_some_and(|a| a.state != "pending" && a.state != "creating")
+    })
+    .await;
+
+    let odac = odac_command();
+    print!("{}", server.banner());
+    if let Some(a) = hub.app(DEMO_APP) {
+        println!(
+            "sample app {DEMO_APP}: {} — gpu requested {}, attached {}, reason {}",
+            a.state,
+            crate::cli::table::request(a.requested.as_ref()),
+            crate::cli::table::attached(a.attached.as_ref()),
+            a.reason.map_or_else(|| "-".to_owned(), |r| r.to_string()),
+        );
+    }
+    println!(
+        "\nopen {} in a browser (trust {} or accept the warning)\n\ntry:\n  \
+         export ODAC_API={} ODAC_CA_FILE={}\n  \
+         {odac} app list\n  \
+         {odac} host list\n  \
+         {odac} app gpu {DEMO_APP} --nvidia --optional\n  \
+         {odac} app restart {DEMO_APP}\n  \
+         {odac} app list --json\n\nCtrl-C stops the demo{}.",
+        server.dashboard_url(),
+        server.ca_path.display(),
+        server.api_url(),
+        server.ca_path.display(),
+        if keep {
+            " (the sample app keeps running: --keep)"
+        } else {
+            " and removes the sample app"
+        },
+    );
+
+    wait_for_signal().await;
+    println!("stopping…");
+    if !keep && hub.app(DEMO_APP).is_some() {
+        if hub.delete_app(DEMO_APP).is_ok() {
+            let generation = hub.read(|d| d.hosts.get(&host).map_or(0, |h| h.generation));
+            wait_until(15, || {
+                hub.host(&host)
+                    .is_some_and(|h| h.acked_generation.is_some_and(|g| g >= generation))
+            })
+            .await;
+            // the agent removes the container after persisting the delete
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+    }
+    stop_agent(agent).await;
+    server.shutdown().await;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn demo_spec_is_valid_and_asks_for_an_optional_gpu_of_any_vendor() {
+        let spec = demo_spec();
+        assert!(spec.validate().is_ok());
+        let gpu = spec.gpu.unwrap_or_default();
+        assert!(gpu.is_optional());
+        assert_eq!(gpu.effective_vendor(), None);
+        assert!(DEMO_SCRIPT.contains("/dev/dri") && DEMO_SCRIPT.contains("/dev/nvidia*"));
+    }
+
+    #[test]
+    fn agent_config_has_the_keys_the_agent_reads() {
+        let c = agent_config(
+            "wss://127.0.0.1:7443/agent/v1",
+            Path::new("/s/ca.pem"),
+            Path::new("/s/agent-token"),
+            Path::new("/s/agent/state"),
+        );
+        assert!(c.contains("url = \"wss://127.0.0.1:7443/agent/v1\""));
+        assert!(c.contains("ca_file = \"/s/ca.pem\""));
+        assert!(c.contains("token_file = \"/s/agent-token\""));
+        assert!(c.contains("state_dir = \"/s/agent/state\""));
+    }
 }

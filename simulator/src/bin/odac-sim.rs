@@ -80,6 +80,9 @@ enum Command {
         /// State dir; default $XDG_STATE_HOME/odac-sim-demo.
         #[arg(long)]
         state: Option<PathBuf>,
+        /// Leave the sample app (and its container) in place on exit.
+        #[arg(long)]
+        keep: bool,
     },
 }
 
@@ -166,10 +169,15 @@ async fn main_async(cli: Cli) -> anyhow::Result<()> {
             println!("{}", fleet.summary());
             fleet.stop().await;
         }
-        Command::Demo { listen, state } => {
+        Command::Demo {
+            listen,
+            state,
+            keep,
+        } => {
             demo::run(
                 &listen,
                 &state.unwrap_or_else(|| default_state("odac-sim-demo")),
+                keep,
             )
             .await?;
         }
