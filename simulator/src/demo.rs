@@ -239,17 +239,15 @@ pub async fn run(listen: &str, state: &Path, keep: bool) -> anyhow::Result<()> {
 
     wait_for_signal().await;
     println!("stopping…");
-    if !keep && hub.app(DEMO_APP).is_some() {
-        if hub.delete_app(DEMO_APP).is_ok() {
-            let generation = hub.read(|d| d.hosts.get(&host).map_or(0, |h| h.generation));
-            wait_until(15, || {
-                hub.host(&host)
-                    .is_some_and(|h| h.acked_generation.is_some_and(|g| g >= generation))
-            })
-            .await;
-            // the agent removes the container after persisting the delete
-            tokio::time::sleep(Duration::from_secs(2)).await;
-        }
+    if !keep && hub.app(DEMO_APP).is_some() && hub.delete_app(DEMO_APP).is_ok() {
+        let generation = hub.read(|d| d.hosts.get(&host).map_or(0, |h| h.generation));
+        wait_until(15, || {
+            hub.host(&host)
+                .is_some_and(|h| h.acked_generation.is_some_and(|g| g >= generation))
+        })
+        .await;
+        // the agent removes the container after persisting the delete
+        tokio::time::sleep(Duration::from_secs(2)).await;
     }
     stop_agent(agent).await;
     server.shutdown().await;
