@@ -46,7 +46,7 @@ field() { dpkg-deb -f "$deb" "$1"; }
 [ "$(field Package)" = "odac-agent" ] || fail "Package is $(field Package), want odac-agent"
 case "$(field Version)" in
   "$version"|"$version"-*) ;;
-  *) fail "Version is $(field Version), want $version[-rev]" ;;
+  *) fail "Version is $(field Version), want ${version}[-rev]" ;;
 esac
 [ -n "$(field Architecture)" ] || fail "no Architecture"
 [ -n "$(field Maintainer)" ] || fail "no Maintainer"

@@ -42,7 +42,7 @@ die() { echo "$prog: $*" >&2; exit 1; }
 usage_error() { echo "$prog: $*" >&2; echo "run '$0 --help' for usage" >&2; exit 2; }
 say() { echo "$prog: $*"; }
 
-need_value() { [ $# -ge 2 ] && [ -n "$2" ] || usage_error "$1 needs a value"; }
+need_value() { if [ $# -lt 2 ] || [ -z "$2" ]; then usage_error "$1 needs a value"; fi; }
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -198,6 +198,9 @@ do_install() {
     chmod 0600 "$token_dst"
   fi
 
+  if [ -z "$root" ] && command -v getent >/dev/null 2>&1 && ! getent group docker >/dev/null; then
+    say "warning: there is no docker group; the unit's SupplementaryGroups=docker will fail (install Docker first)"
+  fi
   if [ "$use_systemctl" -eq 1 ]; then
     systemctl daemon-reload
     systemctl enable odac-agent.service >/dev/null
