@@ -73,7 +73,12 @@ fn gpu_cell(s: &AppStatus) -> String {
                 odac_protocol::FallbackTier::Preflight => "preflight",
                 odac_protocol::FallbackTier::Engine => "engine",
             };
-            format!("cpu ({tier}: {})", f.reason)
+            let on = if s.state == AppState::Failed {
+                "none"
+            } else {
+                "cpu"
+            };
+            format!("{on} ({tier}: {})", f.reason)
         }
         (None, Some(_)) => "requested".into(),
         (None, None) => "-".into(),
