@@ -53,6 +53,7 @@ fn build(dir: &Path) -> Result<()> {
     let target_dir = dir
         .parent()
         .ok_or_else(|| Error::Other(format!("{} has no parent", dir.display())))?;
+    let started = std::time::Instant::now();
     let out = Command::new(&cargo)
         .current_dir(workspace_root())
         .args([
@@ -75,6 +76,10 @@ fn build(dir: &Path) -> Result<()> {
             format!("{}: {}", out.status, String::from_utf8_lossy(&out.stderr)),
         ));
     }
+    println!(
+        "odac-e2e: cargo build of the binaries took {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
     Ok(())
 }
 
