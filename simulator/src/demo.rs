@@ -10,8 +10,8 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use odac_agent::engine::DockerEngine;
 use odac_agent::engine::test_image::ensure_busybox_image;
+use odac_agent::engine::{ContainerEngine, DockerEngine};
 use odac_protocol::{AppSpec, GpuRequest};
 use tokio::process::{Child, Command};
 
@@ -240,14 +240,20 @@ pub async fn run(listen: &str, state: &Path, keep: bool) -> anyhow::Result<()> {
     wait_for_signal().await;
     println!("stopping…");
     if !keep && hub.app(DEMO_APP).is_some() && hub.delete_app(DEMO_APP).is_ok() {
-        let generation = hub.read(|d| d.hosts.get(&host).map_or(0, |h| h.generation));
-        wait_until(15, || {
-            hub.host(&host)
-                .is_some_and(|h| h.acked_generation.is_some_and(|g| g >= generation))
-        })
-        .await;
-        // the agent removes the container after persisting the delete
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        // the agent acks the delete, then removes the container on its next reconcile
+        let label = format!("odac.app={DEMO_APP}");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while tokio::time::Instant::now() < deadline {
+            match engine.list_by_label(&label).await {
+                Ok(list) if list.is_empty() => break,
+                Ok(_) => {}
+                Err(e) => {
+                    println!("cannot check the sample container: {e}");
+                    break;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
     }
     stop_agent(agent).await;
     server.shutdown().await;
