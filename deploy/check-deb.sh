@@ -7,18 +7,21 @@
 #   - extracted into a temp dir (dpkg-deb -x): the unit and the config are the ones in deploy/,
 #     the binary runs (`odac-agent version`), and the packaged unit passes check-unit.sh
 #     with the packaged binary.
-# Usage: deploy/check-deb.sh [--deb FILE]   (without --deb: `cargo deb -p odac-agent --locked`)
+# Usage: deploy/check-deb.sh [--deb FILE | --profile NAME]   (without --deb: `cargo deb -p odac-agent
+#   --locked`, release profile unless --profile names another, e.g. `dev` in CI to reuse the test build)
 # Needs cargo-deb (cargo install --locked cargo-deb) unless --deb is given, and dpkg-deb.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 deb=""
+profile="release"
 
 while [ $# -gt 0 ]; do
   case "$1" in
     --deb) deb="${2:?--deb needs a file}"; shift 2 ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    --profile) profile="${2:?--profile needs a name}"; shift 2 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     *) echo "check-deb: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -31,8 +34,8 @@ trap 'rm -rf "$tmp"' EXIT
 
 if [ -z "$deb" ]; then
   command -v cargo-deb >/dev/null 2>&1 || fail "cargo-deb not found (cargo install --locked cargo-deb)"
-  echo "check-deb: cargo deb -p odac-agent"
-  (cd "$repo" && cargo deb -p odac-agent --output "$tmp/out" -- --locked)
+  echo "check-deb: cargo deb -p odac-agent --profile $profile"
+  (cd "$repo" && cargo deb -p odac-agent --profile "$profile" --output "$tmp/out" -- --locked)
   deb=$(find "$tmp/out" -maxdepth 1 -name 'odac-agent_*.deb' | head -n 1)
   [ -n "$deb" ] || fail "cargo deb produced no odac-agent_*.deb"
 fi
