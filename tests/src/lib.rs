@@ -9,9 +9,11 @@
 //! - [`docker`], [`image`]: the test's own view of the engine, cleanup by label, the test image;
 //! - [`tls`]: certificates made at test time;
 //! - [`sim`], [`agent`], [`stack`]: the simulator, the agent and a scenario's whole world;
+//! - [`backoff`]: the agent's logged reconnect schedule against its envelope;
 //! - [`figures`]: the numbers each scenario prints.
 
 pub mod agent;
+pub mod backoff;
 pub mod bins;
 pub mod docker;
 pub mod error;

@@ -369,8 +369,17 @@ impl Stack {
 
     /// Waits for [`Stack::converged`].
     pub fn wait_converged(&self, expect_apps: usize, timeout: Duration) -> Result<()> {
-        poll(&format!("{expect_apps} apps to converge"), timeout, || {
-            self.converged(expect_apps)
-        })
+        // large fleets are polled more gently: each probe lists every container
+        let every = if expect_apps > 20 {
+            Duration::from_secs(1)
+        } else {
+            crate::poll::POLL_INTERVAL
+        };
+        crate::poll::poll_every(
+            &format!("{expect_apps} apps to converge"),
+            timeout,
+            every,
+            || self.converged(expect_apps),
+        )
     }
 }
