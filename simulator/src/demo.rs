@@ -21,12 +21,14 @@ use crate::server::{ServeConfig, Server, wait_for_signal};
 /// Name of the sample app.
 pub const DEMO_APP: &str = "gpu-demo";
 
-/// The sample app's shell script: what the container received, then sleep.
+/// The sample app's shell script: what the container received, then sleep. As PID 1 the shell
+/// gets no default signal handlers, so it traps TERM to stop at once instead of after the
+/// engine's stop timeout.
 pub const DEMO_SCRIPT: &str = "echo '== GPU device nodes =='; \
 ls -l /dev/dri /dev/kfd /dev/nvidia* 2>&1; \
 echo '== GPU environment =='; \
 env | grep -Ei 'nvidia|cuda|rocm|hip_|hsa_|gpu|dri|render|level_zero|oneapi' || echo '(none)'; \
-echo '== sleeping =='; exec sleep 2147483647";
+echo '== sleeping =='; trap 'exit 0' TERM INT; sleep 2147483647 & wait";
 
 /// The sample app spec: the `demo` catalog app with an optional GPU of any vendor.
 pub fn demo_spec() -> AppSpec {
@@ -110,6 +112,9 @@ async fn start_agent(bin: &Path, config: &Path, log: &Path) -> anyhow::Result<Ch
         .stdin(Stdio::null())
         .stdout(log_file)
         .stderr(err_file)
+        // its own process group: Ctrl-C in the terminal reaches the demo only, which deletes
+        // the sample app through the agent before stopping it
+        .process_group(0)
         .kill_on_drop(true)
         .spawn()
         .with_context(|| format!("cannot start {}", bin.display()))
@@ -243,7 +248,11 @@ pub async fn run(listen: &str, state: &Path, keep: bool) -> anyhow::Result<()> {
         // the agent acks the delete, then removes the container on its next reconcile
         let label = format!("odac.app={DEMO_APP}");
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        while tokio::time::Instant::now() < deadline {
+        loop {
+            if tokio::time::Instant::now() >= deadline {
+                println!("the sample container is still there after 30s; remove it with `docker rm -f odac-{DEMO_APP}`");
+                break;
+            }
             match engine.list_by_label(&label).await {
                 Ok(list) if list.is_empty() => break,
                 Ok(_) => {}
