@@ -250,7 +250,9 @@ pub async fn run(listen: &str, state: &Path, keep: bool) -> anyhow::Result<()> {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         loop {
             if tokio::time::Instant::now() >= deadline {
-                println!("the sample container is still there after 30s; remove it with `docker rm -f odac-{DEMO_APP}`");
+                println!(
+                    "the sample container is still there after 30s; remove it with `docker rm -f odac-{DEMO_APP}`"
+                );
                 break;
             }
             match engine.list_by_label(&label).await {
