@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{
     ValidationError, check_dns_label, check_opt_string, check_required, check_string,
 };
+pub use crate::git_source::GitSource;
 use crate::gpu::{GpuRequest, deserialize_opt_gpu};
 use crate::limits::{
     MAX_COMMAND_ARGS, MAX_CPUS, MAX_ENV, MAX_PORTS, MAX_VOLUMES, MIN_MEMORY_BYTES,
@@ -59,22 +60,6 @@ pub struct AppSpec {
         skip_serializing_if = "Option::is_none"
     )]
     pub gpu: Option<GpuRequest>,
-}
-
-/// A git repository to build the app's image from.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-pub struct GitSource {
-    /// Repository URL (`https://`, `ssh://`, `git@host:path` or `file://`).
-    pub url: String,
-    /// Branch to build; absent means the repository's default branch.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub branch: Option<String>,
-    /// Exact commit or tag to build, overriding `branch`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rev: Option<String>,
-    /// Dockerfile path inside the repository; absent means `Dockerfile`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dockerfile: Option<String>,
 }
 
 /// A published port.
@@ -168,6 +153,17 @@ impl AppSpec {
             image: Some(image.into()),
             ..Self::default()
         }
+    }
+
+    /// The spec without secrets (a git source's access token removed), for views and logs
+    /// that show specs back to people.
+    #[must_use]
+    pub fn without_secrets(&self) -> AppSpec {
+        let mut spec = self.clone();
+        if let Some(source) = &mut spec.source {
+            source.secret = None;
+        }
+        spec
     }
 
     /// Checks every field; the error names the field relative to the app (e.g. `gpu.count`,
@@ -272,50 +268,6 @@ impl AppSpec {
     }
 }
 
-impl GitSource {
-    /// Checks the URL scheme and the optional fields.
-    pub fn validate(&self) -> Result<(), ValidationError> {
-        check_required("url", &self.url)?;
-        let ok_scheme = ["https://", "http://", "ssh://", "git://", "file://"]
-            .iter()
-            .any(|s| self.url.starts_with(s))
-            || (self.url.starts_with("git@") && self.url.contains(':'));
-        if !ok_scheme || self.url.chars().any(char::is_whitespace) {
-            return Err(ValidationError::new(
-                "url",
-                format!(
-                    "{:?} is not a git URL (https://, http://, ssh://, git://, file:// or git@host:path)",
-                    self.url
-                ),
-            ));
-        }
-        for (field, v) in [
-            ("branch", &self.branch),
-            ("rev", &self.rev),
-            ("dockerfile", &self.dockerfile),
-        ] {
-            if let Some(v) = v {
-                check_required(field, v)?;
-                if v.starts_with('-') {
-                    return Err(ValidationError::new(
-                        field,
-                        format!("{v:?} must not start with '-'"),
-                    ));
-                }
-            }
-        }
-        if let Some(d) = &self.dockerfile {
-            if d.starts_with('/') || d.split('/').any(|c| c == "..") {
-                return Err(ValidationError::new(
-                    "dockerfile",
-                    format!("{d:?} must be a relative path inside the repository"),
-                ));
-            }
-        }
-        Ok(())
-    }
-}
-
 impl PortMapping {
     /// Checks both ports are in 1..=65535.
     pub fn validate(&self) -> Result<(), ValidationError> {
@@ -379,21 +331,21 @@ impl VolumeMount {
 impl Resources {
     /// Checks memory ≥ 6 MiB and 0 < cpus ≤ 1024.
     pub fn validate(&self) -> Result<(), ValidationError> {
-        if let Some(m) = self.memory_bytes {
-            if m < MIN_MEMORY_BYTES {
-                return Err(ValidationError::new(
-                    "memory_bytes",
-                    format!("{m} is below the minimum of {MIN_MEMORY_BYTES} bytes"),
-                ));
-            }
+        if let Some(m) = self.memory_bytes
+            && m < MIN_MEMORY_BYTES
+        {
+            return Err(ValidationError::new(
+                "memory_bytes",
+                format!("{m} is below the minimum of {MIN_MEMORY_BYTES} bytes"),
+            ));
         }
-        if let Some(c) = self.cpus {
-            if !(c.is_finite() && c > 0.0 && c <= MAX_CPUS) {
-                return Err(ValidationError::new(
-                    "cpus",
-                    format!("{c} is out of range (0, {MAX_CPUS}]"),
-                ));
-            }
+        if let Some(c) = self.cpus
+            && !(c.is_finite() && c > 0.0 && c <= MAX_CPUS)
+        {
+            return Err(ValidationError::new(
+                "cpus",
+                format!("{c} is out of range (0, {MAX_CPUS}]"),
+            ));
         }
         Ok(())
     }

@@ -11,6 +11,7 @@ mod codec;
 mod desired;
 mod error;
 mod error_message;
+mod git_source;
 mod gpu;
 mod inventory;
 mod limits;
@@ -24,6 +25,7 @@ pub use app::{AppSpec, GitSource, PortMapping, PortProtocol, Resources, VolumeMo
 pub use codec::{DecodeError, Encode, decode_agent, decode_control, encode, error_reply};
 pub use desired::DesiredState;
 pub use error::{ValidationError, check_dns_label};
+pub use git_source::{GitScheme, GitSecret, MAX_SECRET};
 pub use gpu::{GpuCount, GpuCountValue, GpuOptionalValue, GpuRequest, GpuRuntime, GpuVendor};
 pub use inventory::{AcceleratorVerdict, EngineInfo, GpuInfo, HostInfo, Inventory};
 pub use limits::*;

@@ -69,7 +69,8 @@ fn app_spec() -> impl Strategy<Value = AppSpec> {
                     url,
                     branch,
                     rev: None,
-                    dockerfile: None
+                    dockerfile: None,
+                    secret: None,
                 }),
                 None,
             )),
