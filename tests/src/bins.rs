@@ -1,12 +1,14 @@
 //! Finding the binaries under test: `odac-agent`, `odac-sim` and `odac`. They live in the
 //! same target profile directory as the running test executable (`target/debug/deps/…` →
 //! `target/debug/`). The first call in a test process runs `cargo build -p odac-agent
-//! -p odac-simulator --bins` once so the binaries match the sources (set
-//! `ODAC_E2E_NO_BUILD=1` to skip it); `ODAC_E2E_BIN_DIR` points at another directory.
+//! -p odac-simulator --bins` when a binary is missing or older than the sources, so the
+//! binaries match the sources (set `ODAC_E2E_NO_BUILD=1` to skip it); `ODAC_E2E_BIN_DIR`
+//! points at another directory.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
+use std::time::SystemTime;
 
 use crate::error::{Error, Result};
 
@@ -88,10 +90,51 @@ fn bin_dir_once() -> std::result::Result<PathBuf, String> {
         return Ok(PathBuf::from(dir));
     }
     let dir = profile_dir().map_err(|e| e.to_string())?;
-    if std::env::var("ODAC_E2E_NO_BUILD").as_deref() != Ok("1") {
+    if std::env::var("ODAC_E2E_NO_BUILD").as_deref() != Ok("1") && stale(&dir) {
         build(&dir).map_err(|e| e.to_string())?;
     }
     Ok(dir)
+}
+
+/// The newest modification time of the files under `path` (recursively).
+fn newest_mtime(path: &Path) -> Option<SystemTime> {
+    let meta = std::fs::metadata(path).ok()?;
+    let own = meta.modified().ok();
+    if !meta.is_dir() {
+        return own;
+    }
+    std::fs::read_dir(path)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| newest_mtime(&e.path()))
+        .chain(own)
+        .max()
+}
+
+/// Whether a binary is missing or older than a source it is built from (the sources and
+/// manifests of the protocol, agent and simulator crates, and the lock file). Each test
+/// process (nextest runs one per test) then skips cargo when the binaries are current.
+fn stale(dir: &Path) -> bool {
+    let oldest_bin = [AGENT, SIM, CLI]
+        .iter()
+        .map(|b| {
+            std::fs::metadata(dir.join(b))
+                .and_then(|m| m.modified())
+                .ok()
+        })
+        .collect::<Option<Vec<_>>>()
+        .and_then(|v| v.into_iter().min());
+    let Some(oldest_bin) = oldest_bin else {
+        return true;
+    };
+    let root = workspace_root();
+    let sources = ["protocol", "agent", "simulator"]
+        .iter()
+        .flat_map(|c| [root.join(c).join("src"), root.join(c).join("Cargo.toml")])
+        .chain([root.join("Cargo.toml"), root.join("Cargo.lock")]);
+    sources
+        .filter_map(|p| newest_mtime(&p))
+        .any(|t| t > oldest_bin)
 }
 
 /// The directory holding the binaries, built on first use.
@@ -122,6 +165,40 @@ mod tests {
     fn profile_names() {
         assert_eq!(profile_of(Path::new("/t/target/debug")), "dev");
         assert_eq!(profile_of(Path::new("/t/target/release")), "release");
+    }
+
+    #[test]
+    fn staleness_follows_mtimes() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(stale(dir.path()), "missing binaries are stale");
+        assert!(newest_mtime(&workspace_root().join("agent/src")).is_some());
+        for b in [AGENT, SIM, CLI] {
+            std::fs::write(dir.path().join(b), b"").unwrap();
+        }
+        let old = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1);
+        for b in [AGENT, SIM, CLI] {
+            let f = std::fs::File::options()
+                .write(true)
+                .open(dir.path().join(b))
+                .unwrap();
+            f.set_modified(old).unwrap();
+        }
+        assert!(
+            stale(dir.path()),
+            "binaries older than the sources are stale"
+        );
+        let future = SystemTime::now() + std::time::Duration::from_secs(3600);
+        for b in [AGENT, SIM, CLI] {
+            let f = std::fs::File::options()
+                .write(true)
+                .open(dir.path().join(b))
+                .unwrap();
+            f.set_modified(future).unwrap();
+        }
+        assert!(
+            !stale(dir.path()),
+            "binaries newer than every source are current"
+        );
     }
 
     #[test]

@@ -9,16 +9,14 @@ use std::time::Duration;
 pub fn figure(scenario: &str, name: &str, value: impl std::fmt::Display) {
     let line = format!("FIGURE {scenario} {name} = {value}");
     println!("{line}");
-    if let Ok(dir) = crate::bins::profile_dir() {
-        if let Some(target) = dir.parent() {
-            if let Ok(mut f) = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(target.join("e2e-figures.txt"))
-            {
-                let _ = writeln!(f, "{line}");
-            }
-        }
+    if let Ok(dir) = crate::bins::profile_dir()
+        && let Some(target) = dir.parent()
+        && let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(target.join("e2e-figures.txt"))
+    {
+        let _ = writeln!(f, "{line}");
     }
 }
 

@@ -175,15 +175,15 @@ impl std::fmt::Debug for Stack {
 
 impl Drop for Stack {
     fn drop(&mut self) {
-        if std::thread::panicking() {
-            if let Some(dir) = self.dir.take() {
-                let kept = dir.keep();
-                eprintln!(
-                    "{}: kept logs and state in {}",
-                    self.scenario,
-                    kept.display()
-                );
-            }
+        if std::thread::panicking()
+            && let Some(dir) = self.dir.take()
+        {
+            let kept = dir.keep();
+            eprintln!(
+                "{}: kept logs and state in {}",
+                self.scenario,
+                kept.display()
+            );
         }
     }
 }
