@@ -44,7 +44,10 @@ const DEVICE_REFUSALS: &[&str] = &[
 pub fn is_device_refusal(err: &EngineError) -> bool {
     let message = match err {
         EngineError::Rejected { message, .. } | EngineError::Other(message) => message,
-        EngineError::Unavailable(_) | EngineError::NotFound(_) | EngineError::Conflict(_) => {
+        EngineError::Unavailable(_)
+        | EngineError::NotFound(_)
+        | EngineError::Conflict(_)
+        | EngineError::BuildFailed { .. } => {
             return false;
         }
     };

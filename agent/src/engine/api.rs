@@ -9,7 +9,7 @@ use async_trait::async_trait;
 
 use super::capabilities::EngineCapabilities;
 use super::error::EngineError;
-use super::types::{ContainerDetails, ContainerSpec, ContainerSummary};
+use super::types::{BuildOutput, ContainerDetails, ContainerSpec, ContainerSummary, ImageSummary};
 
 /// A container engine. Create and start are separate calls because real engines refuse
 /// devices at either step (DESIGN.md §4); callers must handle both.
@@ -62,4 +62,35 @@ pub trait ContainerEngine: Send + Sync {
 
     /// The last `lines` lines of the container's stdout and stderr, interleaved.
     async fn logs_tail(&self, id: &str, lines: usize) -> Result<String, EngineError>;
+
+    /// Build image `tag` from a tar build context with the classic builder (no BuildKit, no
+    /// pulls), `dockerfile` being a path inside the context, and put `labels` on the image.
+    /// A build that runs and fails is [`EngineError::BuildFailed`] with the output's tail.
+    /// The default refuses: engines that cannot build say so.
+    async fn build_image(
+        &self,
+        tag: &str,
+        context_tar: Vec<u8>,
+        dockerfile: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> Result<BuildOutput, EngineError> {
+        let _ = (context_tar, dockerfile, labels);
+        Err(EngineError::Other(format!(
+            "this container engine cannot build images (asked for {tag:?})"
+        )))
+    }
+
+    /// Images (tagged or not) carrying a label `key` or `key=value`.
+    async fn list_images_by_label(&self, label: &str) -> Result<Vec<ImageSummary>, EngineError> {
+        let _ = label;
+        Ok(Vec::new())
+    }
+
+    /// Remove an image by id or tag (with `force`, even one a stopped container uses).
+    async fn remove_image(&self, image: &str, force: bool) -> Result<(), EngineError> {
+        let _ = force;
+        Err(EngineError::Other(format!(
+            "this container engine cannot remove images (asked for {image:?})"
+        )))
+    }
 }

@@ -19,7 +19,7 @@ use super::capabilities::EngineCapabilities;
 use super::convert::{create_body, details, map_error, summary};
 use super::docker::DockerEngine;
 use super::error::EngineError;
-use super::types::{ContainerDetails, ContainerSpec, ContainerSummary};
+use super::types::{BuildOutput, ContainerDetails, ContainerSpec, ContainerSummary, ImageSummary};
 
 /// Split `repo[:tag]` at the tag colon (a colon after the last `/`, so registry ports stay).
 fn split_tag(reference: &str) -> (&str, &str) {
@@ -196,6 +196,24 @@ impl ContainerEngine for DockerEngine {
             text.push_str(&String::from_utf8_lossy(&chunk.into_bytes()));
         }
         Ok(text)
+    }
+
+    async fn build_image(
+        &self,
+        tag: &str,
+        context_tar: Vec<u8>,
+        dockerfile: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> Result<BuildOutput, EngineError> {
+        self.build(tag, context_tar, dockerfile, labels).await
+    }
+
+    async fn list_images_by_label(&self, label: &str) -> Result<Vec<ImageSummary>, EngineError> {
+        self.images_by_label(label).await
+    }
+
+    async fn remove_image(&self, image: &str, force: bool) -> Result<(), EngineError> {
+        self.delete_image(image, force).await
     }
 }
 

@@ -25,6 +25,15 @@ pub enum EngineError {
         /// The engine's own message, unmodified.
         message: String,
     },
+    /// An image build ran and failed: the builder's message and the last lines of its
+    /// output.
+    #[error("image build failed: {message}")]
+    BuildFailed {
+        /// The builder's error, e.g. `The command '/bin/sh -c make' returned a non-zero code: 2`.
+        message: String,
+        /// The last lines of the build output.
+        log_tail: String,
+    },
     /// Anything else (bad input, undecodable answers, streamed errors).
     #[error("{0}")]
     Other(String),
@@ -46,7 +55,7 @@ impl EngineError {
     pub fn engine_message(&self) -> String {
         match self {
             Self::NotFound(m) | Self::Conflict(m) | Self::Other(m) => m.clone(),
-            Self::Rejected { message, .. } => message.clone(),
+            Self::Rejected { message, .. } | Self::BuildFailed { message, .. } => message.clone(),
             Self::Unavailable(_) => self.to_string(),
         }
     }

@@ -5,6 +5,8 @@
 //! `could not select device driver ...`, a CDI device it does not know with
 //! `CDI device injection failed: unresolvable CDI devices ...`, and a device node it was told
 //! is missing with `error gathering device information while adding custom device ...`.
+//! Builds succeed (the image appears, labelled, with the next `created` tick) unless a
+//! failure is queued for [`Op::BuildImage`].
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard};
@@ -17,7 +19,8 @@ use super::capabilities::EngineCapabilities;
 use super::error::EngineError;
 pub use super::fake_calls::{EngineCall, Op};
 use super::types::{
-    ContainerDetails, ContainerSpec, ContainerState, ContainerSummary, DeviceRequest, label_matches,
+    BuildOutput, ContainerDetails, ContainerSpec, ContainerState, ContainerSummary, DeviceRequest,
+    ImageSummary, label_matches,
 };
 
 #[derive(Debug)]
@@ -31,6 +34,8 @@ struct FakeContainer {
 struct State {
     capabilities: EngineCapabilities,
     images: BTreeSet<String>,
+    /// Built images by id.
+    built: BTreeMap<String, ImageSummary>,
     containers: BTreeMap<String, FakeContainer>,
     volumes: BTreeMap<String, BTreeMap<String, String>>,
     calls: Vec<EngineCall>,
@@ -124,6 +129,11 @@ impl FakeEngine {
             .collect()
     }
 
+    /// Images made by `build_image` and still present.
+    pub fn built_images(&self) -> Vec<ImageSummary> {
+        self.lock().built.values().cloned().collect()
+    }
+
     /// Forget the recorded calls.
     pub fn clear_calls(&self) {
         self.lock().calls.clear();
@@ -195,6 +205,18 @@ impl FakeEngine {
             .get_mut(&key)
             .ok_or_else(|| EngineError::NotFound(format!("No such container: {id_or_name}")))
     }
+}
+
+/// The paths in a tar archive (an unreadable archive lists what could be read).
+fn tar_paths(tar_bytes: &[u8]) -> Vec<String> {
+    let mut archive = tar::Archive::new(tar_bytes);
+    let Ok(entries) = archive.entries() else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|e| e.path().ok().map(|p| p.to_string_lossy().into_owned()))
+        .collect()
 }
 
 /// What a real engine says when it cannot deliver this request (checked at start).
@@ -402,6 +424,93 @@ impl ContainerEngine for FakeEngine {
             .remove(name)
             .map(|_| ())
             .ok_or_else(|| EngineError::NotFound(format!("get {name}: no such volume")))
+    }
+
+    async fn build_image(
+        &self,
+        tag: &str,
+        context_tar: Vec<u8>,
+        dockerfile: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> Result<BuildOutput, EngineError> {
+        let files = tar_paths(&context_tar);
+        let mut state = self.enter(EngineCall::BuildImage {
+            tag: tag.to_owned(),
+            files: files.clone(),
+            dockerfile: dockerfile.to_owned(),
+            labels: labels.clone(),
+        })?;
+        if !files.iter().any(|f| f == dockerfile) {
+            return Err(EngineError::Rejected {
+                status: 500,
+                message: format!("Cannot locate specified Dockerfile: {dockerfile}"),
+            });
+        }
+        state.clock += 1;
+        let created = i64::try_from(state.clock).unwrap_or(i64::MAX);
+        let id = format!("sha256:{:064x}", 0xb000_0000 + state.clock);
+        // the tag moves to the new image
+        for image in state.built.values_mut() {
+            image.tags.retain(|t| t != tag);
+        }
+        state.built.insert(
+            id.clone(),
+            ImageSummary {
+                id: id.clone(),
+                tags: vec![tag.to_owned()],
+                labels: labels.clone(),
+                created,
+            },
+        );
+        state.images.insert(tag.to_owned());
+        Ok(BuildOutput {
+            image_id: id,
+            log_tail: format!("Step 1/1 : built by the fake engine\nSuccessfully tagged {tag}"),
+        })
+    }
+
+    async fn list_images_by_label(&self, label: &str) -> Result<Vec<ImageSummary>, EngineError> {
+        let state = self.enter(EngineCall::ListImagesByLabel(label.to_owned()))?;
+        Ok(state
+            .built
+            .values()
+            .filter(|i| label_matches(&i.labels, label))
+            .cloned()
+            .collect())
+    }
+
+    async fn remove_image(&self, image: &str, force: bool) -> Result<(), EngineError> {
+        let mut state = self.enter(EngineCall::RemoveImage(image.to_owned(), force))?;
+        let id = state
+            .built
+            .values()
+            .find(|i| i.id == image || i.tags.iter().any(|t| t == image))
+            .map(|i| i.id.clone());
+        let tags: Vec<String> = match &id {
+            Some(id) => state
+                .built
+                .get(id)
+                .map(|i| i.tags.clone())
+                .unwrap_or_default(),
+            None if state.images.contains(image) => vec![image.to_owned()],
+            None => return Err(EngineError::NotFound(format!("No such image: {image}"))),
+        };
+        let in_use = state
+            .containers
+            .values()
+            .any(|c| tags.contains(&c.spec.image) || id.as_deref() == Some(c.spec.image.as_str()));
+        if in_use && !force {
+            return Err(EngineError::Conflict(format!(
+                "conflict: unable to remove repository reference \"{image}\" (must force) - container is using its referenced image"
+            )));
+        }
+        if let Some(id) = id {
+            state.built.remove(&id);
+        }
+        for tag in tags {
+            state.images.remove(&tag);
+        }
+        Ok(())
     }
 
     async fn logs_tail(&self, id: &str, lines: usize) -> Result<String, EngineError> {

@@ -33,6 +33,12 @@ pub enum Op {
     RemoveVolume,
     /// `logs_tail`
     LogsTail,
+    /// `build_image`
+    BuildImage,
+    /// `list_images_by_label`
+    ListImagesByLabel,
+    /// `remove_image`
+    RemoveImage,
 }
 
 /// One recorded call, with its arguments.
@@ -69,6 +75,21 @@ pub enum EngineCall {
     RemoveVolume(String),
     /// `logs_tail(id, lines)`
     LogsTail(String, usize),
+    /// `build_image(tag, context, dockerfile, labels)` with the paths in the context.
+    BuildImage {
+        /// Image tag.
+        tag: String,
+        /// Paths in the context tarball, in order.
+        files: Vec<String>,
+        /// Dockerfile path.
+        dockerfile: String,
+        /// Image labels.
+        labels: BTreeMap<String, String>,
+    },
+    /// `list_images_by_label(label)`
+    ListImagesByLabel(String),
+    /// `remove_image(image, force)`
+    RemoveImage(String, bool),
 }
 
 impl EngineCall {
@@ -87,6 +108,9 @@ impl EngineCall {
             Self::EnsureVolume(..) => Op::EnsureVolume,
             Self::RemoveVolume(_) => Op::RemoveVolume,
             Self::LogsTail(..) => Op::LogsTail,
+            Self::BuildImage { .. } => Op::BuildImage,
+            Self::ListImagesByLabel(_) => Op::ListImagesByLabel,
+            Self::RemoveImage(..) => Op::RemoveImage,
         }
     }
 }

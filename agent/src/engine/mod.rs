@@ -8,6 +8,7 @@ mod api;
 mod capabilities;
 mod convert;
 mod docker;
+mod docker_build;
 mod docker_ops;
 mod error;
 pub mod fake;
@@ -22,8 +23,8 @@ pub use error::EngineError;
 pub use fake::FakeEngine;
 pub use fake_calls::{EngineCall, Op};
 pub use types::{
-    Bind, ContainerDetails, ContainerSpec, ContainerState, ContainerSummary, DeviceMapping,
-    DeviceRequest, PortMapping, label_matches,
+    Bind, BuildOutput, ContainerDetails, ContainerSpec, ContainerState, ContainerSummary,
+    DeviceMapping, DeviceRequest, ImageSummary, PortMapping, label_matches,
 };
 
 /// Ask the engine at `docker_host` (`None`: the local default socket) for its capabilities.

@@ -228,6 +228,28 @@ pub struct ContainerSummary {
     pub state: ContainerState,
 }
 
+/// What a successful image build returns.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BuildOutput {
+    /// The built image's id (`sha256:…`).
+    pub image_id: String,
+    /// The last lines of the build output.
+    pub log_tail: String,
+}
+
+/// One line of `list_images_by_label`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImageSummary {
+    /// Image id (`sha256:…`).
+    pub id: String,
+    /// Tags (`repo:tag`).
+    pub tags: Vec<String>,
+    /// Image labels.
+    pub labels: BTreeMap<String, String>,
+    /// Creation time, Unix seconds.
+    pub created: i64,
+}
+
 /// Whether `labels` satisfies a label filter `key` or `key=value` (the engine's syntax).
 pub fn label_matches(labels: &BTreeMap<String, String>, filter: &str) -> bool {
     match filter.split_once('=') {
