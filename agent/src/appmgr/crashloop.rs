@@ -51,10 +51,10 @@ impl CrashGuard {
         code: Option<i64>,
         config: &CrashLoopConfig,
     ) -> Duration {
-        if let Some(since) = self.running_since.take() {
-            if now.saturating_duration_since(since) >= config.healthy_reset() {
-                self.consecutive = 0;
-            }
+        if let Some(since) = self.running_since.take()
+            && now.saturating_duration_since(since) >= config.healthy_reset()
+        {
+            self.consecutive = 0;
         }
         self.consecutive = self.consecutive.saturating_add(1);
         if code.is_some() {

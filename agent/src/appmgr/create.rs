@@ -1,10 +1,12 @@
 //! Creating an app's container: the held refusals (policy, pre-flight, a required GPU the
 //! engine refused) that are not retried until the spec or the plan changes, the retry of
 //! other failures on the crash-loop backoff, named volumes, the GPU plan applied to the
-//! container spec, and [`start_with_gpu_fallback`].
+//! container spec, and [`start_with_gpu_fallback`]. Every GPU fallback decision is also an
+//! event (once per decision: held refusals are not repeated).
 
 use odac_protocol::{AppSpec, AppStatus, Fallback, FallbackTier, Mechanism, Reason};
 
+use super::build::Built;
 use super::container::{self, container_spec};
 use super::crashloop::CrashGuard;
 use super::fallback::{StartOutcome, clip, start_plain, start_with_gpu_fallback};
@@ -20,18 +22,20 @@ impl Pass<'_> {
         rec: &mut AppRecord,
         spec: &AppSpec,
         identity: &Identity,
+        built: Option<&Built>,
     ) -> Result<AppStatus, EngineError> {
         let now = self.now;
         let plan = spec
             .gpu
             .as_ref()
             .map(|g| resolve_with(g, &self.assessment, &self.allocations, &self.config.gpu));
-        if let Some(hold) = &rec.hold {
-            if hold.identity == *identity && hold.plan == plan {
-                let mut status = hold.status.clone();
-                status.generation = self.generation;
-                return Ok(status);
-            }
+        if let Some(hold) = &rec.hold
+            && hold.identity == *identity
+            && hold.plan == plan
+        {
+            let mut status = hold.status.clone();
+            status.generation = self.generation;
+            return Ok(status);
         }
         rec.hold = None;
         if let Some((retry_identity, status)) = &rec.retry {
@@ -46,10 +50,14 @@ impl Pass<'_> {
         }
         rec.retry = None;
 
-        let Some(image) = spec.image.clone() else {
+        let Some(image) = spec
+            .image
+            .clone()
+            .or_else(|| built.map(|b| b.image.clone()))
+        else {
             let status = self.failed(
                 spec,
-                "the app has no image: git sources and catalog apps must be resolved to an image before they reach this agent".into(),
+                "the app has no image: catalog apps must be resolved to an image before they reach this agent".into(),
                 None,
             );
             rec.hold = Some(Hold {
@@ -65,6 +73,10 @@ impl Pass<'_> {
             &image,
             &self.config.extra_labels,
         );
+        if let Some(built) = built {
+            base.labels
+                .insert(labels::GIT_COMMIT.into(), built.commit.clone());
+        }
 
         if let Some(Plan::Refuse {
             reason,
@@ -85,7 +97,10 @@ impl Pass<'_> {
                     detail: Some(detail.clone()),
                 }),
             );
-            tracing::warn!(app = %spec.name, reason = %reason, "required gpu refused at pre-flight: nothing created");
+            self.events.error(
+                &spec.name,
+                format!("required gpu refused at pre-flight ({reason}): {detail}; nothing created"),
+            );
             rec.hold = Some(Hold {
                 identity: identity.clone(),
                 plan,
@@ -152,7 +167,23 @@ impl Pass<'_> {
                     self.allocations.add(&att.gpus);
                 }
                 if let Some(fb) = &fallback {
-                    tracing::warn!(app = %spec.name, detail = ?fb.detail, "the engine refused the gpu: running on the cpu");
+                    self.events.warn(
+                        &spec.name,
+                        format!(
+                            "the engine refused the gpu ({}): running on the cpu; {}",
+                            fb.reason,
+                            fb.detail.as_deref().unwrap_or_default()
+                        ),
+                    );
+                } else if let Some(fb) = &preflight {
+                    self.events.warn(
+                        &spec.name,
+                        format!(
+                            "no gpu for this app on this host ({}): running on the cpu; {}",
+                            fb.reason,
+                            fb.detail.as_deref().unwrap_or_default()
+                        ),
+                    );
                 }
                 rec.container_id = Some(id.clone());
                 rec.guard = CrashGuard::started(now);
@@ -172,7 +203,13 @@ impl Pass<'_> {
                 let fallback = fallback.or(preflight);
                 if refused_required {
                     let status = self.failed(spec, clip(error.engine_message()), fallback);
-                    tracing::warn!(app = %spec.name, error = %error, "the engine refused the required gpu");
+                    self.events.error(
+                        &spec.name,
+                        clip(format!(
+                            "the engine refused the required gpu: {}",
+                            error.engine_message()
+                        )),
+                    );
                     rec.hold = Some(Hold {
                         identity: identity.clone(),
                         plan,
@@ -190,7 +227,7 @@ impl Pass<'_> {
     }
 
     /// A creation that failed for a reason that may pass: fail now, retry after the backoff.
-    fn retry_later(
+    pub(super) fn retry_later(
         &self,
         rec: &mut AppRecord,
         spec: &AppSpec,

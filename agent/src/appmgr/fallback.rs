@@ -129,16 +129,15 @@ pub async fn start_with_gpu_fallback(
         reason: Reason::EngineRejected,
         detail: Some(clip(refusal.engine_message())),
     };
-    if let Some(id) = made {
-        if let Err(error) = engine.remove(&id, true).await {
-            if !error.is_not_found() {
-                return StartOutcome::Failed {
-                    id: Some(id),
-                    error,
-                    fallback: Some(fallback),
-                };
-            }
-        }
+    if let Some(id) = made
+        && let Err(error) = engine.remove(&id, true).await
+        && !error.is_not_found()
+    {
+        return StartOutcome::Failed {
+            id: Some(id),
+            error,
+            fallback: Some(fallback),
+        };
     }
     let Some(mut cpu) = cpu_spec else {
         return StartOutcome::Failed {

@@ -26,14 +26,22 @@ pub const GPU_VENDOR: &str = "odac.gpu.vendor";
 /// The fallback taken, as JSON.
 pub const GPU_FALLBACK: &str = "odac.gpu.fallback";
 
+/// Commit an image was built from (on the image and on its containers).
+pub const GIT_COMMIT: &str = "odac.git.commit";
+/// Repository an image was built from (without credentials).
+pub const GIT_URL: &str = "odac.git.url";
+/// Dockerfile path an image was built with.
+pub const GIT_DOCKERFILE: &str = "odac.git.dockerfile";
+
 fn short_hash(bytes: &[u8]) -> String {
     hex::encode(&Sha256::digest(bytes)[..16])
 }
 
-/// Hash of everything in the spec except the GPU intent and the restart token: a change here
-/// recreates the container.
+/// Hash of everything in the spec except the GPU intent, the restart token and secrets: a
+/// change here recreates the container.
 pub fn spec_hash(spec: &AppSpec) -> String {
-    let mut bare = spec.clone();
+    // A rotated access token is not a new spec.
+    let mut bare = spec.without_secrets();
     bare.gpu = None;
     bare.restart_token = None;
     // Serialising a plain struct with BTreeMaps cannot fail and is deterministic.

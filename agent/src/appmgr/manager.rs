@@ -2,7 +2,8 @@
 //! all clones share one state. Desired-state changes are validated as a whole, persisted
 //! atomically before the call returns, then reconciled by the loop ([`AppManager::run`]) or
 //! by [`AppManager::reconcile_once`]. Every status change is broadcast and persisted in the
-//! state directory for `odac-agent status`.
+//! state directory for `odac-agent status`. Diagnostic events (build progress, GPU
+//! fallbacks) go to [`AppManager::subscribe_events`].
 //!
 //! Engine outage: a pass that finds the engine unreachable leaves every app at its last
 //! status with `last_error` starting `engine_unavailable: `, and the loop retries with an
@@ -19,7 +20,9 @@ use tokio::sync::{Notify, broadcast};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::build::Builds;
 use super::error::AppMgrError;
+use super::events::{AppEvent, EventTx};
 use super::fallback::clip;
 use super::host::HostSource;
 use super::reconcile::{PassInput, Reconciler};
@@ -63,7 +66,9 @@ struct Inner {
     outage: Mutex<Option<Outage>>,
     reconciler: tokio::sync::Mutex<Reconciler>,
     events: broadcast::Sender<AppStatus>,
-    wake: Notify,
+    app_events: EventTx,
+    builds: Builds,
+    wake: Arc<Notify>,
     problems: Mutex<Vec<String>>,
 }
 
@@ -118,6 +123,16 @@ impl AppManager {
             .map(|s| (s.name.clone(), s))
             .collect();
         let (events, _) = broadcast::channel(EVENT_CAPACITY);
+        let app_events = EventTx::default();
+        let wake = Arc::new(Notify::new());
+        let builds = Builds::new(
+            Arc::clone(&engine),
+            app_events.clone(),
+            Arc::clone(&wake),
+            config.state_dir.clone(),
+            config.build.max_parallel,
+        );
+        builds.clear_leftovers();
         Ok(AppManager {
             inner: Arc::new(Inner {
                 config,
@@ -129,7 +144,9 @@ impl AppManager {
                 outage: Mutex::new(None),
                 reconciler: tokio::sync::Mutex::new(Reconciler::default()),
                 events,
-                wake: Notify::new(),
+                app_events,
+                builds,
+                wake,
                 problems: Mutex::new(problems),
             }),
         })
@@ -151,13 +168,13 @@ impl AppManager {
     pub async fn set_desired(&self, state: DesiredState) -> Result<(), AppMgrError> {
         state.validate()?;
         self.commit(|current| {
-            if let Some(cur) = current {
-                if state.generation < cur.generation {
-                    return Err(AppMgrError::Stale {
-                        got: state.generation,
-                        current: cur.generation,
-                    });
-                }
+            if let Some(cur) = current
+                && state.generation < cur.generation
+            {
+                return Err(AppMgrError::Stale {
+                    got: state.generation,
+                    current: cur.generation,
+                });
             }
             Ok(state)
         })
@@ -236,6 +253,11 @@ impl AppManager {
         self.inner.events.subscribe()
     }
 
+    /// Diagnostic events from now on: build progress and failures, GPU fallbacks.
+    pub fn subscribe_events(&self) -> broadcast::Receiver<AppEvent> {
+        self.inner.app_events.subscribe()
+    }
+
     /// Why the engine is not reachable, while it is not.
     pub fn engine_problem(&self) -> Option<String> {
         lock(&self.inner.outage).as_ref().map(|o| o.message.clone())
@@ -250,6 +272,8 @@ impl AppManager {
             engine: self.inner.engine.as_ref(),
             host: &self.inner.host,
             desired: desired.as_ref(),
+            builds: &self.inner.builds,
+            events: &self.inner.app_events,
         };
         match reconciler.pass(&input).await {
             Ok(statuses) => {

@@ -5,13 +5,16 @@
 //! agent's). The pieces: [`store`] (atomic state files), [`labels`] (how containers are
 //! recognised and what they remember), [`policy`], [`container`] (spec → container spec),
 //! [`fallback`] (`start_with_gpu_fallback` and the engine-refusal classifier),
-//! [`crashloop`], `reconcile` (one pass), and [`cli`] (`apply` and `status`).
+//! [`crashloop`], `reconcile` (one pass), [`build`] and `source` (apps built from git
+//! sources), [`events`] (diagnostic events), and [`cli`] (`apply` and `status`).
 
+pub mod build;
 pub mod cli;
 pub mod container;
 pub mod crashloop;
 mod create;
 mod error;
+pub mod events;
 pub mod fallback;
 mod host;
 pub mod labels;
@@ -19,10 +22,12 @@ mod manager;
 pub mod policy;
 mod reconcile;
 mod settings;
+mod source;
 pub mod store;
 
 pub use error::{AppMgrError, StoreError};
+pub use events::AppEvent;
 pub use fallback::{StartOutcome, is_device_refusal, start_with_gpu_fallback};
 pub use host::HostSource;
 pub use manager::AppManager;
-pub use settings::{AppManagerConfig, CrashLoopConfig, PolicyConfig};
+pub use settings::{AppManagerConfig, BuildConfig, CrashLoopConfig, PolicyConfig};

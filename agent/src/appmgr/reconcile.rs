@@ -13,6 +13,9 @@
 //!   the plan changes, so nothing churns. Other failures are retried with the crash-loop
 //!   backoff.
 //! - A container that exited is restarted after the crash-loop backoff.
+//! - An app with a git source gets its image from a background build first
+//!   ([`source`](super::source)); the container of the previous version keeps running until
+//!   the new image is ready. The images of apps no longer desired are removed with them.
 //! - GPU allocations are rebuilt from the containers' labels at the start of every pass.
 //!
 //! Engine calls that find the engine unreachable end the pass with
@@ -26,12 +29,15 @@ use odac_protocol::{
 };
 use tokio::time::Instant;
 
+use super::build::Builds;
 use super::crashloop::CrashGuard;
+use super::events::EventTx;
 use super::fallback::{clip, is_device_refusal};
 use super::host::HostSource;
 use super::labels::{self, Identity};
 use super::policy;
 use super::settings::AppManagerConfig;
+use super::source::{GitImage, with_build};
 use crate::engine::{ContainerEngine, ContainerState, ContainerSummary, EngineError};
 use crate::gpu::{Allocations, Plan, attached_from, resolve_with};
 use crate::sysinfo::Assessment;
@@ -67,6 +73,8 @@ pub(crate) struct PassInput<'a> {
     pub engine: &'a dyn ContainerEngine,
     pub host: &'a HostSource,
     pub desired: Option<&'a DesiredState>,
+    pub builds: &'a Builds,
+    pub events: &'a EventTx,
 }
 
 pub(super) struct Pass<'a> {
@@ -76,6 +84,8 @@ pub(super) struct Pass<'a> {
     pub(super) allocations: Allocations,
     pub(super) generation: u64,
     pub(super) now: Instant,
+    pub(super) builds: &'a Builds,
+    pub(super) events: &'a EventTx,
 }
 
 impl Reconciler {
@@ -109,6 +119,8 @@ impl Reconciler {
             allocations: Allocations::new(),
             generation: input.desired.map_or(0, |d| d.generation),
             now: Instant::now(),
+            builds: input.builds,
+            events: input.events,
         };
 
         let mut by_app: BTreeMap<String, Vec<ContainerSummary>> = BTreeMap::new();
@@ -123,8 +135,11 @@ impl Reconciler {
                     tracing::info!(app = %app, container = %c.id, "removing the container of an app no longer desired");
                     pass.remove(&c.id).await?;
                 }
+                pass.remove_built_images(app).await?;
             }
         }
+        let names: Vec<&str> = apps.iter().map(|a| a.name.as_str()).collect();
+        input.builds.retain(&names);
         by_app.retain(|app, _| apps.iter().any(|a| &a.name == app));
         self.apps
             .retain(|name, _| apps.iter().any(|a| &a.name == name));
@@ -238,6 +253,7 @@ impl Pass<'_> {
         for extra in existing {
             self.remove(&extra.id).await?;
         }
+        let mut stale = None;
         if let Some(c) = keep {
             let theirs = Identity::from_labels(&c.labels);
             if theirs.spec_hash == identity.spec_hash
@@ -249,14 +265,66 @@ impl Pass<'_> {
                 {
                     return Ok(status);
                 }
+                rec.container_id = None;
+                rec.guard = CrashGuard::default();
             } else {
-                tracing::info!(app = %spec.name, container = %c.id, "spec or restart token changed: recreating");
-                self.remove(&c.id).await?;
+                stale = Some(c);
             }
+        }
+        let built = match spec.source {
+            None => None,
+            Some(_) => match self.git_image(rec, spec, &identity).await? {
+                GitImage::Ready(built) => Some(built),
+                GitImage::Wait(mut status) => {
+                    if let Some(c) = stale {
+                        if status.state == AppState::Failed {
+                            tracing::info!(app = %spec.name, container = %c.id, "the new version did not build: removing the previous one");
+                            self.remove(&c.id).await?;
+                            rec.container_id = None;
+                        } else {
+                            // the previous version runs until the new image is ready
+                            status.container_id = Some(c.id.clone());
+                            status.commit = c.labels.get(labels::GIT_COMMIT).cloned();
+                            status.image = Some(c.image.clone());
+                        }
+                    }
+                    return Ok(*status);
+                }
+            },
+        };
+        if let Some(c) = stale {
+            tracing::info!(app = %spec.name, container = %c.id, "spec or restart token changed: recreating");
+            self.remove(&c.id).await?;
             rec.container_id = None;
             rec.guard = CrashGuard::default();
         }
-        self.create(rec, spec, &identity).await
+        let status = self.create(rec, spec, &identity, built.as_ref()).await?;
+        Ok(with_build(status, built.as_ref()))
+    }
+
+    /// Remove the images built for an app that is no longer desired (best effort).
+    async fn remove_built_images(&mut self, app: &str) -> Result<(), EngineError> {
+        let filter = format!("{}={app}", labels::APP);
+        let images = match self.engine.list_images_by_label(&filter).await {
+            Ok(images) => images,
+            Err(e) if e.is_unavailable() => return Err(e),
+            Err(_) => return Ok(()),
+        };
+        for image in images.iter().filter(|i| {
+            i.labels.get(labels::INSTANCE) == Some(&self.config.instance)
+                && i.labels.contains_key(labels::GIT_COMMIT)
+        }) {
+            match self.engine.remove_image(&image.id, false).await {
+                Ok(()) => {
+                    tracing::info!(app = %app, image = %image.id, "removed the image of an app no longer desired")
+                }
+                Err(e) if e.is_unavailable() => return Err(e),
+                Err(e) => {
+                    tracing::warn!(app = %app, image = %image.id, error = %e, "could not remove the image of an app no longer desired")
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Watch an up-to-date container: state, attached devices, crash-loop restarts. `None`
@@ -291,6 +359,10 @@ impl Pass<'_> {
         status.container_id = Some(details.id.clone());
         status.gpu.attached = attached_from(&details, labels::vendor(&details.labels));
         status.gpu.fallback = labels::fallback(&details.labels);
+        if let Some(commit) = details.labels.get(labels::GIT_COMMIT) {
+            status.commit = Some(commit.clone());
+            status.image = Some(details.image.clone());
+        }
         status.restart_required =
             their_gpu_hash != identity.gpu_hash || self.gpu_became_available(spec, &status);
         let now = self.now;

@@ -32,6 +32,8 @@ pub struct AppManagerConfig {
     pub stop_timeout_secs: u64,
     /// Extra labels put on every container and volume the manager creates.
     pub extra_labels: BTreeMap<String, String>,
+    /// Apps built from git sources.
+    pub build: BuildConfig,
 }
 
 impl Default for AppManagerConfig {
@@ -45,6 +47,7 @@ impl Default for AppManagerConfig {
             poll_interval_ms: 2_000,
             stop_timeout_secs: 10,
             extra_labels: BTreeMap::new(),
+            build: BuildConfig::default(),
         }
     }
 }
@@ -63,6 +66,51 @@ pub struct PolicyConfig {
     /// Host directories under which bind mounts are allowed (whole path components:
     /// `/srv/data` allows `/srv/data/x`, not `/srv/database`). Empty: no bind mounts.
     pub allowed_bind_prefixes: Vec<PathBuf>,
+}
+
+/// Git sources: how long fetching and building may take, how many images of an app are
+/// kept, and the largest build context. A failed build is retried on the crash-loop backoff.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BuildConfig {
+    /// The git program (a name looked up in `PATH`, or a path).
+    pub git: PathBuf,
+    /// Time allowed to fetch a repository and pack its build context, in seconds (5 min).
+    pub git_timeout_secs: u64,
+    /// Time allowed for one image build, in seconds (1 h).
+    pub build_timeout_secs: u64,
+    /// Images of an app kept (the newest ones, the running one included); older ones are
+    /// removed after each build. At least 1.
+    pub keep_images: usize,
+    /// Largest build context (the repository's tree at the commit), in bytes (1 GiB).
+    pub max_context_bytes: u64,
+    /// Builds running at the same time on this host.
+    pub max_parallel: usize,
+}
+
+impl Default for BuildConfig {
+    fn default() -> Self {
+        Self {
+            git: PathBuf::from("git"),
+            git_timeout_secs: 300,
+            build_timeout_secs: 3600,
+            keep_images: 2,
+            max_context_bytes: 1 << 30,
+            max_parallel: 2,
+        }
+    }
+}
+
+impl BuildConfig {
+    /// The fetch bound.
+    pub fn git_timeout(&self) -> Duration {
+        Duration::from_secs(self.git_timeout_secs.max(1))
+    }
+
+    /// The build bound.
+    pub fn build_timeout(&self) -> Duration {
+        Duration::from_secs(self.build_timeout_secs.max(1))
+    }
 }
 
 /// Crash-loop backoff: the first restart after `initial_backoff_ms`, doubling up to

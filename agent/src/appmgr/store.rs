@@ -51,10 +51,10 @@ impl Store {
     pub fn load_desired(&self) -> Result<Option<DesiredState>, StoreError> {
         let path = self.dir.join(DESIRED_FILE);
         let loaded: Option<DesiredState> = self.load(&path)?;
-        if let Some(state) = &loaded {
-            if let Err(e) = state.validate() {
-                return Err(self.move_aside(&path, format!("does not validate: {e}"))?);
-            }
+        if let Some(state) = &loaded
+            && let Err(e) = state.validate()
+        {
+            return Err(self.move_aside(&path, format!("does not validate: {e}"))?);
         }
         Ok(loaded)
     }

@@ -1,0 +1,194 @@
+//! Apps built from git sources. [`Builds`] runs at most one build job per app in the
+//! background, so a long clone or build never holds up the reconcile of other apps: the pass
+//! asks ([`Builds::poll`]) and gets the image when the job for the app's current spec and
+//! restart token is done, "still running" otherwise (a new job is started when there is
+//! none, or when the spec or the token changed — the old job is aborted). A finished job
+//! wakes the reconcile loop. A failure is handed out once, so the pass can fail the app and
+//! schedule the retry on the crash-loop backoff; a success stays until the spec or token
+//! changes, so recreating a container never rebuilds.
+//!
+//! [`git`] fetches, [`job`] builds, reuses and prunes.
+
+pub mod git;
+pub mod job;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::{Notify, Semaphore};
+use tokio::task::AbortHandle;
+
+pub use job::{BuildFailure, BuildRequest, Built, image_tag};
+
+use super::events::EventTx;
+use crate::engine::ContainerEngine;
+
+/// What a build is for: the app's spec hash and restart token. A new token fetches again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildKey {
+    /// Spec hash (the source is part of the spec).
+    pub spec_hash: String,
+    /// Restart token.
+    pub restart_token: String,
+}
+
+/// The answer of [`Builds::poll`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Poll {
+    /// The image to run.
+    Ready(Built),
+    /// A job is running (or was just started).
+    Running,
+    /// The job failed; handed out once.
+    Failed(BuildFailure),
+}
+
+enum State {
+    Running(AbortHandle),
+    Done(Result<Built, BuildFailure>),
+}
+
+struct Job {
+    key: BuildKey,
+    state: State,
+}
+
+struct Shared {
+    jobs: Mutex<BTreeMap<String, Job>>,
+    engine: Arc<dyn ContainerEngine>,
+    events: EventTx,
+    wake: Arc<Notify>,
+    permits: Arc<Semaphore>,
+    next_dir: AtomicU64,
+}
+
+/// The build jobs of one app manager; see the module documentation.
+#[derive(Clone)]
+pub(crate) struct Builds {
+    shared: Arc<Shared>,
+    state_dir: PathBuf,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Builds {
+    pub(crate) fn new(
+        engine: Arc<dyn ContainerEngine>,
+        events: EventTx,
+        wake: Arc<Notify>,
+        state_dir: PathBuf,
+        max_parallel: usize,
+    ) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                jobs: Mutex::new(BTreeMap::new()),
+                engine,
+                events,
+                wake,
+                permits: Arc::new(Semaphore::new(max_parallel.max(1))),
+                next_dir: AtomicU64::new(0),
+            }),
+            state_dir,
+        }
+    }
+
+    /// A fresh scratch directory for one fetch of `app` (an aborted job may still be
+    /// letting go of its own).
+    pub(crate) fn work_dir(&self, app: &str) -> PathBuf {
+        let n = self.shared.next_dir.fetch_add(1, Ordering::Relaxed);
+        self.state_dir.join("builds").join(format!("{app}.{n}"))
+    }
+
+    /// Remove what fetches interrupted by an agent stop left behind.
+    pub(crate) fn clear_leftovers(&self) {
+        let dir = self.state_dir.join("builds");
+        if let Err(e) = git::clear_dir(&dir) {
+            tracing::warn!(error = %e, "could not clear old build directories");
+        }
+    }
+
+    /// The image for `app` at `key`; starts a job (replacing one for another key) when none
+    /// is running or done for it. `request` is called only when a job starts.
+    pub(crate) fn poll(
+        &self,
+        app: &str,
+        key: &BuildKey,
+        request: impl FnOnce() -> BuildRequest,
+    ) -> Poll {
+        let mut jobs = lock(&self.shared.jobs);
+        if let Some(job) = jobs.get(app).filter(|j| j.key == *key) {
+            match &job.state {
+                State::Running(_) => return Poll::Running,
+                State::Done(Ok(built)) => return Poll::Ready(built.clone()),
+                State::Done(Err(_)) => {
+                    if let Some(Job {
+                        state: State::Done(Err(failure)),
+                        ..
+                    }) = jobs.remove(app)
+                    {
+                        return Poll::Failed(failure);
+                    }
+                }
+            }
+        }
+        if let Some(Job {
+            state: State::Running(handle),
+            ..
+        }) = jobs.remove(app)
+        {
+            tracing::info!(app = %app, "spec or restart token changed: abandoning the running build");
+            handle.abort();
+        }
+        let request = request();
+        let shared = Arc::clone(&self.shared);
+        let (name, job_key) = (app.to_owned(), key.clone());
+        let task = tokio::spawn(async move {
+            let _permit = Arc::clone(&shared.permits).acquire_owned().await;
+            let result = job::run(&request, shared.engine.as_ref(), &shared.events).await;
+            if let Some(job) = lock(&shared.jobs)
+                .get_mut(&name)
+                .filter(|j| j.key == job_key)
+            {
+                job.state = State::Done(result);
+            }
+            shared.wake.notify_one();
+        });
+        jobs.insert(
+            app.to_owned(),
+            Job {
+                key: key.clone(),
+                state: State::Running(task.abort_handle()),
+            },
+        );
+        Poll::Running
+    }
+
+    /// Forget a finished image (it vanished from the engine): the next poll builds again.
+    pub(crate) fn invalidate(&self, app: &str) {
+        let mut jobs = lock(&self.shared.jobs);
+        if matches!(
+            jobs.get(app),
+            Some(Job {
+                state: State::Done(_),
+                ..
+            })
+        ) {
+            jobs.remove(app);
+        }
+    }
+
+    /// Drop the jobs of apps not in `apps`, aborting running ones.
+    pub(crate) fn retain(&self, apps: &[&str]) {
+        lock(&self.shared.jobs).retain(|name, job| {
+            let keep = apps.contains(&name.as_str());
+            if let (false, State::Running(handle)) = (keep, &job.state) {
+                handle.abort();
+            }
+            keep
+        });
+    }
+}

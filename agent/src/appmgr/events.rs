@@ -1,0 +1,86 @@
+//! Diagnostic events of the app manager: build progress and failures of git-sourced apps and
+//! every GPU fallback decision. They are logged here and broadcast to subscribers
+//! ([`AppManager::subscribe_events`](super::AppManager::subscribe_events)); `run.rs` forwards
+//! them to the control plane as `event` messages. A subscriber that lags loses events; nothing
+//! here blocks the reconcile loop.
+
+use odac_protocol::EventLevel;
+use tokio::sync::broadcast;
+
+/// Capacity of the event broadcast.
+const CAPACITY: usize = 256;
+
+/// One event, about one app or the manager as a whole.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppEvent {
+    /// Severity.
+    pub level: EventLevel,
+    /// App concerned, if any.
+    pub app: Option<String>,
+    /// What happened (never carries a secret).
+    pub message: String,
+}
+
+/// The sending side, shared by the reconcile pass and the build jobs.
+#[derive(Debug, Clone)]
+pub(crate) struct EventTx(broadcast::Sender<AppEvent>);
+
+impl Default for EventTx {
+    fn default() -> Self {
+        Self(broadcast::channel(CAPACITY).0)
+    }
+}
+
+impl EventTx {
+    /// Every event from now on.
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<AppEvent> {
+        self.0.subscribe()
+    }
+
+    /// Log the event and broadcast it (no subscriber is fine).
+    pub(crate) fn emit(&self, level: EventLevel, app: &str, message: impl Into<String>) {
+        let message = message.into();
+        match level {
+            EventLevel::Info => tracing::info!(app = %app, "{message}"),
+            EventLevel::Warn => tracing::warn!(app = %app, "{message}"),
+            EventLevel::Error => tracing::error!(app = %app, "{message}"),
+        }
+        let _ = self.0.send(AppEvent {
+            level,
+            app: Some(app.to_owned()),
+            message,
+        });
+    }
+
+    pub(crate) fn info(&self, app: &str, message: impl Into<String>) {
+        self.emit(EventLevel::Info, app, message);
+    }
+
+    pub(crate) fn warn(&self, app: &str, message: impl Into<String>) {
+        self.emit(EventLevel::Warn, app, message);
+    }
+
+    pub(crate) fn error(&self, app: &str, message: impl Into<String>) {
+        self.emit(EventLevel::Error, app, message);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn subscribers_see_events_in_order() {
+        let tx = EventTx::default();
+        tx.info("nobody-listens", "dropped quietly");
+        let mut rx = tx.subscribe();
+        tx.info("web", "fetching");
+        tx.error("web", "build failed");
+        let first = rx.recv().await.unwrap();
+        assert_eq!(
+            (first.level, first.app.as_deref(), first.message.as_str()),
+            (EventLevel::Info, Some("web"), "fetching")
+        );
+        assert_eq!(rx.recv().await.unwrap().level, EventLevel::Error);
+    }
+}

@@ -1,0 +1,98 @@
+//! The image of a git-sourced app, as the reconcile pass sees it: ready (built or reused for
+//! the app's current spec and restart token), building (the app reports `creating`, and a
+//! container of the previous version keeps running meanwhile), or failed — state `failed`,
+//! reason `build_failed` in `gpu.fallback` (as `policy_denied` is reported), `last_error`
+//! with the builder's words and the last lines of the build log — retried after the
+//! crash-loop backoff, never in a tight loop.
+
+use odac_protocol::{AppSpec, AppState, AppStatus, Fallback, FallbackTier, Reason};
+
+use super::build::{BuildKey, BuildRequest, Built, Poll};
+use super::fallback::clip;
+use super::labels::Identity;
+use super::reconcile::{AppRecord, Pass};
+use crate::engine::EngineError;
+
+/// What the pass can do with a git-sourced app now.
+#[derive(Debug)]
+pub(super) enum GitImage {
+    /// Run this image.
+    Ready(Built),
+    /// Report this status and come back later (building, or waiting to retry a failure).
+    Wait(Box<AppStatus>),
+}
+
+impl Pass<'_> {
+    /// The image of a git-sourced app; see the module documentation.
+    pub(super) async fn git_image(
+        &mut self,
+        rec: &mut AppRecord,
+        spec: &AppSpec,
+        identity: &Identity,
+    ) -> Result<GitImage, EngineError> {
+        let Some(source) = &spec.source else {
+            return Ok(GitImage::Wait(Box::new(self.base_status(spec))));
+        };
+        if let Some((retry_identity, status)) = &rec.retry
+            && retry_identity == identity
+            && rec.guard.waiting()
+            && !rec.guard.due(self.now)
+        {
+            let mut status = status.clone();
+            status.generation = self.generation;
+            return Ok(GitImage::Wait(Box::new(status)));
+        }
+        let key = BuildKey {
+            spec_hash: identity.spec_hash.clone(),
+            restart_token: identity.restart_token.clone(),
+        };
+        let request = || BuildRequest {
+            app: spec.name.clone(),
+            instance: self.config.instance.clone(),
+            source: source.clone(),
+            dir: self.builds.work_dir(&spec.name),
+            config: self.config.build.clone(),
+            extra_labels: self.config.extra_labels.clone(),
+        };
+        let mut poll = self.builds.poll(&spec.name, &key, request);
+        if let Poll::Ready(built) = &poll {
+            // The image may have been removed behind our back: build it again.
+            if !self.engine.image_exists(&built.image).await? {
+                tracing::warn!(app = %spec.name, image = %built.image, "built image is gone: building again");
+                self.builds.invalidate(&spec.name);
+                poll = self.builds.poll(&spec.name, &key, request);
+            }
+        }
+        match poll {
+            Poll::Ready(built) => Ok(GitImage::Ready(built)),
+            Poll::Running => {
+                let mut status = self.base_status(spec);
+                status.state = AppState::Creating;
+                Ok(GitImage::Wait(Box::new(status)))
+            }
+            Poll::Failed(failure) => {
+                let mut error = format!("{}: {}", Reason::BuildFailed, failure.message);
+                if let Some(tail) = failure.log_tail.as_deref().filter(|t| !t.is_empty()) {
+                    error.push('\n');
+                    error.push_str(tail);
+                }
+                let fallback = Fallback {
+                    tier: FallbackTier::Preflight,
+                    reason: Reason::BuildFailed,
+                    detail: Some(clip(failure.message)),
+                };
+                let status = self.retry_later(rec, spec, identity, clip(error), Some(fallback));
+                Ok(GitImage::Wait(Box::new(status)))
+            }
+        }
+    }
+}
+
+/// Put what was built on a status: the image tag and the commit.
+pub(super) fn with_build(mut status: AppStatus, built: Option<&Built>) -> AppStatus {
+    if let Some(built) = built {
+        status.commit = Some(built.commit.clone());
+        status.image = Some(built.image.clone());
+    }
+    status
+}
