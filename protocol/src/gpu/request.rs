@@ -179,13 +179,13 @@ impl GpuRequest {
         }
         let from_runtime = self.runtime.as_ref().and_then(GpuRuntime::vendor);
         let from_vendor = self.vendor.as_ref().and_then(GpuVendor::vendor);
-        if let (Some(r), Some(v), Some(rt)) = (from_runtime, from_vendor, &self.runtime) {
-            if r != v {
-                return Err(ValidationError::new(
-                    "gpu.vendor",
-                    format!("vendor \"{v}\" does not agree with runtime {rt}"),
-                ));
-            }
+        if let (Some(r), Some(v), Some(rt)) = (from_runtime, from_vendor, &self.runtime)
+            && r != v
+        {
+            return Err(ValidationError::new(
+                "gpu.vendor",
+                format!("vendor \"{v}\" does not agree with runtime {rt}"),
+            ));
         }
         self.try_count()?;
         let optional = self.try_optional()?;
