@@ -51,21 +51,38 @@ function say(text, isError) {
 
 function renderHosts(hosts) {
   const body = document.querySelector("#hosts tbody");
-  body.replaceChildren(...hosts.map(h => el("tr", { "data-host": h.id },
-    el("td", {}, h.hostname, el("span", { class: "detail mono" }, h.id)),
-    el("td", {}, el("span", { class: "pill " + (h.connected ? "on" : "off") }, h.connected ? "connected" : "offline")),
-    el("td", {}, h.gpus.length ? h.gpus.map(g => g.vendor + " × " + g.count + " (" + g.models.join(", ") + ")").join("; ") : "—"),
-    el("td", {}, h.schedulable.length ? h.schedulable.join(", ") : "—"),
-    el("td", { class: "reason" }, Object.entries(h.reasons).map(([v, r]) => v + ": " + r).join("; ") || (h.inventory && !h.gpus.length ? "no_device" : "—")),
-    el("td", {}, h.engine),
-    el("td", {}, h.apps.join(", ") || "—"))));
+  body.replaceChildren(...hosts.map(h => {
+    const reason = Object.entries(h.reasons).map(([v, r]) => v + ": " + r).join("; ") ||
+      (h.inventory && !h.gpus.length ? "no_device" : "");
+    return el("tr", { "data-host": h.id },
+      el("td", {}, h.hostname, el("span", { class: "detail mono" }, h.id)),
+      el("td", {}, el("span", { class: "pill " + (h.connected ? "on" : "off") }, h.connected ? "connected" : "offline")),
+      el("td", {}, h.gpus.length ? h.gpus.map(g => g.vendor + " × " + g.count + " (" + g.models.join(", ") + ")").join("; ") : "—"),
+      el("td", {}, h.schedulable.length ? h.schedulable.join(", ") : "—"),
+      el("td", { class: reason ? "reason" : "reason none" }, reason || "—"),
+      el("td", {}, h.engine),
+      el("td", {}, h.apps.join(", ") || "—"));
+  }));
   document.getElementById("hosts-empty").hidden = hosts.length > 0;
 }
 
+// Re-rendering replaces the rows: keep the focused control (by id) focused, so a keyboard
+// user's place survives the live updates.
+function keepFocus(render) {
+  const id = document.activeElement && document.activeElement.id;
+  render();
+  const again = id && document.getElementById(id);
+  if (again && again !== document.activeElement) again.focus({ preventScroll: true });
+}
+
+// GPU switches whose PUT is still in flight: name → the state the user chose, so a refresh
+// that lands first does not flip the switch back.
+const gpuInFlight = new Map();
+
 function renderApps(apps) {
   const body = document.querySelector("#apps tbody");
-  body.replaceChildren(...apps.map(a => {
-    const gpuOn = !!a.requested;
+  keepFocus(() => body.replaceChildren(...apps.map(a => {
+    const gpuOn = gpuInFlight.has(a.name) ? gpuInFlight.get(a.name) : !!a.requested;
     const toggleId = "gpu-" + a.name;
     const fb = a.fallback;
     return el("tr", { "data-app": a.name },
@@ -77,15 +94,15 @@ function renderApps(apps) {
       el("td", { class: "mono" }, a.image || "—"),
       el("td", { class: "requested mono" }, request(a.requested)),
       el("td", { class: "attached mono" }, attached(a.attached)),
-      el("td", { class: "reason" }, fb ? fb.reason + (a.attached ? "" : (a.state === "running" ? " (on CPU)" : "")) : "—",
+      el("td", { class: fb ? "reason" : "reason none" }, fb ? fb.reason + (a.attached ? "" : (a.state === "running" ? " (on CPU)" : "")) : "—",
         fb ? el("span", { class: "detail" }, fb.tier + (fb.detail ? ": " + fb.detail : "")) : null,
         a.status && a.status.last_error ? el("span", { class: "detail" }, a.status.last_error) : null),
       el("td", {}, el("label", { class: "switch", for: toggleId },
         el("input", { type: "checkbox", id: toggleId, role: "switch", checked: gpuOn, "aria-checked": String(gpuOn),
           onchange: ev => setGpu(a.name, ev.target.checked) }),
         el("span", {}, "GPU for " + a.name))),
-      el("td", {}, el("button", { type: "button", "aria-label": "Restart " + a.name, onclick: () => restart(a.name) }, "Restart")));
-  }));
+      el("td", {}, el("button", { type: "button", id: "restart-" + a.name, "aria-label": "Restart " + a.name, onclick: () => restart(a.name) }, "Restart")));
+  })));
   document.getElementById("apps-empty").hidden = apps.length > 0;
 }
 
@@ -96,11 +113,13 @@ function renderEvents(events) {
 }
 
 async function setGpu(name, on) {
+  gpuInFlight.set(name, on);
   try {
     const r = await api("PUT", "/api/apps/" + encodeURIComponent(name) + "/gpu", on ? true : false);
     say("app " + name + ": GPU " + (on ? "on (optional, automatic vendor)" : "off") +
         (r.restart_required_to_apply ? " — restart required to apply" : ""));
   } catch (e) { say(e.message, true); }
+  gpuInFlight.delete(name);
   refresh();
 }
 
@@ -126,12 +145,61 @@ function soon() {
   pending = setTimeout(() => { pending = null; refresh(); }, 80);
 }
 
-function live() {
+// The event stream is read with fetch, not EventSource: EventSource cannot send the API token
+// (`--api-token`), so with a token the page would never go live. Reconnects with backoff.
+const EVENT_KINDS = new Set(["hello", "host", "app", "app_deleted", "event", "faults", "resync"]);
+
+function sseKind(block) {
+  // one SSE message: the `event:` field names it (comment-only blocks are keep-alives)
+  const m = block.match(/^event:\s?(.*)$/m);
+  return m ? m[1].trim() : null;
+}
+
+async function follow(pill) {
+  const headers = { "Accept": "text/event-stream" };
+  if (token) headers["Authorization"] = "Bearer " + token;
+  const res = await fetch("/api/events", { headers, cache: "no-store" });
+  if (!res.ok || !res.body) {
+    const data = await res.json().catch(() => null);
+    throw new Error("event stream: " + ((data && data.error) || ("http " + res.status)));
+  }
+  const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buf += value.replace(/\r\n?/g, "\n");
+    let end;
+    while ((end = buf.indexOf("\n\n")) >= 0) {
+      const kind = sseKind(buf.slice(0, end));
+      buf = buf.slice(end + 2);
+      if (kind === "hello") {
+        pill.textContent = "live";
+        pill.className = "pill on";
+        const m = document.getElementById("message");
+        if (m.className === "error" && m.textContent.startsWith("event stream:")) say("");
+      }
+      if (EVENT_KINDS.has(kind)) soon();
+    }
+  }
+}
+
+async function live() {
   const pill = document.getElementById("live");
-  const es = new EventSource("/api/events");
-  es.addEventListener("hello", () => { pill.textContent = "live"; pill.className = "pill on"; soon(); });
-  for (const kind of ["host", "app", "app_deleted", "event", "faults", "resync"]) es.addEventListener(kind, soon);
-  es.onerror = () => { pill.textContent = "reconnecting…"; pill.className = "pill off"; };
+  let delay = 500;
+  for (;;) {
+    const started = Date.now();
+    try {
+      await follow(pill);
+    } catch (e) {
+      if (e.message.startsWith("event stream:")) say(e.message, true);
+    }
+    pill.textContent = "reconnecting…";
+    pill.className = "pill off";
+    if (Date.now() - started > 10000) delay = 500;
+    await new Promise(r => setTimeout(r, delay));
+    delay = Math.min(delay * 2, 10000);
+  }
 }
 
 refresh();

@@ -1,0 +1,229 @@
+//! Headless Chromium for dashboard tests: finds Debian's `chromium` and `chromedriver` (or
+//! `ODAC_CHROMIUM` / `ODAC_CHROMEDRIVER`), starts `chromedriver` on a free loopback port in its
+//! own process group, opens a WebDriver session through fantoccini over plain HTTP (fixed window
+//! size, a throw-away profile, test-CA certificate errors ignored by this browser only), and
+//! polls the page with deadlines. Dropping [`Driver`] ends the session's processes.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::wd::Capabilities;
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+/// Window size of the test browser (CSS pixels).
+pub const WINDOW: (u32, u32) = (1440, 1000);
+
+/// The first executable named `names` on `PATH`, or the path in env `var`.
+fn find_exe(var: &str, names: &[&str]) -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os(var).filter(|p| !p.is_empty()) {
+        return Some(PathBuf::from(p)).filter(|p| p.is_file());
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .flat_map(|d| names.iter().map(move |n| d.join(n)))
+        .find(|p| p.is_file())
+}
+
+/// Paths of the browser and its driver, or why they are missing.
+pub fn find_chromium() -> Result<(PathBuf, PathBuf), String> {
+    let browser = find_exe("ODAC_CHROMIUM", &["chromium", "chromium-browser"])
+        .ok_or("chromium not found (apt-get install chromium, or set ODAC_CHROMIUM)")?;
+    let driver = find_exe("ODAC_CHROMEDRIVER", &["chromedriver"]).ok_or(
+        "chromedriver not found (apt-get install chromium-driver, or set ODAC_CHROMEDRIVER)",
+    )?;
+    Ok((browser, driver))
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A running `chromedriver` and one browser session on it.
+pub struct Driver {
+    pub client: Client,
+    driver: Child,
+    _profile: tempfile::TempDir,
+}
+
+impl Driver {
+    /// Starts `chromedriver` and a headless `browser` session.
+    pub async fn start(browser: &Path, driver: &Path) -> Driver {
+        let port = free_port();
+        let mut child = Command::new(driver)
+            .arg(format!("--port={port}"))
+            .arg("--allowed-ips=127.0.0.1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            // its own group: dropping the driver also ends the browser it started
+            .process_group(0)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", driver.display()));
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("chromedriver exited at start: {status}");
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("chromedriver did not listen on {addr} within 15 s");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let profile = tempfile::tempdir().unwrap();
+        let caps = json!({
+            "browserName": "chrome",
+            "acceptInsecureCerts": true,
+            "goog:chromeOptions": {
+                "binary": browser.display().to_string(),
+                "args": [
+                    "--headless=new",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--disable-dev-shm-usage",
+                    // the simulator's certificate is signed by a test CA: this browser only
+                    "--ignore-certificate-errors",
+                    "--no-first-run",
+                    "--hide-scrollbars",
+                    format!("--window-size={},{}", WINDOW.0, WINDOW.1),
+                    format!("--user-data-dir={}", profile.path().display()),
+                ],
+            },
+        });
+        let Value::Object(caps) = caps else {
+            unreachable!()
+        };
+        let caps: Capabilities = caps;
+        let client = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+            .capabilities(caps)
+            .connect(&format!("http://{addr}"))
+            .await;
+        let client = match client {
+            Ok(c) => c,
+            Err(e) => {
+                kill_group(&mut child);
+                panic!("cannot open a Chromium session through chromedriver: {e}");
+            }
+        };
+        client.set_window_size(WINDOW.0, WINDOW.1).await.unwrap();
+        Driver {
+            client,
+            driver: child,
+            _profile: profile,
+        }
+    }
+
+    /// Ends the browser session (the drop then stops the driver).
+    pub async fn close(self) {
+        let _ = self.client.clone().close().await;
+    }
+
+    /// Runs `script` (a function body; `arguments[0..]` are `args`) and decodes its result.
+    pub async fn eval<T: DeserializeOwned>(&self, script: &str, args: Vec<Value>) -> T {
+        let v = self
+            .client
+            .execute(script, args)
+            .await
+            .unwrap_or_else(|e| panic!("script failed: {e}\n{script}"));
+        serde_json::from_value(v.clone())
+            .unwrap_or_else(|e| panic!("script result {v} does not decode: {e}"))
+    }
+
+    /// Polls `probe` every 100 ms until `ok` holds on its result, for at most `within`. On
+    /// timeout, saves a screenshot to `failure_png` and panics with `what` and the last value.
+    pub async fn wait_for<T, F, Fut>(
+        &self,
+        what: &str,
+        within: Duration,
+        failure_png: &Path,
+        mut probe: F,
+        ok: impl Fn(&T) -> bool,
+    ) -> T
+    where
+        T: std::fmt::Debug,
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = T>,
+    {
+        let deadline = Instant::now() + within;
+        loop {
+            let v = probe().await;
+            if ok(&v) {
+                return v;
+            }
+            if Instant::now() > deadline {
+                self.screenshot(failure_png).await;
+                panic!(
+                    "timed out after {within:?} waiting for {what}; last: {v:?} (screenshot: {})",
+                    failure_png.display()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Clicks the element at CSS `selector`, finding it again when the page re-rendered it
+    /// between the lookup and the click (stale element), for at most 10 s.
+    pub async fn click(&self, selector: &str) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let r = match self.client.find(Locator::Css(selector)).await {
+                Ok(e) => e.click().await,
+                Err(e) => Err(e),
+            };
+            match r {
+                Ok(()) => return,
+                Err(e) if Instant::now() > deadline => panic!("cannot click {selector}: {e}"),
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+    }
+
+    /// Saves a PNG screenshot of the window to `path`.
+    pub async fn screenshot(&self, path: &Path) {
+        match self.client.screenshot().await {
+            Ok(png) => {
+                if let Some(dir) = path.parent() {
+                    let _ = std::fs::create_dir_all(dir);
+                }
+                if let Err(e) = std::fs::write(path, png) {
+                    println!("cannot write {}: {e}", path.display());
+                }
+            }
+            Err(e) => println!("cannot take a screenshot: {e}"),
+        }
+    }
+}
+
+fn kill_group(child: &mut Child) {
+    let _ = Command::new("kill")
+        .args(["-KILL", "--", &format!("-{}", child.id())])
+        .stderr(Stdio::null())
+        .status();
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        kill_group(&mut self.driver);
+    }
+}
+
+/// The cargo target directory this test binary runs from (`target/debug/deps/…` → `target`).
+pub fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.ancestors()
+        .nth(3)
+        .map_or_else(|| PathBuf::from("target"), Path::to_path_buf)
+}
