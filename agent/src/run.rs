@@ -1,6 +1,7 @@
 //! `odac-agent run`: the service. [`run`] wires the pieces together — token and TLS settings,
 //! the agent id, the Docker engine, the app manager, the inventory scanner (every ≤ 10 s),
-//! the uplink and systemd notifications — and returns when `shutdown` is cancelled.
+//! the uplink (with the app manager's diagnostic events forwarded to it as `event` messages)
+//! and systemd notifications — and returns when `shutdown` is cancelled.
 //! [`run_command`] is the subcommand's body: configuration (exit 78 on a bad one), logging,
 //! the runtime, SIGTERM/SIGINT, and the 5-second shutdown bound. Exit codes: 0 ok, 1 runtime
 //! failure, 2 usage (clap), 78 bad configuration.
@@ -15,12 +16,13 @@ use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
-use crate::appmgr::{AppManager, AppMgrError};
+use crate::appmgr::{AppEvent, AppManager, AppMgrError};
 use crate::config::Config;
 use crate::engine::{ContainerEngine, DockerEngine};
 use crate::sysinfo::{Assessment, scan};
 use crate::uplink::{
-    AppControl, ApplyError, Dialer, Endpoint, TOKEN_ENV, Token, Uplink, UplinkConfig, identity, tls,
+    AppControl, ApplyError, Dialer, Endpoint, EventSink, TOKEN_ENV, Token, Uplink, UplinkConfig,
+    identity, tls,
 };
 
 /// Exit code: success.
@@ -194,6 +196,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), RunE
     ));
     tasks.spawn(manager.clone().run(shutdown.clone()));
 
+    let app_events = manager.subscribe_events();
     let uplink = Uplink::new(
         UplinkConfig {
             dialer: Dialer::new(
@@ -213,6 +216,11 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), RunE
         Arc::new(ManagerControl(manager)),
         inventory_rx,
     );
+    tasks.spawn(forward_events(
+        app_events,
+        uplink.events(),
+        shutdown.clone(),
+    ));
     uplink.run(shutdown.clone()).await;
     crate::notify::stopping();
     // the other tasks watch the same token; the caller bounds how long this may take
@@ -259,6 +267,28 @@ async fn inventory_loop(
             inv = scan_inventory(&root, &docker) => inv,
         };
         tx.send_replace(Some(Arc::new(inventory)));
+    }
+}
+
+/// Moves the app manager's diagnostic events (build progress, GPU fallbacks) into the
+/// uplink's outbox until `shutdown`.
+async fn forward_events(
+    mut events: broadcast::Receiver<AppEvent>,
+    sink: EventSink,
+    shutdown: CancellationToken,
+) {
+    loop {
+        let event = tokio::select! {
+            () = shutdown.cancelled() => return,
+            e = events.recv() => e,
+        };
+        match event {
+            Ok(e) => sink.push(e.level, e.app.as_deref(), e.message),
+            Err(broadcast::error::RecvError::Lagged(n)) => {
+                warn!(missed = n, "app manager events lagged; some were not sent");
+            }
+            Err(broadcast::error::RecvError::Closed) => return,
+        }
     }
 }
 
