@@ -1,6 +1,8 @@
 //! The dashboard at `/`: one HTML page with its CSS and JS embedded in the binary
 //! (`include_str!`, no build step). The page reads `/api/hosts` and `/api/apps`, listens to
-//! `/api/events` (SSE) for live updates, and drives `PUT …/gpu` and `POST …/restart`.
+//! `/api/events` (SSE, read with `fetch` so that an `--api-token` given as `#token=T` is sent)
+//! for live updates, and drives `PUT …/gpu` and `POST …/restart`. Exercised in headless
+//! Chromium by `tests/dashboard_browser.rs`.
 
 use std::sync::Arc;
 
