@@ -80,7 +80,7 @@ pub struct AppView {
     pub restart_required: bool,
     /// Restart token in the spec.
     pub restart_token: Option<String>,
-    /// The spec sent to the agent.
+    /// The spec sent to the agent, without secrets (a git source's token is never shown).
     pub spec: AppSpec,
     /// The agent's latest status.
     pub status: Option<AppStatus>,
@@ -176,7 +176,7 @@ pub fn app_view(name: &str, a: &AppRecord, host: Option<&HostRecord>) -> AppView
         fallback,
         restart_required: status.as_ref().is_some_and(|s| s.restart_required),
         restart_token: a.spec.restart_token.clone(),
-        spec: a.spec.clone(),
+        spec: a.spec.without_secrets(),
         status,
     }
 }

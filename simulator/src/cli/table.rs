@@ -1,5 +1,6 @@
 //! Plain-text tables for `odac app list` and `odac host list`: the requested GPU intent, the
-//! attached devices and the fallback reason side by side, and the fleet's GPUs per vendor.
+//! attached devices and the fallback reason side by side (and, for apps built from git, the
+//! commit running), and the fleet's GPUs per vendor.
 
 use odac_protocol::{Attached, GpuRequest};
 
@@ -69,6 +70,14 @@ pub fn attached(a: Option<&Attached>) -> String {
     }
 }
 
+/// The commit an app runs, shortened to 12 hex digits, or `-`.
+pub fn commit(a: &AppView) -> String {
+    a.status
+        .as_ref()
+        .and_then(|s| s.commit.as_deref())
+        .map_or_else(|| "-".to_owned(), |c| c.chars().take(12).collect())
+}
+
 /// The `odac app list` table.
 pub fn apps(apps: &[AppView]) -> String {
     let rows: Vec<Vec<String>> = apps
@@ -97,6 +106,7 @@ pub fn apps(apps: &[AppView]) -> String {
                 },
                 state,
                 a.image.clone().unwrap_or_else(|| "-".to_owned()),
+                commit(a),
                 request(a.requested.as_ref()),
                 attached(a.attached.as_ref()),
                 reason,
@@ -109,6 +119,7 @@ pub fn apps(apps: &[AppView]) -> String {
             "HOST",
             "STATE",
             "IMAGE",
+            "COMMIT",
             "GPU REQUEST",
             "ATTACHED",
             "REASON",
@@ -188,6 +199,38 @@ mod tests {
             &[vec!["xxx".into(), "y".into()], vec!["z".into(), "w".into()]],
         );
         assert_eq!(t, "A    BB\nxxx  y\nz    w\n");
+    }
+
+    #[test]
+    fn app_rows_show_the_commit_built() {
+        let mut spec = odac_protocol::AppSpec::default();
+        spec.name = "svc".into();
+        let status = odac_protocol::AppStatus {
+            name: "svc".into(),
+            commit: Some("0123456789abcdef0123456789abcdef01234567".into()),
+            ..odac_protocol::AppStatus::default()
+        };
+        let mut view = AppView {
+            name: "svc".into(),
+            host: "h1".into(),
+            hostname: "gpu-1".into(),
+            state: "running".into(),
+            image: Some("odac/svc:0123456789ab".into()),
+            requested: None,
+            attached: None,
+            fallback: None,
+            reason: None,
+            restart_required: false,
+            restart_token: None,
+            spec,
+            status: Some(status),
+        };
+        let table = apps(std::slice::from_ref(&view));
+        let mut lines = table.lines();
+        assert!(lines.next().unwrap().contains("COMMIT"));
+        assert!(lines.next().unwrap().contains(" 0123456789ab "), "{table}");
+        view.status = None;
+        assert_eq!(commit(&view), "-");
     }
 
     #[test]
