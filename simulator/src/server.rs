@@ -93,11 +93,11 @@ fn load_or_create_token(dir: &std::path::Path) -> Result<(String, PathBuf), SimE
 }
 
 async fn require_api_token(State(hub): State<Arc<Hub>>, req: Request, next: Next) -> Response {
-    if let Some(want) = &hub.api_token {
-        if ws::bearer(req.headers()) != Some(want.as_str()) {
-            return ApiError::new(StatusCode::UNAUTHORIZED, "missing or wrong API token")
-                .into_response();
-        }
+    if let Some(want) = &hub.api_token
+        && ws::bearer(req.headers()) != Some(want.as_str())
+    {
+        return ApiError::new(StatusCode::UNAUTHORIZED, "missing or wrong API token")
+            .into_response();
     }
     next.run(req).await
 }
