@@ -3,7 +3,8 @@
 //! container of the previous version keeps running meanwhile), or failed — state `failed`,
 //! reason `build_failed` in `gpu.fallback` (as `policy_denied` is reported), `last_error`
 //! with the builder's words and the last lines of the build log — retried after the
-//! crash-loop backoff, never in a tight loop.
+//! crash-loop backoff, never in a tight loop; the failure stays reported while its retry
+//! runs.
 
 use odac_protocol::{AppSpec, AppState, AppStatus, Fallback, FallbackTier, Reason};
 
@@ -66,8 +67,19 @@ impl Pass<'_> {
         match poll {
             Poll::Ready(built) => Ok(GitImage::Ready(built)),
             Poll::Running => {
-                let mut status = self.base_status(spec);
-                status.state = AppState::Creating;
+                // A retry keeps reporting the failure it retries until it has an outcome.
+                let status = match &rec.retry {
+                    Some((retry_identity, failed)) if retry_identity == identity => {
+                        let mut status = failed.clone();
+                        status.generation = self.generation;
+                        status
+                    }
+                    _ => {
+                        let mut status = self.base_status(spec);
+                        status.state = AppState::Creating;
+                        status
+                    }
+                };
                 Ok(GitImage::Wait(Box::new(status)))
             }
             Poll::Failed(failure) => {
