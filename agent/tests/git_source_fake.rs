@@ -54,6 +54,15 @@ fn open(fake: &Arc<FakeEngine>, dir: &Path) -> AppManager {
     AppManager::open(config(dir), fake.clone(), fixture("no-gpu")).unwrap()
 }
 
+fn s_container(manager: &AppManager, name: &str) -> String {
+    manager
+        .statuses()
+        .into_iter()
+        .find(|s| s.name == name)
+        .and_then(|s| s.container_id)
+        .unwrap()
+}
+
 fn builds(fake: &FakeEngine) -> Vec<EngineCall> {
     fake.calls_of(Op::BuildImage)
 }
@@ -122,7 +131,17 @@ async fn builds_runs_and_follows_the_branch_on_restart() {
     assert_eq!(builds(&fake).len(), 1, "no fetch without a restart");
     let mut spec = git_app("web", &repo.url(), Some("main"));
     spec.restart_token = Some("r1".into());
+    let old_id = s_container(&manager, "web");
     manager.upsert(2, spec.clone()).await.unwrap();
+    // While the new commit builds, the previous version keeps running.
+    let building = manager.reconcile_once().await;
+    let b = building.iter().find(|s| s.name == "web").unwrap();
+    assert_eq!(
+        (b.state, b.container_id.as_deref(), b.commit.as_deref()),
+        (AppState::Creating, Some(old_id.as_str()), Some(c1.as_str())),
+        "{b:#?}"
+    );
+    assert_eq!(fake.container_ids(), vec![old_id.clone()]);
     let s = until(&manager, "web", WAIT, |s| {
         s.state == AppState::Running && s.commit.as_deref() == Some(c2.as_str())
     })

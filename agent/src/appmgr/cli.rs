@@ -2,8 +2,10 @@
 //! file against the local engine, for air-gapped hosts and debugging) and `odac-agent status`
 //! (the statuses last persisted in the state directory). `main.rs` only dispatches here.
 //!
-//! Exit codes: 0 when every app is running (or waiting on its restart backoff), 1 when an app
-//! failed or the engine is unreachable, 2 for usage errors (unreadable or invalid file).
+//! `apply` waits for the images of apps built from git sources (bounded by the build
+//! timeouts). Exit codes: 0 when every app is running (or waiting on its restart backoff),
+//! 1 when an app failed or the engine is unreachable, 2 for usage errors (unreadable or
+//! invalid file).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -180,6 +182,7 @@ pub fn apply_command(args: &ApplyArgs) -> i32 {
             state_dir: args.state_dir.clone(),
             ..AppManagerConfig::default()
         };
+        let bound = config.build.git_timeout() + config.build.build_timeout();
         let manager = match AppManager::open(config, Arc::new(engine), args.root.clone()) {
             Ok(m) => m,
             Err(e) => return usage(&e.to_string()),
@@ -190,7 +193,16 @@ pub fn apply_command(args: &ApplyArgs) -> i32 {
         if let Err(e) = manager.set_desired(state).await {
             return usage(&e.to_string());
         }
-        let statuses = manager.reconcile_once().await;
+        let mut statuses = manager.reconcile_once().await;
+        // Apps built from git sources are `creating` while their image builds: wait for it.
+        let deadline = tokio::time::Instant::now() + bound;
+        while statuses.iter().any(|s| s.state == AppState::Creating)
+            && manager.engine_problem().is_none()
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            statuses = manager.reconcile_once().await;
+        }
         if let Err(e) = print(&statuses, args.json) {
             return usage(&e);
         }
