@@ -8,7 +8,8 @@
 //!   partition where packets are dropped silently. Held bytes are delivered, none lost, when
 //!   the link comes back up, as TCP retransmission would.
 //!
-//! The relay counts connections: accepted, forwarded upstream, refused while cut.
+//! The relay counts connections (accepted, forwarded upstream, refused while cut) and the
+//! bytes it forwarded each way (client → upstream, upstream → client).
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::Shutdown;
@@ -76,6 +77,8 @@ pub(crate) struct Relay {
     pub(crate) accepted: AtomicUsize,
     pub(crate) forwarded: AtomicUsize,
     pub(crate) refused: AtomicUsize,
+    pub(crate) bytes_up: AtomicU64,
+    pub(crate) bytes_down: AtomicU64,
     pub(crate) stopped: AtomicBool,
 }
 
@@ -196,14 +199,15 @@ impl Relay {
             upstream.shutdown_conn(Shutdown::Both);
         }
         let relay = Arc::clone(&self);
-        let up = std::thread::spawn(move || relay.pump(client, u2));
-        self.pump(upstream, c2);
+        let up = std::thread::spawn(move || relay.pump(client, u2, &relay.bytes_up));
+        self.pump(upstream, c2, &self.bytes_down);
         let _ = up.join();
         self.unregister(id);
     }
 
-    /// Copies `src` to `dst` until EOF, an error, or a cut; holds bytes while blackholed.
-    fn pump<C: Conn>(&self, mut src: C, mut dst: C) {
+    /// Copies `src` to `dst` until EOF, an error, or a cut; holds bytes while blackholed;
+    /// adds what it wrote to `counted`.
+    fn pump<C: Conn>(&self, mut src: C, mut dst: C, counted: &AtomicU64) {
         src.set_read_tick(Some(READ_TICK));
         let mut buf = vec![0u8; 16 * 1024];
         loop {
@@ -222,6 +226,7 @@ impl Relay {
                     if dst.write_all(&buf[..n]).is_err() {
                         break;
                     }
+                    counted.fetch_add(n as u64, Ordering::Relaxed);
                 }
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                     if self.state() == LinkState::Blackhole {

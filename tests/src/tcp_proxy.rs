@@ -115,6 +115,16 @@ impl TcpProxy {
     pub fn live(&self) -> usize {
         self.relay.live()
     }
+
+    /// Bytes forwarded from clients to the upstream so far.
+    pub fn bytes_up(&self) -> u64 {
+        self.relay.bytes_up.load(Ordering::Relaxed)
+    }
+
+    /// Bytes forwarded from the upstream to clients so far.
+    pub fn bytes_down(&self) -> u64 {
+        self.relay.bytes_down.load(Ordering::Relaxed)
+    }
 }
 
 impl Drop for TcpProxy {
@@ -181,6 +191,15 @@ mod tests {
         assert_eq!(p.forwarded(), 2);
         assert_eq!(p.live(), 2);
         assert_eq!(p.refused(), 0);
+        poll(
+            "the bytes to be counted",
+            Duration::from_secs(5),
+            || match (p.bytes_up(), p.bytes_down()) {
+                (10, 10) => Ok(()),
+                other => Err(format!("{other:?}")),
+            },
+        )
+        .unwrap();
     }
 
     #[test]
