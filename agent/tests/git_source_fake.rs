@@ -296,10 +296,11 @@ async fn failures_are_build_failed_and_retried_on_the_backoff_only() {
             (2..=9).contains(&attempts),
             "{app}: {attempts} attempts in 5 s: {events:#?}"
         );
-        assert_eq!(
-            count(&events, app, "build failed: "),
-            attempts,
-            "{app}: one error event per attempt"
+        // one error event per finished attempt (the last one may still run at the end)
+        let errors = count(&events, app, "build failed: ");
+        assert!(
+            errors == attempts || errors + 1 == attempts,
+            "{app}: {errors} error events for {attempts} attempts"
         );
         assert!(
             events
