@@ -1,8 +1,8 @@
 //! Inventory: the agent library's scan of the 8-GPU fixture (`nvidia-dgx-8gpu`), called in
 //! process, alone and with what each periodic rescan adds (verdict, wire inventory, change
 //! hash), beside a plain walk that reads every file of the same tree (the I/O floor); and
-//! the time from a change of a copied fixture tree under the agent's `host_root` (a GPU's
-//! device node removed or put back) until the control plane's host view shows the new
+//! the time from a change of a copied fixture tree under the agent's `host_root` (GPU 7's PCI
+//! device unplugged or plugged back) until the control plane's host view shows the new
 //! inventory. Targets: ≤ 1 ms per scan, ≤ 10 s from change to control plane.
 
 use std::hint::black_box;
@@ -20,8 +20,10 @@ use super::{Opts, Row, Table, Target, Unit, docker_or_skip, production};
 
 /// The fixture.
 const FIXTURE: &str = "nvidia-dgx-8gpu";
-/// The device node toggled to change the inventory.
-const TOGGLED: &str = "dev/nvidia7";
+/// The PCI device unplugged and plugged back to change the inventory (GPU 7).
+const TOGGLED: &str = "sys/bus/pci/devices/0000:bd:00.0";
+/// Where it is kept while unplugged (outside the scanned tree).
+const PARKED: &str = "unplugged-gpu7";
 
 /// Mean time of `f` over `n` calls after `n / 10` warm-up calls, in µs.
 fn mean_us(n: usize, mut f: impl FnMut()) -> f64 {
@@ -101,10 +103,10 @@ fn scan_rows(opts: Opts, t: &mut Table) -> Result<()> {
     Ok(())
 }
 
-/// Renames `dir/dev/nvidia7` away or back; returns whether it is now present.
+/// Moves GPU 7's PCI device out of the tree or back; returns whether it is now present.
 fn toggle(root: &Path) -> Result<bool> {
     let on = root.join(TOGGLED);
-    let off = root.join(format!("{TOGGLED}.off"));
+    let off = root.join(PARKED);
     if on.exists() {
         std::fs::rename(&on, &off).map_err(|e| Error::io("rename", &on, e))?;
         Ok(false)
@@ -151,7 +153,7 @@ pub fn run(opts: Opts) -> Result<Option<Table>> {
     toggle(&root)?;
     if before == after {
         return Err(Error::Other(format!(
-            "removing {TOGGLED} does not change the inventory"
+            "unplugging {TOGGLED} does not change the inventory"
         )));
     }
     let stack = Stack::builder("bench-inventory")
@@ -193,9 +195,9 @@ pub fn run(opts: Opts) -> Result<Option<Table>> {
         )?;
         let secs = t0.elapsed().as_secs_f64();
         println!(
-            "inventory run {}/{runs}: {TOGGLED} {} → control plane in {secs:.2} s",
+            "inventory run {}/{runs}: GPU 7 {} → control plane in {secs:.2} s",
             i + 1,
-            if present { "restored" } else { "removed" }
+            if present { "plugged back" } else { "unplugged" }
         );
         took.push(secs);
     }

@@ -150,17 +150,14 @@ fn storm_once(sim: &Sim, fleet: &Process, agents: usize) -> Result<Storm> {
             .find(|(_, n)| *n as f64 >= frac * agents as f64)
             .map_or(0.0, |(t, _)| *t)
     };
+    // connections gained within any one-second window (the first sample is the low point)
     let mut peak_rate: f64 = 0.0;
     for (i, (t, n)) in samples.iter().enumerate() {
-        if let Some((t1, n1)) = samples[..i].iter().rev().find(|(t1, _)| t - t1 >= 1.0) {
-            peak_rate = peak_rate.max((*n as f64 - *n1 as f64) / (t - t1));
+        if let Some((_, n0)) = samples[..=i].iter().find(|(t0, _)| t - t0 <= 1.0) {
+            peak_rate = peak_rate.max(*n as f64 - *n0 as f64);
         }
     }
     let last = samples.last().map_or(0.0, |(t, _)| *t);
-    if last < 1.0 {
-        // everything came back within a second: the whole fleet in under one window
-        peak_rate = peak_rate.max(agents as f64);
-    }
     Ok(Storm {
         all_back: last,
         half: when(0.5),
