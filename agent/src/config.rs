@@ -334,10 +334,10 @@ impl Config {
         )?;
         tracing_subscriber::EnvFilter::try_new(&self.log_level)
             .map_err(|e| ConfigError::key("log_level", format!("{:?}: {e}", self.log_level)))?;
-        if let Some(h) = &self.docker.host {
-            if h.trim().is_empty() {
-                return Err(ConfigError::key("docker.host", "is empty"));
-            }
+        if let Some(h) = &self.docker.host
+            && h.trim().is_empty()
+        {
+            return Err(ConfigError::key("docker.host", "is empty"));
         }
         Ok(())
     }

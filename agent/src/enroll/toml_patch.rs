@@ -124,11 +124,11 @@ fn set_one(lines: &mut Vec<String>, s: &Setting<'_>) {
     // a dotted key before the first table (`control_plane.url = ...`) counts as the same key
     if let Some(table) = s.table {
         let dotted = format!("{table}.{}", s.key);
-        if let Some((start, end)) = region(lines, None) {
-            if let Some(i) = (start..end).find(|&i| assigns(&lines[i], &dotted)) {
-                lines[i] = format!("{dotted} = {}", quote(&s.value));
-                return;
-            }
+        if let Some((start, end)) = region(lines, None)
+            && let Some(i) = (start..end).find(|&i| assigns(&lines[i], &dotted))
+        {
+            lines[i] = format!("{dotted} = {}", quote(&s.value));
+            return;
         }
     }
     match region(lines, s.table) {

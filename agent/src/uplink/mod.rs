@@ -301,12 +301,11 @@ async fn collect(
             r = inventory.changed(), if inventory_open => match r {
                 Ok(()) => {
                     let latest = inventory.borrow_and_update().clone();
-                    if let Some(inv) = latest {
-                        if detector.observe(&inv) {
+                    if let Some(inv) = latest
+                        && detector.observe(&inv) {
                             info!("inventory changed; queueing it for the control plane");
                             lock(&outbox).put_inventory((*inv).clone());
                         }
-                    }
                 }
                 Err(_) => inventory_open = false,
             },

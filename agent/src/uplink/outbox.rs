@@ -121,10 +121,10 @@ impl Outbox {
 
     /// Queues a diagnostic event; when full, the oldest event is dropped and counted.
     pub fn push_event(&mut self, level: EventLevel, app: Option<String>, message: String) {
-        if self.events.len() >= self.limits.max_events.max(1) {
-            if let Some(old) = self.events.pop_front() {
-                self.carry_dropped += 1 + old.dropped.unwrap_or(0);
-            }
+        if self.events.len() >= self.limits.max_events.max(1)
+            && let Some(old) = self.events.pop_front()
+        {
+            self.carry_dropped += 1 + old.dropped.unwrap_or(0);
         }
         let dropped = (self.carry_dropped > 0).then_some(self.carry_dropped);
         self.carry_dropped = 0;
@@ -157,16 +157,16 @@ impl Outbox {
     /// inventory, statuses (by app name), events (oldest first).
     pub fn take_unsent(&mut self) -> Vec<AgentMessage> {
         let mut out = Vec::new();
-        if let Some(inv) = &mut self.inventory {
-            if inv.sent.is_none() {
-                let seq = bump(&mut self.next_seq);
-                inv.sent = Some(seq);
-                self.inflight.insert(seq, Key::Inventory);
-                out.push(AgentMessage::Inventory(InventoryReport {
-                    seq,
-                    inventory: inv.item.clone(),
-                }));
-            }
+        if let Some(inv) = &mut self.inventory
+            && inv.sent.is_none()
+        {
+            let seq = bump(&mut self.next_seq);
+            inv.sent = Some(seq);
+            self.inflight.insert(seq, Key::Inventory);
+            out.push(AgentMessage::Inventory(InventoryReport {
+                seq,
+                inventory: inv.item.clone(),
+            }));
         }
         for (name, e) in &mut self.statuses {
             if e.sent.is_none() {

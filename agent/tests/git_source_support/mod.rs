@@ -123,10 +123,10 @@ pub async fn until(
     loop {
         let statuses = manager.reconcile_once().await;
         let status = statuses.iter().find(|s| s.name == name).cloned();
-        if let Some(s) = &status {
-            if pred(s) {
-                return s.clone();
-            }
+        if let Some(s) = &status
+            && pred(s)
+        {
+            return s.clone();
         }
         assert!(
             Instant::now() < deadline,

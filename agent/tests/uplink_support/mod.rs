@@ -420,20 +420,18 @@ async fn serve(
                     Message::Text(t) => match decode_agent(t.as_bytes()) {
                         Ok(msg) => {
                             let mut replies = Vec::new();
-                            if let AgentMessage::Hello(_) = &msg {
-                                if b.welcome {
+                            if let AgentMessage::Hello(_) = &msg
+                                && b.welcome {
                                     replies.push(ControlMessage::Welcome(Welcome {
                                         host_id: "host-1".into(),
                                         session_id: Some(format!("s{conn}")),
                                         heartbeat_secs: None,
                                     }));
                                 }
-                            }
-                            if let (true, Some(seq)) = (b.auto_ack, msg.seq()) {
-                                if !matches!(msg, AgentMessage::Error(_)) {
+                            if let (true, Some(seq)) = (b.auto_ack, msg.seq())
+                                && !matches!(msg, AgentMessage::Error(_)) {
                                     replies.push(ControlMessage::Ack(Ack { seq }));
                                 }
-                            }
                             {
                                 let mut l = log.lock().unwrap();
                                 if let AgentMessage::AppStatus(r) = &msg {

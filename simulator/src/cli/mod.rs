@@ -336,10 +336,11 @@ fn execute(cli: &Cli) -> Result<(), ClientError> {
 
 /// Usage rules clap cannot express alongside the argument groups.
 fn check_usage(cli: &Cli) -> Result<(), String> {
-    if let Command::App(AppCommand::Create(a)) = &cli.command {
-        if a.branch.is_some() && a.url.is_none() {
-            return Err("--branch needs -u/--url".to_owned());
-        }
+    if let Command::App(AppCommand::Create(a)) = &cli.command
+        && a.branch.is_some()
+        && a.url.is_none()
+    {
+        return Err("--branch needs -u/--url".to_owned());
     }
     Ok(())
 }

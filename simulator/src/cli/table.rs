@@ -203,8 +203,10 @@ mod tests {
 
     #[test]
     fn app_rows_show_the_commit_built() {
-        let mut spec = odac_protocol::AppSpec::default();
-        spec.name = "svc".into();
+        let spec = odac_protocol::AppSpec {
+            name: "svc".into(),
+            ..odac_protocol::AppSpec::default()
+        };
         let status = odac_protocol::AppStatus {
             name: "svc".into(),
             commit: Some("0123456789abcdef0123456789abcdef01234567".into()),
