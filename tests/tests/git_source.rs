@@ -155,7 +155,7 @@ fn listed(stack: &Stack, name: &str) -> Value {
     list.as_array()
         .and_then(|a| a.iter().find(|x| x["name"] == name))
         .cloned()
-        .unwrap_or_else(|| panic!("{name} missing in {list}"))
+        .expect("the app in odac app list --json")
 }
 
 fn container_logs(id: &str) -> String {
