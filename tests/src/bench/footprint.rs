@@ -15,7 +15,7 @@ use odac_e2e::stack::Stack;
 use odac_e2e::{Error, Result};
 
 use super::client::start_client;
-use super::procfs::{CpuWindow, status_kib};
+use super::procfs::{CpuWindow, pid_of, status_kib};
 use super::{Opts, Row, Table, Target, Unit, docker_or_skip, production, wait_host};
 
 /// Apps the agent manages while measured.
@@ -34,6 +34,7 @@ struct Figures {
     client_hwm: f64,
     client_rss: f64,
     client_cpu: f64,
+    dockerd_cpu: Option<f64>,
 }
 
 /// Runs the suite.
@@ -67,7 +68,10 @@ pub fn run(opts: Opts) -> Result<Option<Table>> {
         stack.wait_converged(APPS, Duration::from_secs(120))?;
         std::thread::sleep(Duration::from_secs(3));
         let agent_pid = stack.agent()?.process()?.pid();
-        let cpu = CpuWindow::start(&[agent_pid, c.pid()])?;
+        let dockerd = pid_of("dockerd");
+        let mut pids = vec![agent_pid, c.pid()];
+        pids.extend(dockerd);
+        let cpu = CpuWindow::start(&pids)?;
         std::thread::sleep(window);
         let pct = cpu.percent()?;
         let f = Figures {
@@ -77,6 +81,7 @@ pub fn run(opts: Opts) -> Result<Option<Table>> {
             client_hwm: status_kib(c.pid(), "VmHWM")? as f64,
             client_rss: status_kib(c.pid(), "VmRSS")? as f64,
             client_cpu: pct.get(1).copied().unwrap_or_default(),
+            dockerd_cpu: pct.get(2).copied(),
         };
         println!(
             "footprint run {}/{runs}: agent hwm {:.0} KiB rss {:.0} KiB cpu {:.3} % | bare client hwm {:.0} KiB rss {:.0} KiB cpu {:.3} %",
@@ -127,6 +132,18 @@ pub fn run(opts: Opts) -> Result<Option<Table>> {
         .baseline(col(|f| f.client_cpu))
         .target(Target::AtMost(0.1)),
     );
+    let dockerd: Vec<f64> = figures.iter().filter_map(|f| f.dockerd_cpu).collect();
+    if !dockerd.is_empty() {
+        t.push(Row::new(
+            "dockerd CPU in the same window (% of one core)",
+            Unit::CpuPercent,
+            dockerd,
+        ));
+        t.note(
+            "dockerd's row is the whole engine over the window: the agent's polling plus anything \
+             else using Docker on the machine meanwhile",
+        );
+    }
     t.note(format!(
         "agent: shipped defaults (heartbeat 20 s, inventory every 10 s, apps polled every 2 s, \
          info logs); restarted before each run, adopting its {APPS} containers"

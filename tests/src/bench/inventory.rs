@@ -177,7 +177,12 @@ pub fn run(opts: Opts) -> Result<Option<Table>> {
     )?;
     let runs = opts.pick(5, 1);
     let mut took = Vec::new();
+    let interval = stack.options.inventory_secs as f64;
     for i in 0..runs {
+        // right after a push the agent has just rescanned: a change now waits a whole
+        // interval; spread the changes over the rescan phase instead (stratified, not random)
+        let phase = interval * (i as f64 + 0.5) / runs as f64;
+        std::thread::sleep(Duration::from_secs_f64(phase));
         let present = toggle(&root)?;
         let t0 = Instant::now();
         prev = poll_every(
@@ -195,13 +200,12 @@ pub fn run(opts: Opts) -> Result<Option<Table>> {
         )?;
         let secs = t0.elapsed().as_secs_f64();
         println!(
-            "inventory run {}/{runs}: GPU 7 {} → control plane in {secs:.2} s",
+            "inventory run {}/{runs}: GPU 7 {} {phase:.1} s after the last push → control plane in {secs:.2} s",
             i + 1,
             if present { "plugged back" } else { "unplugged" }
         );
         took.push(secs);
     }
-    let interval = stack.options.inventory_secs as f64;
     t.push(
         Row::new(
             "fixture change → inventory on the control plane",
@@ -213,8 +217,10 @@ pub fn run(opts: Opts) -> Result<Option<Table>> {
     );
     t.note("scan baseline: a walk reading every file and link of the same fixture tree");
     t.note(format!(
-        "change baseline: the agent's rescan interval ({interval:.0} s, shipped default); the \
-         agent pushes an inventory only when its hash changed; the control plane polled every 50 ms"
+        "change baseline: the agent's rescan interval ({interval:.0} s, shipped default); each \
+         change is made at a different phase of the rescan cycle ((i + ½)/runs of the interval \
+         after the previous push); the agent pushes an inventory only when its hash changed; the \
+         control plane polled every 50 ms"
     ));
     Ok(Some(t))
 }

@@ -86,6 +86,20 @@ impl CpuWindow {
     }
 }
 
+/// The pid of the oldest process whose command name is `comm` (e.g. `dockerd`), if any.
+pub fn pid_of(comm: &str) -> Option<u32> {
+    let mut pids: Vec<u32> = std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == comm)
+        })
+        .collect();
+    pids.sort_unstable();
+    pids.first().copied()
+}
+
 /// Counts `/proc/net/tcp` lines in state ESTABLISHED whose local port is `port`.
 fn established_in(text: &str, port: u16) -> usize {
     let want = format!(":{port:04X}");
@@ -187,6 +201,7 @@ mod tests {
         let _c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
         let _s = l.accept().unwrap();
         assert_eq!(established_to(port).unwrap(), 1);
+        assert_eq!(pid_of("no-such-command-here"), None);
         let (soft, hard) = nofile().unwrap();
         assert!(soft <= hard);
         assert_eq!(ensure_nofile(1).unwrap(), soft);
