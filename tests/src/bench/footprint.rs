@@ -31,6 +31,10 @@ struct Figures {
     agent_hwm: f64,
     agent_rss: f64,
     agent_cpu: f64,
+    agent_anon: f64,
+    agent_file: f64,
+    client_anon: f64,
+    client_file: f64,
     client_hwm: f64,
     client_rss: f64,
     client_cpu: f64,
@@ -78,6 +82,10 @@ pub fn run(opts: Opts) -> Result<Option<Table>> {
             agent_hwm: status_kib(agent_pid, "VmHWM")? as f64,
             agent_rss: status_kib(agent_pid, "VmRSS")? as f64,
             agent_cpu: pct.first().copied().unwrap_or_default(),
+            agent_anon: status_kib(agent_pid, "RssAnon")? as f64,
+            agent_file: status_kib(agent_pid, "RssFile")? as f64,
+            client_anon: status_kib(c.pid(), "RssAnon")? as f64,
+            client_file: status_kib(c.pid(), "RssFile")? as f64,
             client_hwm: status_kib(c.pid(), "VmHWM")? as f64,
             client_rss: status_kib(c.pid(), "VmRSS")? as f64,
             client_cpu: pct.get(1).copied().unwrap_or_default(),
@@ -122,6 +130,22 @@ pub fn run(opts: Opts) -> Result<Option<Table>> {
             col(|f| f.agent_rss),
         )
         .baseline(col(|f| f.client_rss)),
+    );
+    t.push(
+        Row::new(
+            "… of it anonymous (heap, stacks: RssAnon)",
+            Unit::Kib,
+            col(|f| f.agent_anon),
+        )
+        .baseline(col(|f| f.client_anon)),
+    );
+    t.push(
+        Row::new(
+            "… of it file-backed (mapped code: RssFile)",
+            Unit::Kib,
+            col(|f| f.agent_file),
+        )
+        .baseline(col(|f| f.client_file)),
     );
     t.push(
         Row::new(
