@@ -4,42 +4,12 @@
 //! `ODAC_BLESS=1` to (re)write an expected.json, then review the diff before committing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
+mod fixture_hosts;
 
-use odac_agent::engine::EngineCapabilities;
-use odac_agent::sysinfo::cli::engine_from_info_file;
-use odac_agent::sysinfo::{Assessment, inventory_hash, scan};
+use fixture_hosts::{assess, fixture_names, fixtures_dir};
+
+use odac_agent::sysinfo::{Assessment, inventory_hash};
 use serde_json::{Value, json};
-
-fn fixtures_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/hosts")
-}
-
-fn fixture_names() -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(fixtures_dir())
-        .unwrap()
-        .filter_map(|e| {
-            let e = e.unwrap();
-            e.file_type()
-                .unwrap()
-                .is_dir()
-                .then(|| e.file_name().into_string().unwrap())
-        })
-        .collect();
-    names.sort();
-    names
-}
-
-fn assess(name: &str) -> Assessment {
-    let root = fixtures_dir().join(name);
-    let info = root.join("docker-info.json");
-    let engine = if info.exists() {
-        engine_from_info_file(&info).unwrap()
-    } else {
-        EngineCapabilities::unreachable("no docker-info.json")
-    };
-    Assessment::new(scan(&root), engine)
-}
 
 /// The parts of an assessment a fixture pins down.
 fn summary(a: &Assessment) -> Value {

@@ -1,0 +1,41 @@
+//! Shared by the fixture table tests: where the host fixtures live, their names, and the
+//! assessment of one fixture (its tree scanned, the engine taken from its `docker-info.json`).
+
+use std::path::{Path, PathBuf};
+
+use odac_agent::engine::EngineCapabilities;
+use odac_agent::sysinfo::cli::engine_from_info_file;
+use odac_agent::sysinfo::{Assessment, scan};
+
+/// `tests/fixtures/hosts/` at the workspace root.
+pub fn fixtures_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/hosts")
+}
+
+/// Every fixture host, sorted.
+pub fn fixture_names() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(fixtures_dir())
+        .unwrap()
+        .filter_map(|e| {
+            let e = e.unwrap();
+            e.file_type()
+                .unwrap()
+                .is_dir()
+                .then(|| e.file_name().into_string().unwrap())
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+/// The fixture's tree scanned, paired with the engine of its `docker-info.json`.
+pub fn assess(name: &str) -> Assessment {
+    let root = fixtures_dir().join(name);
+    let info = root.join("docker-info.json");
+    let engine = if info.exists() {
+        engine_from_info_file(&info).unwrap()
+    } else {
+        EngineCapabilities::unreachable("no docker-info.json")
+    };
+    Assessment::new(scan(&root), engine)
+}
