@@ -219,8 +219,36 @@ pub async fn set_gpu(
 pub async fn restart_app(
     State(hub): State<Arc<Hub>>,
     Path(name): Path<String>,
+    body: Bytes,
 ) -> ApiResult<Json<AppView>> {
-    hub.restart(&name).map(Json)
+    let request = parse_restart(&body)?;
+    hub.restart(&name, request.request_id.as_deref()).map(Json)
+}
+
+/// The optional body of `POST /api/apps/{name}/restart`.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RestartRequest {
+    /// Chosen by the client; a retry with the same id restarts once.
+    pub request_id: Option<String>,
+}
+
+/// Parses a restart body: empty, `{}` or `{"request_id": "…"}` (1 to 128 printable ASCII
+/// characters).
+pub fn parse_restart(body: &[u8]) -> ApiResult<RestartRequest> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(RestartRequest::default());
+    }
+    let request: RestartRequest = typed(parse_json(body)?, "")?;
+    if let Some(id) = &request.request_id
+        && (id.is_empty() || id.len() > 128 || !id.bytes().all(|b| b.is_ascii_graphic()))
+    {
+        return Err(ApiError::bad_request(
+            "request_id",
+            "request_id: must be 1 to 128 printable ascii characters without spaces",
+        ));
+    }
+    Ok(request)
 }
 
 /// `GET /api/catalog`.

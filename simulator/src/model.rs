@@ -53,6 +53,9 @@ pub struct AppRecord {
     pub created_ms: u64,
     /// Last change (ms since epoch).
     pub updated_ms: u64,
+    /// The `request_id` of the last restart request, so a retried request restarts once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_restart_request: Option<String>,
 }
 
 /// An entry of the event log.

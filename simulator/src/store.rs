@@ -75,6 +75,7 @@ mod tests {
                 spec: AppSpec::new("web", "busybox"),
                 created_ms: 1,
                 updated_ms: 2,
+                last_restart_request: None,
             },
         );
         data.push_event(

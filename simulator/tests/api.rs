@@ -203,6 +203,60 @@ fn gpu_restart_and_delete_reach_the_agent() {
         assert!(up.app.restart_token.is_some());
     }
 
+    // a restart retried with the same request id restarts once; a new id restarts again
+    let (s, r1) = sim.call(
+        "POST",
+        "/api/apps/web/restart",
+        Some(r#"{"request_id":"click-1"}"#),
+    );
+    assert_eq!(s, 200, "{r1}");
+    let odac_protocol::ControlMessage::AppUpsert(up) = next(&mut agent) else {
+        panic!("upsert expected")
+    };
+    assert_eq!(
+        up.app.restart_token.as_ref(),
+        r1["restart_token"].as_str().map(str::to_owned).as_ref()
+    );
+    let (s, r2) = sim.call(
+        "POST",
+        "/api/apps/web/restart",
+        Some(r#"{"request_id":"click-1"}"#),
+    );
+    assert_eq!(
+        (s, &r2["restart_token"]),
+        (200, &r1["restart_token"]),
+        "a retry"
+    );
+    let (_, r3) = sim.call(
+        "POST",
+        "/api/apps/web/restart",
+        Some(r#"{"request_id":"click-2"}"#),
+    );
+    assert_ne!(r3["restart_token"], r1["restart_token"]);
+    let odac_protocol::ControlMessage::AppUpsert(up) = next(&mut agent) else {
+        panic!("one upsert for the new id, none for the retry")
+    };
+    assert_eq!(
+        up.app.restart_token.as_ref(),
+        r3["restart_token"].as_str().map(str::to_owned).as_ref()
+    );
+    for (body, field) in [
+        (r#"{"request_id":""}"#, "request_id"),
+        (r#"{"request_id":"has space"}"#, "request_id"),
+        (r#"{"request_id":7}"#, "request_id"),
+        (r#"{"id":"x"}"#, "id"),
+        ("{", "body"),
+    ] {
+        let (s, e) = sim.call("POST", "/api/apps/web/restart", Some(body));
+        assert_eq!((s, e["field"].as_str()), (400, Some(field)), "{body}: {e}");
+    }
+    let (s, _) = sim.call(
+        "POST",
+        "/api/apps/nope/restart",
+        Some(r#"{"request_id":"click-3"}"#),
+    );
+    assert_eq!(s, 404);
+
     let (s, v) = sim.call("DELETE", "/api/apps/web", None);
     assert_eq!((s, v), (200, json!({"deleted": "web"})));
     let odac_protocol::ControlMessage::AppDelete(del) = next(&mut agent) else {

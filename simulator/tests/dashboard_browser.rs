@@ -257,9 +257,8 @@ async fn run(sim: &Sim, browser_bin: &Path, driver_bin: &Path, agent_bin: &Path)
     let shots = browser::target_dir();
     let failure_png = shots.join("dashboard-e2e-failure.png");
     let d = Driver::start(browser_bin, driver_bin).await;
-    d.client.goto(&sim.server().dashboard_url()).await.unwrap();
-    let title = d.client.title().await.unwrap();
-    assert!(title.contains("ODAC"), "{title}");
+    d.open(&sim.server().dashboard_url(), "ODAC fleet", &failure_png)
+        .await;
 
     // the app runs without a GPU: switch off, nothing requested, no badge
     let r = d
@@ -411,7 +410,7 @@ fn dashboard_with_an_api_token_follows_the_event_stream() {
     let d = sim.rt.block_on(async {
         let d = Driver::start(&browser_bin, &driver_bin).await;
         let url = format!("{}#token={API_TOKEN}", sim.server().dashboard_url());
-        d.client.goto(&url).await.unwrap();
+        d.open(&url, "ODAC fleet", &failure_png).await;
         d
     });
     let v = sim.rt.block_on(d.wait_for(

@@ -8,11 +8,24 @@ const token = (() => {
   return sessionStorage.getItem("odac-token");
 })();
 
+// Every call is safe to repeat (GETs, the GPU PUT, restarts carrying a request id), so one
+// that fails in the network (the browser drops requests in flight when an interface comes or
+// goes, e.g. a container's veth) is tried again, three times in all.
 async function api(method, path, body) {
   const headers = { "Accept": "application/json" };
   if (token) headers["Authorization"] = "Bearer " + token;
   if (body !== undefined) headers["Content-Type"] = "application/json";
-  const res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const init = { method, headers, body: body === undefined ? undefined : JSON.stringify(body) };
+  let res;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      res = await fetch(path, init);
+      break;
+    } catch (e) {
+      if (attempt >= 3) throw e;
+      await new Promise(r => setTimeout(r, 250 * attempt));
+    }
+  }
   const data = await res.json().catch(() => null);
   if (!res.ok) throw new Error((data && data.error) || ("http " + res.status));
   return data;
@@ -125,20 +138,29 @@ async function setGpu(name, on) {
 
 async function restart(name) {
   try {
-    await api("POST", "/api/apps/" + encodeURIComponent(name) + "/restart");
+    const request_id = Date.now().toString(36) + "-" + Math.random().toString(36).slice(2);
+    await api("POST", "/api/apps/" + encodeURIComponent(name) + "/restart", { request_id });
     say("restart requested for " + name);
   } catch (e) { say(e.message, true); }
   refresh();
 }
 
 let pending = null;
+let refreshFailed = null;
 async function refresh() {
   try {
     const [hosts, apps, events] = await Promise.all([api("GET", "/api/hosts"), api("GET", "/api/apps"), api("GET", "/api/events/log")]);
     renderHosts(hosts);
     renderApps(apps);
     renderEvents(events);
-  } catch (e) { say(e.message, true); }
+    // a refresh that works again clears the error an earlier refresh showed
+    const m = document.getElementById("message");
+    if (refreshFailed !== null && m.className === "error" && m.textContent === refreshFailed) say("");
+    refreshFailed = null;
+  } catch (e) {
+    refreshFailed = e.message;
+    say(e.message, true);
+  }
 }
 function soon() {
   if (pending) return;

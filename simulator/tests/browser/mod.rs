@@ -101,6 +101,14 @@ impl Driver {
                 ],
             },
         });
+        // ODAC_CHROME_NETLOG=FILE records the browser's network log (net errors such as
+        // ERR_NETWORK_CHANGED, which Chromium raises when Docker adds or removes a veth)
+        let mut caps = caps;
+        if let Some(path) = std::env::var_os("ODAC_CHROME_NETLOG")
+            && let Some(args) = caps["goog:chromeOptions"]["args"].as_array_mut()
+        {
+            args.push(json!(format!("--log-net-log={}", path.to_string_lossy())));
+        }
         let Value::Object(caps) = caps else {
             unreachable!()
         };
@@ -121,6 +129,67 @@ impl Driver {
             client,
             driver: child,
             _profile: profile,
+        }
+    }
+
+    /// Opens `url` and waits up to 20 s for a page whose title contains `title`. A navigation
+    /// that ends on the browser's own error page (a connection reset while the machine is
+    /// loaded) is retried; on timeout a screenshot goes to `failure_png` and the panic names
+    /// the URL, title and text the browser last showed.
+    pub async fn open(&self, url: &str, title: &str, failure_png: &Path) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut attempts = 0u32;
+        loop {
+            attempts += 1;
+            if let Err(e) = self.client.goto(url).await {
+                println!("navigation {attempts} to {url} failed: {e}");
+            }
+            let settle = Instant::now() + Duration::from_secs(3);
+            loop {
+                let (shown, href, text) = self.shown().await;
+                if shown.contains(title) {
+                    if attempts > 1 {
+                        println!("{url} opened on navigation {attempts}");
+                    }
+                    return;
+                }
+                let error_page = href.starts_with("chrome-error:");
+                if Instant::now() > deadline {
+                    self.screenshot(failure_png).await;
+                    panic!(
+                        "{url} did not show a page titled {title:?} within 20 s \
+                         ({attempts} navigations); last: title {shown:?}, location {href:?}, \
+                         text {text:?} (screenshot: {})",
+                        failure_png.display()
+                    );
+                }
+                if error_page || Instant::now() > settle {
+                    println!("navigation {attempts} to {url} showed {href:?} {text:?}; again");
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// The page's title, location and the start of its text.
+    async fn shown(&self) -> (String, String, String) {
+        let v = self
+            .client
+            .execute(
+                "return [document.title, String(location.href), \
+                 (document.body ? document.body.innerText : '').slice(0, 300)];",
+                vec![],
+            )
+            .await;
+        match v {
+            Ok(Value::Array(a)) => {
+                let s = |i: usize| a.get(i).and_then(Value::as_str).unwrap_or("").to_owned();
+                (s(0), s(1), s(2))
+            }
+            Ok(other) => (String::new(), String::new(), other.to_string()),
+            Err(e) => (String::new(), String::new(), format!("script failed: {e}")),
         }
     }
 
