@@ -800,3 +800,79 @@ async fn without_a_desired_state_running_containers_are_left_alone() {
         "an explicit empty state removes it"
     );
 }
+
+/// A plain poll tick costs one engine call, the listing: the engine's capabilities and the
+/// host scan are read again only every 10 s, a container only when the listing shows it
+/// changed, and a new desired state reads everything afresh.
+#[tokio::test(start_paused = true)]
+async fn quiet_poll_ticks_list_once_and_inspect_only_what_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = fake_for("no-gpu");
+    let m = open(&fake, "no-gpu", dir.path());
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let task = tokio::spawn(m.clone().run(shutdown.clone()));
+    let apps = vec![app("api", None), app("web", None)];
+    m.set_desired(desired(1, apps.clone())).await.unwrap();
+    let mut events = m.subscribe();
+    while m
+        .statuses()
+        .iter()
+        .filter(|s| s.state == AppState::Running)
+        .count()
+        < 2
+    {
+        events.recv().await.unwrap();
+    }
+    let ids: Vec<String> = m
+        .statuses()
+        .iter()
+        .map(|s| s.container_id.clone().unwrap())
+        .collect();
+    let count = |op: Op| fake.calls_of(op).len();
+
+    // ticks at 2, 4, 6 and 8 s after the pass that started both apps: listings only
+    fake.clear_calls();
+    tokio::time::sleep(Duration::from_secs(9)).await;
+    let ops: Vec<Op> = fake.calls().iter().map(EngineCall::op).collect();
+    assert_eq!(ops, vec![Op::ListByLabel; 4], "{:?}", fake.calls());
+
+    // the tick at 10 s reads the engine's capabilities again, still without inspecting
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(count(Op::Capabilities), 1, "{:?}", fake.calls());
+    assert_eq!(count(Op::Inspect), 0, "{:?}", fake.calls());
+
+    // a container that exited is inspected (exit code) and restarted; the other is not
+    fake.clear_calls();
+    fake.exit_container(&ids[1], 3);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let inspected: Vec<EngineCall> = fake.calls_of(Op::Inspect);
+    assert!(
+        !inspected.is_empty()
+            && inspected
+                .iter()
+                .all(|c| *c == EngineCall::Inspect(ids[1].clone())),
+        "{inspected:?}"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let web = status(&m.statuses(), "web").clone();
+    assert_eq!(
+        (web.state, web.restart_count, web.last_exit_code),
+        (AppState::Running, 1, Some(3)),
+        "{web:?}"
+    );
+
+    // a new desired state (between two ticks) is not quiet: capabilities and every
+    // container are read again
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    fake.clear_calls();
+    m.set_desired(desired(2, apps)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(count(Op::Capabilities), 1, "{:?}", fake.calls());
+    let mut inspected: Vec<EngineCall> = fake.calls_of(Op::Inspect);
+    inspected.sort_by_key(|c| format!("{c:?}"));
+    let mut want: Vec<EngineCall> = ids.iter().cloned().map(EngineCall::Inspect).collect();
+    want.sort_by_key(|c| format!("{c:?}"));
+    assert_eq!(inspected, want);
+    shutdown.cancel();
+    task.await.unwrap();
+}

@@ -3,7 +3,7 @@
 //! channels: desired-state changes (to agent sessions) and fleet events (to SSE clients).
 //! Every REST mutation goes through here, is persisted at once and fanned out.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -417,11 +417,18 @@ impl Hub {
 
     /// Every host.
     pub fn hosts(&self) -> Vec<HostView> {
-        let connected = self.connected_hosts();
+        let connected: HashSet<String> = lock(&self.sessions).keys().cloned().collect();
         self.read(|d| {
+            let mut apps: HashMap<&str, Vec<String>> = HashMap::new();
+            for (name, a) in &d.apps {
+                apps.entry(a.host.as_str()).or_default().push(name.clone());
+            }
             d.hosts
                 .values()
-                .map(|h| host_view(h, connected.contains(&h.id), apps_of(d, &h.id)))
+                .map(|h| {
+                    let of_host = apps.remove(h.id.as_str()).unwrap_or_default();
+                    host_view(h, connected.contains(&h.id), of_host)
+                })
                 .collect()
         })
     }
@@ -510,6 +517,7 @@ impl Hub {
                     spec: spec.clone(),
                     created_ms: now,
                     updated_ms: now,
+                    last_restart_request: None,
                 },
             );
             let generation = bump(d, &host_id);
@@ -529,15 +537,17 @@ impl Hub {
         &self,
         name: &str,
         what: &str,
-        f: impl FnOnce(&mut FleetData, &mut AppSpec) -> Result<(), ApiError>,
+        f: impl FnOnce(&mut FleetData, &mut AppSpec) -> Result<bool, ApiError>,
     ) -> Result<AppView, ApiError> {
-        let (host, generation, spec) = self.write(|d| {
+        let changed = self.write(|d| {
             let mut spec = d
                 .apps
                 .get(name)
                 .map(|a| a.spec.clone())
                 .ok_or_else(|| ApiError::unknown_app(name))?;
-            f(d, &mut spec)?;
+            if !f(d, &mut spec)? {
+                return Ok(None);
+            }
             let host = {
                 let Some(a) = d.apps.get_mut(name) else {
                     return Err(ApiError::unknown_app(name));
@@ -554,11 +564,13 @@ impl Hub {
                 Some(name),
                 format!("app {name}: {what}"),
             );
-            Ok((host, generation, spec))
+            Ok(Some((host, generation, spec)))
         })?;
-        self.persist_now();
-        self.change(&host, generation, ChangeKind::Upsert(spec));
-        self.emit_app(name);
+        if let Some((host, generation, spec)) = changed {
+            self.persist_now();
+            self.change(&host, generation, ChangeKind::Upsert(spec));
+            self.emit_app(name);
+        }
         self.app(name).ok_or_else(|| ApiError::unknown_app(name))
     }
 
@@ -573,20 +585,30 @@ impl Hub {
         };
         self.update_app(name, &what, |_, spec| {
             spec.gpu = gpu;
-            Ok(())
+            Ok(true)
         })
     }
 
-    /// Bumps an app's restart token.
-    pub fn restart(&self, name: &str) -> Result<AppView, ApiError> {
+    /// Bumps an app's restart token. A `request_id` equal to that of the app's previous
+    /// restart changes nothing: a client may retry a request whose answer it lost.
+    pub fn restart(&self, name: &str, request_id: Option<&str>) -> Result<AppView, ApiError> {
         self.update_app(name, "restart requested", |d, spec| {
+            if let Some(id) = request_id {
+                let Some(a) = d.apps.get_mut(name) else {
+                    return Err(ApiError::unknown_app(name));
+                };
+                if a.last_restart_request.as_deref() == Some(id) {
+                    return Ok(false);
+                }
+                a.last_restart_request = Some(id.to_owned());
+            }
             d.restarts += 1;
             spec.restart_token = Some(format!(
                 "{}-{}",
                 crate::clock::rfc3339(crate::clock::now_ms()),
                 d.restarts
             ));
-            Ok(())
+            Ok(true)
         })
     }
 

@@ -13,7 +13,7 @@ use super::fallback::{StartOutcome, clip, start_plain, start_with_gpu_fallback};
 use super::labels::{self, Identity};
 use super::policy;
 use super::reconcile::{AppRecord, Hold, Pass};
-use crate::engine::EngineError;
+use crate::engine::{ContainerSummary, EngineError};
 use crate::gpu::{Plan, resolve_with};
 
 impl Pass<'_> {
@@ -188,8 +188,12 @@ impl Pass<'_> {
                 rec.container_id = Some(id.clone());
                 rec.guard = CrashGuard::started(now);
                 rec.last_error = None;
+                let listed = ContainerSummary {
+                    id: id.clone(),
+                    ..ContainerSummary::default()
+                };
                 let status = self
-                    .existing(rec, spec, identity, &id, &identity.gpu_hash)
+                    .existing(rec, spec, identity, &listed, &identity.gpu_hash)
                     .await?;
                 Ok(status.unwrap_or_else(|| self.base_status(spec)))
             }

@@ -265,6 +265,11 @@ impl AppManager {
 
     /// Run one reconcile pass now; the resulting statuses.
     pub async fn reconcile_once(&self) -> Vec<AppStatus> {
+        self.reconcile(false).await
+    }
+
+    /// One pass; `quiet` lets it reuse recent host and engine facts (a plain poll tick).
+    async fn reconcile(&self, quiet: bool) -> Vec<AppStatus> {
         let mut reconciler = self.inner.reconciler.lock().await;
         let desired = lock(&self.inner.desired).clone();
         let input = PassInput {
@@ -274,6 +279,7 @@ impl AppManager {
             desired: desired.as_ref(),
             builds: &self.inner.builds,
             events: &self.inner.app_events,
+            quiet,
         };
         match reconciler.pass(&input).await {
             Ok(statuses) => {
@@ -360,33 +366,38 @@ impl AppManager {
         }
     }
 
-    /// How long the loop may sleep before the next pass.
-    async fn next_delay(&self) -> Duration {
+    /// How long the loop may sleep before the next pass, and whether that pass is a plain
+    /// poll tick (no outage retry, no scheduled restart).
+    async fn next_delay(&self) -> (Duration, bool) {
         let now = Instant::now();
         if let Some(o) = lock(&self.inner.outage).as_ref() {
-            return o.retry_at.saturating_duration_since(now);
+            return (o.retry_at.saturating_duration_since(now), false);
         }
         let poll = self.inner.config.poll_interval();
         match self.inner.reconciler.lock().await.next_deadline() {
-            Some(t) => t.saturating_duration_since(now).min(poll),
-            None => poll,
+            Some(t) if t.saturating_duration_since(now) <= poll => {
+                (t.saturating_duration_since(now), false)
+            }
+            _ => (poll, true),
         }
     }
 
     /// The reconcile loop: a pass on every desired-state change, at every scheduled restart,
     /// and every poll interval (which is how container exits are seen); engine outages are
-    /// retried with backoff. Returns when `shutdown` is cancelled; containers keep running.
+    /// retried with backoff. A poll tick is a quiet pass (see [`super::reconcile`]). Returns
+    /// when `shutdown` is cancelled; containers keep running.
     pub async fn run(self, shutdown: CancellationToken) {
+        let mut quiet = false;
         loop {
             if shutdown.is_cancelled() {
                 break;
             }
-            self.reconcile_once().await;
-            let delay = self.next_delay().await;
+            self.reconcile(quiet).await;
+            let (delay, tick) = self.next_delay().await;
             tokio::select! {
                 () = shutdown.cancelled() => break,
-                () = self.inner.wake.notified() => {}
-                () = tokio::time::sleep(delay) => {}
+                () = self.inner.wake.notified() => quiet = false,
+                () = tokio::time::sleep(delay) => quiet = tick,
             }
         }
         tracing::info!("app manager stopped");

@@ -17,6 +17,10 @@
 //!   ([`source`](super::source)); the container of the previous version keeps running until
 //!   the new image is ready. The images of apps no longer desired are removed with them.
 //! - GPU allocations are rebuilt from the containers' labels at the start of every pass.
+//! - A quiet pass (a plain poll tick) costs one engine call: it reuses the engine's
+//!   capabilities and the host scan of an earlier pass for up to [`FACTS_TTL`], and the
+//!   inspection of a container the listing still shows running. Any other pass (a new desired
+//!   state, a scheduled restart, an outage retry) reads everything afresh.
 //!
 //! Engine calls that find the engine unreachable end the pass with
 //! [`EngineError::Unavailable`]; the manager keeps the last statuses and retries.
@@ -38,9 +42,15 @@ use super::labels::{self, Identity};
 use super::policy;
 use super::settings::AppManagerConfig;
 use super::source::{GitImage, with_build};
-use crate::engine::{ContainerEngine, ContainerState, ContainerSummary, EngineError};
+use crate::engine::{
+    ContainerDetails, ContainerEngine, ContainerState, ContainerSummary, EngineCapabilities,
+    EngineError,
+};
 use crate::gpu::{Allocations, Plan, attached_from, resolve_with};
 use crate::sysinfo::Assessment;
+
+/// How long a quiet pass may reuse the engine's capabilities and the host scan.
+pub(crate) const FACTS_TTL: Duration = Duration::from_secs(10);
 
 /// A failure held until the spec or the plan changes.
 #[derive(Debug, Clone)]
@@ -59,12 +69,22 @@ pub(super) struct AppRecord {
     pub(super) hold: Option<Hold>,
     /// A failed creation waiting for its retry (`guard.next_start`).
     pub(super) retry: Option<(Identity, AppStatus)>,
+    /// The last inspection of its container, kept while the container runs.
+    pub(super) seen: Option<ContainerDetails>,
+}
+
+/// Host and engine facts read by an earlier pass.
+#[derive(Debug)]
+struct Facts {
+    at: Instant,
+    assessment: Assessment,
 }
 
 /// The reconcile state kept between passes.
 #[derive(Debug, Default)]
 pub(crate) struct Reconciler {
     apps: BTreeMap<String, AppRecord>,
+    facts: Option<Facts>,
 }
 
 /// The inputs of a pass.
@@ -75,6 +95,9 @@ pub(crate) struct PassInput<'a> {
     pub desired: Option<&'a DesiredState>,
     pub builds: &'a Builds,
     pub events: &'a EventTx,
+    /// A quiet pass: facts younger than [`FACTS_TTL`] and inspections of containers still
+    /// running may be reused.
+    pub quiet: bool,
 }
 
 pub(super) struct Pass<'a> {
@@ -86,6 +109,7 @@ pub(super) struct Pass<'a> {
     pub(super) now: Instant,
     pub(super) builds: &'a Builds,
     pub(super) events: &'a EventTx,
+    pub(super) quiet: bool,
 }
 
 impl Reconciler {
@@ -94,12 +118,41 @@ impl Reconciler {
         &mut self,
         input: &PassInput<'_>,
     ) -> Result<Vec<AppStatus>, EngineError> {
-        let caps = input.engine.capabilities().await;
+        let result = self.pass_inner(input).await;
+        if result.is_err() {
+            self.facts = None;
+        }
+        result
+    }
+
+    /// The engine's capabilities and the host's verdicts: those of an earlier pass when
+    /// `quiet` and young enough, else read now.
+    async fn assessment(&mut self, input: &PassInput<'_>) -> Result<Assessment, EngineError> {
+        let now = Instant::now();
+        if input.quiet
+            && let Some(f) = self
+                .facts
+                .as_ref()
+                .filter(|f| now.saturating_duration_since(f.at) < FACTS_TTL)
+        {
+            return Ok(f.assessment.clone());
+        }
+        let caps: EngineCapabilities = input.engine.capabilities().await;
         if !caps.reachable {
             return Err(EngineError::Unavailable(
                 caps.error.unwrap_or_else(|| "engine did not answer".into()),
             ));
         }
+        let assessment = Assessment::new(input.host.scan(), caps);
+        self.facts = Some(Facts {
+            at: now,
+            assessment: assessment.clone(),
+        });
+        Ok(assessment)
+    }
+
+    async fn pass_inner(&mut self, input: &PassInput<'_>) -> Result<Vec<AppStatus>, EngineError> {
+        let assessment = self.assessment(input).await?;
         // Without any desired state (first start, or a corrupt state file moved aside) the
         // containers are left alone: removing every app is not a safe default.
         if input.desired.is_none() {
@@ -115,12 +168,13 @@ impl Reconciler {
         let mut pass = Pass {
             config: input.config,
             engine: input.engine,
-            assessment: Assessment::new(input.host.scan(), caps),
+            assessment,
             allocations: Allocations::new(),
             generation: input.desired.map_or(0, |d| d.generation),
             now: Instant::now(),
             builds: input.builds,
             events: input.events,
+            quiet: input.quiet,
         };
 
         let mut by_app: BTreeMap<String, Vec<ContainerSummary>> = BTreeMap::new();
@@ -260,7 +314,7 @@ impl Pass<'_> {
                 && theirs.restart_token == identity.restart_token
             {
                 if let Some(status) = self
-                    .existing(rec, spec, &identity, &c.id, &theirs.gpu_hash)
+                    .existing(rec, spec, &identity, &c, &theirs.gpu_hash)
                     .await?
                 {
                     return Ok(status);
@@ -334,10 +388,19 @@ impl Pass<'_> {
         rec: &mut AppRecord,
         spec: &AppSpec,
         identity: &Identity,
-        id: &str,
+        listed: &ContainerSummary,
         their_gpu_hash: &str,
     ) -> Result<Option<AppStatus>, EngineError> {
-        let details = match self.engine.inspect(id).await {
+        let id = listed.id.as_str();
+        let reuse = rec.seen.as_ref().filter(|d| {
+            self.quiet && d.id == id && d.running && listed.state == ContainerState::Running
+        });
+        let inspected = match reuse {
+            Some(d) => Ok(d.clone()),
+            None => self.engine.inspect(id).await,
+        };
+        rec.seen = None;
+        let details = match inspected {
             Ok(d) => d,
             Err(e) if e.is_unavailable() => return Err(e),
             Err(e) if e.is_not_found() => return Ok(None),
@@ -369,6 +432,7 @@ impl Pass<'_> {
         let cfg = &self.config.crash_loop;
         let mut running = details.running;
         if running {
+            rec.seen = Some(details.clone());
             rec.guard.next_start = None;
             rec.guard.on_running(now, cfg);
             rec.last_error = None;
