@@ -361,7 +361,7 @@ impl Hub {
 
     /// Records an inventory.
     pub fn record_inventory(&self, host: &str, inv: Inventory) {
-        self.touch_host(host, |h| h.inventory = Some(inv));
+        self.touch_host(host, |h| h.inventory = Some(Arc::new(inv)));
         self.emit_host(host);
     }
 

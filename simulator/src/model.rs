@@ -25,7 +25,7 @@ pub struct HostRecord {
     pub last_seen_ms: u64,
     /// Latest inventory.
     #[serde(default)]
-    pub inventory: Option<Inventory>,
+    pub inventory: Option<std::sync::Arc<Inventory>>,
     /// Desired-state generation for this host.
     pub generation: u64,
     /// Highest generation the agent acknowledged.

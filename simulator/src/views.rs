@@ -52,7 +52,7 @@ pub struct HostView {
     /// Last error the agent reported.
     pub last_error: Option<String>,
     /// The full inventory, when received.
-    pub inventory: Option<Inventory>,
+    pub inventory: Option<std::sync::Arc<Inventory>>,
 }
 
 /// One app as the API shows it.
@@ -136,7 +136,7 @@ pub fn summarize(
 
 /// The view of a host.
 pub fn host_view(h: &HostRecord, connected: bool, apps: Vec<String>) -> HostView {
-    let (gpus, schedulable, reasons, engine) = summarize(h.inventory.as_ref());
+    let (gpus, schedulable, reasons, engine) = summarize(h.inventory.as_deref());
     HostView {
         id: h.id.clone(),
         hostname: h.hostname.clone(),
