@@ -168,7 +168,9 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), RunE
     );
 
     // local work first: the agent is useful without the control plane
-    let first = scan_inventory(&config.host_root, &docker).await;
+    let first = assess(&config.host_root, &docker).await;
+    manager.offer_facts(first.clone());
+    let first = first.inventory();
     let hostname = non_empty(&first.host.hostname)
         .unwrap_or("unknown")
         .to_owned();
@@ -192,6 +194,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), RunE
         docker.clone(),
         Duration::from_secs(config.inventory.interval_secs),
         inventory_tx,
+        manager.clone(),
         shutdown.clone(),
     ));
     tasks.spawn(manager.clone().run(shutdown.clone()));
@@ -234,9 +237,9 @@ fn non_empty(s: &str) -> Option<&str> {
     (!s.trim().is_empty()).then_some(s)
 }
 
-/// One inventory: host scan (blocking reads, off the runtime threads) plus the engine's
+/// One assessment: host scan (blocking reads, off the runtime threads) plus the engine's
 /// capabilities.
-async fn scan_inventory(root: &std::path::Path, docker: &DockerEngine) -> Inventory {
+async fn assess(root: &std::path::Path, docker: &DockerEngine) -> Assessment {
     let root = root.to_owned();
     let host = match tokio::task::spawn_blocking(move || scan(&root)).await {
         Ok(h) => h,
@@ -246,15 +249,17 @@ async fn scan_inventory(root: &std::path::Path, docker: &DockerEngine) -> Invent
         }
     };
     let engine = docker.probe().await;
-    Assessment::new(host, engine).inventory()
+    Assessment::new(host, engine)
 }
 
 /// Rescans every `every` and publishes the result; the uplink sends it only when it changed.
+/// The app manager's quiet passes reuse the same facts rather than reading them again.
 async fn inventory_loop(
     root: PathBuf,
     docker: Arc<DockerEngine>,
     every: Duration,
     tx: watch::Sender<Option<Arc<Inventory>>>,
+    manager: AppManager,
     shutdown: CancellationToken,
 ) {
     loop {
@@ -262,10 +267,12 @@ async fn inventory_loop(
             () = shutdown.cancelled() => return,
             () = tokio::time::sleep(every) => {}
         }
-        let inventory = tokio::select! {
+        let assessment = tokio::select! {
             () = shutdown.cancelled() => return,
-            inv = scan_inventory(&root, &docker) => inv,
+            a = assess(&root, &docker) => a,
         };
+        let inventory = assessment.inventory();
+        manager.offer_facts(assessment);
         tx.send_replace(Some(Arc::new(inventory)));
     }
 }

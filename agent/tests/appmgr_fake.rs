@@ -802,7 +802,7 @@ async fn without_a_desired_state_running_containers_are_left_alone() {
 }
 
 /// A plain poll tick costs one engine call, the listing: the engine's capabilities and the
-/// host scan are read again only every 10 s, a container only when the listing shows it
+/// host scan are read again only every 15 s, a container only when the listing shows it
 /// changed, and a new desired state reads everything afresh.
 #[tokio::test(start_paused = true)]
 async fn quiet_poll_ticks_list_once_and_inspect_only_what_changed() {
@@ -830,16 +830,29 @@ async fn quiet_poll_ticks_list_once_and_inspect_only_what_changed() {
         .collect();
     let count = |op: Op| fake.calls_of(op).len();
 
-    // ticks at 2, 4, 6 and 8 s after the pass that started both apps: listings only
+    // ticks at 2, 4, … 14 s after the pass that started both apps: listings only
     fake.clear_calls();
-    tokio::time::sleep(Duration::from_secs(9)).await;
+    tokio::time::sleep(Duration::from_secs(15)).await;
     let ops: Vec<Op> = fake.calls().iter().map(EngineCall::op).collect();
-    assert_eq!(ops, vec![Op::ListByLabel; 4], "{:?}", fake.calls());
+    assert_eq!(ops, vec![Op::ListByLabel; 7], "{:?}", fake.calls());
 
-    // the tick at 10 s reads the engine's capabilities again, still without inspecting
+    // the tick at 16 s reads the engine's capabilities again, still without inspecting
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(count(Op::Capabilities), 1, "{:?}", fake.calls());
     assert_eq!(count(Op::Inspect), 0, "{:?}", fake.calls());
+
+    // facts offered by the agent's inventory loop (at 25 s) keep the tick at 32 s from
+    // reading them again
+    let offered = odac_agent::sysinfo::Assessment::new(
+        odac_agent::sysinfo::scan(&fixture("no-gpu")),
+        fake.capabilities().await,
+    );
+    fake.clear_calls();
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    m.offer_facts(offered);
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let ops: Vec<Op> = fake.calls().iter().map(EngineCall::op).collect();
+    assert_eq!(ops, vec![Op::ListByLabel; 8], "{:?}", fake.calls());
 
     // a container that exited is inspected (exit code) and restarted; the other is not
     fake.clear_calls();

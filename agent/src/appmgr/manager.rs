@@ -25,10 +25,11 @@ use super::error::AppMgrError;
 use super::events::{AppEvent, EventTx};
 use super::fallback::clip;
 use super::host::HostSource;
-use super::reconcile::{PassInput, Reconciler};
+use super::reconcile::{Facts, PassInput, Reconciler};
 use super::settings::AppManagerConfig;
 use super::store::Store;
 use crate::engine::ContainerEngine;
+use crate::sysinfo::Assessment;
 
 /// Capacity of the status broadcast; a subscriber that lags this far behind misses changes
 /// (it can always read [`AppManager::statuses`]).
@@ -65,6 +66,7 @@ struct Inner {
     statuses: Mutex<BTreeMap<String, AppStatus>>,
     outage: Mutex<Option<Outage>>,
     reconciler: tokio::sync::Mutex<Reconciler>,
+    facts: Facts,
     events: broadcast::Sender<AppStatus>,
     app_events: EventTx,
     builds: Builds,
@@ -143,6 +145,7 @@ impl AppManager {
                 statuses: Mutex::new(statuses),
                 outage: Mutex::new(None),
                 reconciler: tokio::sync::Mutex::new(Reconciler::default()),
+                facts: Facts::default(),
                 events,
                 app_events,
                 builds,
@@ -243,6 +246,12 @@ impl AppManager {
         lock(&self.inner.desired).clone()
     }
 
+    /// Host and engine facts just read elsewhere (the agent's inventory loop): quiet passes
+    /// use them instead of reading the same again. Facts of an unreachable engine are ignored.
+    pub fn offer_facts(&self, assessment: Assessment) {
+        self.inner.facts.offer(assessment);
+    }
+
     /// The latest status of every desired app, sorted by name.
     pub fn statuses(&self) -> Vec<AppStatus> {
         lock(&self.inner.statuses).values().cloned().collect()
@@ -279,6 +288,7 @@ impl AppManager {
             desired: desired.as_ref(),
             builds: &self.inner.builds,
             events: &self.inner.app_events,
+            facts: &self.inner.facts,
             quiet,
         };
         match reconciler.pass(&input).await {

@@ -18,9 +18,10 @@
 //!   the new image is ready. The images of apps no longer desired are removed with them.
 //! - GPU allocations are rebuilt from the containers' labels at the start of every pass.
 //! - A quiet pass (a plain poll tick) costs one engine call: it reuses the engine's
-//!   capabilities and the host scan of an earlier pass for up to [`FACTS_TTL`], and the
-//!   inspection of a container the listing still shows running. Any other pass (a new desired
-//!   state, a scheduled restart, an outage retry) reads everything afresh.
+//!   capabilities and the host scan of an earlier pass (or of the agent's inventory loop,
+//!   [`Facts::offer`]) for up to [`FACTS_TTL`], and the inspection of a container the listing
+//!   still shows running. Any other pass (a new desired state, a scheduled restart, an outage
+//!   retry) reads everything afresh.
 //!
 //! Engine calls that find the engine unreachable end the pass with
 //! [`EngineError::Unavailable`]; the manager keeps the last statuses and retries.
@@ -49,8 +50,9 @@ use crate::engine::{
 use crate::gpu::{Allocations, Plan, attached_from, resolve_with};
 use crate::sysinfo::Assessment;
 
-/// How long a quiet pass may reuse the engine's capabilities and the host scan.
-pub(crate) const FACTS_TTL: Duration = Duration::from_secs(10);
+/// How long a quiet pass may reuse the engine's capabilities and the host scan: longer than
+/// the inventory loop's default interval (10 s), which keeps them fresh in the agent.
+pub(crate) const FACTS_TTL: Duration = Duration::from_secs(15);
 
 /// A failure held until the spec or the plan changes.
 #[derive(Debug, Clone)]
@@ -73,18 +75,44 @@ pub(super) struct AppRecord {
     pub(super) seen: Option<ContainerDetails>,
 }
 
-/// Host and engine facts read by an earlier pass.
-#[derive(Debug)]
-struct Facts {
-    at: Instant,
-    assessment: Assessment,
+/// The latest host and engine facts (an [`Assessment`] of a reachable engine) and when they
+/// were read, shared by the passes and the agent's inventory loop.
+#[derive(Debug, Default)]
+pub(crate) struct Facts {
+    latest: std::sync::Mutex<Option<(Instant, Assessment)>>,
+}
+
+impl Facts {
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<(Instant, Assessment)>> {
+        self.latest
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Facts read less than [`FACTS_TTL`] ago.
+    fn fresh(&self, now: Instant) -> Option<Assessment> {
+        self.slot()
+            .as_ref()
+            .filter(|(at, _)| now.saturating_duration_since(*at) < FACTS_TTL)
+            .map(|(_, a)| a.clone())
+    }
+
+    /// Keeps `assessment`, read now; one of an unreachable engine is not kept.
+    pub(crate) fn offer(&self, assessment: Assessment) {
+        if assessment.engine.reachable {
+            *self.slot() = Some((Instant::now(), assessment));
+        }
+    }
+
+    fn forget(&self) {
+        *self.slot() = None;
+    }
 }
 
 /// The reconcile state kept between passes.
 #[derive(Debug, Default)]
 pub(crate) struct Reconciler {
     apps: BTreeMap<String, AppRecord>,
-    facts: Option<Facts>,
 }
 
 /// The inputs of a pass.
@@ -95,6 +123,7 @@ pub(crate) struct PassInput<'a> {
     pub desired: Option<&'a DesiredState>,
     pub builds: &'a Builds,
     pub events: &'a EventTx,
+    pub facts: &'a Facts,
     /// A quiet pass: facts younger than [`FACTS_TTL`] and inspections of containers still
     /// running may be reused.
     pub quiet: bool,
@@ -120,22 +149,18 @@ impl Reconciler {
     ) -> Result<Vec<AppStatus>, EngineError> {
         let result = self.pass_inner(input).await;
         if result.is_err() {
-            self.facts = None;
+            input.facts.forget();
         }
         result
     }
 
     /// The engine's capabilities and the host's verdicts: those of an earlier pass when
     /// `quiet` and young enough, else read now.
-    async fn assessment(&mut self, input: &PassInput<'_>) -> Result<Assessment, EngineError> {
-        let now = Instant::now();
+    async fn assessment(&self, input: &PassInput<'_>) -> Result<Assessment, EngineError> {
         if input.quiet
-            && let Some(f) = self
-                .facts
-                .as_ref()
-                .filter(|f| now.saturating_duration_since(f.at) < FACTS_TTL)
+            && let Some(a) = input.facts.fresh(Instant::now())
         {
-            return Ok(f.assessment.clone());
+            return Ok(a);
         }
         let caps: EngineCapabilities = input.engine.capabilities().await;
         if !caps.reachable {
@@ -144,10 +169,7 @@ impl Reconciler {
             ));
         }
         let assessment = Assessment::new(input.host.scan(), caps);
-        self.facts = Some(Facts {
-            at: now,
-            assessment: assessment.clone(),
-        });
+        input.facts.offer(assessment.clone());
         Ok(assessment)
     }
 
