@@ -197,7 +197,7 @@ async fn an_invalid_desired_state_is_refused_whole_naming_the_field_and_the_prev
 }
 
 #[tokio::test(start_paused = true)]
-async fn an_oversize_frame_closes_with_1009_and_the_agent_reconnects() {
+async fn an_oversize_frame_is_reported_too_large_closed_with_1009_and_the_agent_reconnects() {
     let h = start(Behaviour::default(), FakeApps::new()).await;
     wait_for(&h.server.log, Duration::from_secs(5), "welcome", |l| {
         !l.welcomed.is_empty()
@@ -214,6 +214,14 @@ async fn an_oversize_frame_closes_with_1009_and_the_agent_reconnects() {
     .await;
     let log = h.server.snapshot();
     assert_eq!(log.closes, vec![(1, 1009)]);
+    let errors = log.errors();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0].code, ErrorCode::TooLarge);
+    assert!(
+        errors[0].message.contains(&MAX_FRAME_BYTES.to_string()),
+        "the error names the limit: {}",
+        errors[0].message
+    );
     assert!(
         h.apps.desired.lock().unwrap().is_none(),
         "the oversize frame was not applied"

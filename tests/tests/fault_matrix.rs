@@ -512,6 +512,19 @@ fn malformed_and_oversize_frames_are_survived_and_reported() {
         .unwrap();
     assert!(lost.contains("1009"), "{lost}");
     figure(SCENARIO, "oversize_logged_as", format!("{lost:?}"));
+    let reported = poll(
+        "the agent's too_large at the control plane",
+        Duration::from_secs(10),
+        || {
+            let hosts = stack.sim.hosts().map_err(|e| e.to_string())?;
+            match hosts.first().and_then(|h| h.last_error.clone()) {
+                Some(e) if e.contains("too_large") => Ok(e),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .unwrap();
+    figure(SCENARIO, "oversize_reported_as", format!("{reported:?}"));
     let t = Instant::now();
     agent
         .wait_for_line_after(mark, SESSION_UP, Duration::from_secs(15))

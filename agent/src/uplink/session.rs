@@ -3,7 +3,7 @@
 //! earlier sessions is resent too), then serves frames until the link dies: desired state,
 //! upserts and deletes go to the app manager one at a time and are acked only once it has
 //! persisted them; acks clear the outbox; bad frames are answered with an `error` and the
-//! session goes on; frames over the size limit close the session with 1009; a ping unanswered
+//! session goes on; frames over the size limit are answered with `too_large` and close the session with 1009; a ping unanswered
 //! for two intervals ends it. Shutdown finishes the change being persisted, then closes 1001.
 
 use std::collections::VecDeque;
@@ -252,15 +252,17 @@ async fn on_frame(
             return Err(Lost(closed_reason(f.as_ref())));
         }
         Some(Err(WsError::Capacity(e))) => {
-            close(ws, CloseCode::Size, "frame too large").await;
-            return Err(Lost(format!("refused a frame over the size limit: {e}")));
+            let reason = format!("refused a frame over the size limit: {e}");
+            refuse_oversize(ws, &reason, interval).await;
+            return Err(Lost(reason));
         }
         Some(Err(e)) => return Err(Lost(format!("websocket error: {e}"))),
         None => return Err(Lost("connection closed by the control plane".into())),
     };
     if text.len() > MAX_FRAME_BYTES {
-        close(ws, CloseCode::Size, "frame too large").await;
-        return Err(Lost(too_large(text.len())));
+        let reason = too_large(text.len());
+        refuse_oversize(ws, &reason, interval).await;
+        return Err(Lost(reason));
     }
     match decode_control(text.as_bytes()) {
         Ok(ControlMessage::Ack(a)) => {
@@ -419,6 +421,21 @@ async fn send(ws: &mut WsStream, msg: Message, interval: Duration) -> Result<(),
             (interval * 2).as_secs()
         ))),
     }
+}
+
+/// Tells the control plane why (`error{code:"too_large"}`, best effort), then closes with 1009.
+async fn refuse_oversize(ws: &mut WsStream, reason: &str, interval: Duration) {
+    let msg = ErrorMessage::new(ErrorCode::TooLarge, reason.to_string(), None);
+    if let Err(e) = send(
+        ws,
+        Message::text(encode(&AgentMessage::Error(msg))),
+        interval,
+    )
+    .await
+    {
+        debug!("could not report the oversize frame: {}", e.0);
+    }
+    close(ws, CloseCode::Size, "frame too large").await;
 }
 
 /// Sends a close frame and waits briefly for the peer's.
