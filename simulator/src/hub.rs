@@ -101,6 +101,7 @@ impl Hub {
         data: FleetData,
         agent_tokens: &[String],
         api_token: Option<String>,
+        heartbeat_secs: u32,
     ) -> Arc<Self> {
         Arc::new(Self {
             data: Mutex::new(data),
@@ -111,7 +112,7 @@ impl Hub {
             agent_tokens: agent_tokens.iter().map(|t| hash_secret(t)).collect(),
             api_token,
             faults: Faults::default(),
-            heartbeat_secs: 20,
+            heartbeat_secs,
             changes: broadcast::channel(1024).0,
             events: broadcast::channel(1024).0,
             closing: tokio::sync::watch::channel(false).0,

@@ -26,6 +26,9 @@ use crate::{AGENT_PATH, admin, api, dashboard, sse, tls, ws};
 /// File in the state dir holding the agent token generated when no `--token` is given.
 pub const TOKEN_FILE: &str = "agent-token";
 
+/// Heartbeat interval told to agents unless `--heartbeat-secs` says otherwise.
+pub const DEFAULT_HEARTBEAT_SECS: u32 = 20;
+
 /// How to serve.
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
@@ -39,6 +42,8 @@ pub struct ServeConfig {
     pub enroll_codes: Vec<String>,
     /// Bearer token the REST API requires (none = open API).
     pub api_token: Option<String>,
+    /// Heartbeat interval told to agents in `welcome` (seconds, 1..=3600; default 20).
+    pub heartbeat_secs: u32,
 }
 
 impl ServeConfig {
@@ -50,6 +55,7 @@ impl ServeConfig {
             tokens: Vec::new(),
             enroll_codes: Vec::new(),
             api_token: None,
+            heartbeat_secs: DEFAULT_HEARTBEAT_SECS,
         }
     }
 }
@@ -168,7 +174,13 @@ impl Server {
         } else {
             (cfg.tokens.clone(), None)
         };
-        let hub = Hub::new(store, data, &tokens, cfg.api_token.clone());
+        let hub = Hub::new(
+            store,
+            data,
+            &tokens,
+            cfg.api_token.clone(),
+            cfg.heartbeat_secs,
+        );
         for code in &cfg.enroll_codes {
             hub.add_enroll_code(code);
         }

@@ -27,6 +27,7 @@ pub struct Sim {
     state_dir: PathBuf,
     log_dir: PathBuf,
     token: String,
+    heartbeat_secs: Option<u32>,
     starts: usize,
     process: Option<Process>,
 }
@@ -54,6 +55,12 @@ impl Sim {
     /// Starts a simulator with state in `dir/sim`, logs in `dir/logs`, accepting agent
     /// `token`.
     pub fn start(dir: &Path, token: &str) -> Result<Sim> {
+        Sim::start_with(dir, token, None)
+    }
+
+    /// [`Sim::start`], telling agents to ping every `heartbeat_secs` (`--heartbeat-secs`;
+    /// none: the simulator's default, 20 s).
+    pub fn start_with(dir: &Path, token: &str, heartbeat_secs: Option<u32>) -> Result<Sim> {
         let mut last = None;
         for _ in 0..3 {
             let mut sim = Sim {
@@ -61,6 +68,7 @@ impl Sim {
                 state_dir: dir.join("sim"),
                 log_dir: dir.join("logs"),
                 token: token.to_owned(),
+                heartbeat_secs,
                 starts: 0,
                 process: None,
             };
@@ -83,6 +91,9 @@ impl Sim {
             .arg(&self.state_dir)
             .env("ODAC_SIM_TOKENS", &self.token)
             .env("ODAC_SIM_LOG", "info");
+        if let Some(secs) = self.heartbeat_secs {
+            cmd.arg("--heartbeat-secs").arg(secs.to_string());
+        }
         let mut p = Process::spawn(&name, &mut cmd, &self.log_dir)?;
         match p.wait_for_line("agents: wss://", START_TIMEOUT) {
             Ok(_) => {

@@ -58,6 +58,7 @@ pub struct StackBuilder {
     start_agent: bool,
     tweak: Option<fn(&mut AgentOptions)>,
     host_root: Option<PathBuf>,
+    heartbeat_secs: Option<u32>,
 }
 
 impl StackBuilder {
@@ -85,6 +86,12 @@ impl StackBuilder {
         self
     }
 
+    /// Has the simulator ask agents for a ping every `secs` (its `welcome.heartbeat_secs`).
+    pub fn heartbeat_secs(mut self, secs: u32) -> Self {
+        self.heartbeat_secs = Some(secs);
+        self
+    }
+
     /// Does not start the agent (the scenario starts it with [`Stack::start_agent`]).
     pub fn no_agent(mut self) -> Self {
         self.start_agent = false;
@@ -100,7 +107,7 @@ impl StackBuilder {
             .map_err(|e| Error::Other(format!("cannot create a temp dir: {e}")))?;
         let instance = instance_name(&self.scenario);
         let cleanup = LabelCleanup::new(format!("odac.instance={instance}"));
-        let sim = Sim::start(dir.path(), TOKEN)?;
+        let sim = Sim::start_with(dir.path(), TOKEN, self.heartbeat_secs)?;
         let proxy = if self.tcp_proxy {
             Some(TcpProxy::start(sim.addr())?)
         } else {
@@ -198,6 +205,7 @@ impl Stack {
             start_agent: true,
             tweak: None,
             host_root: None,
+            heartbeat_secs: None,
         }
     }
 

@@ -39,6 +39,9 @@ enum Command {
         /// Require this bearer token on the REST API.
         #[arg(long, env = "ODAC_SIM_API_TOKEN", hide_env_values = true)]
         api_token: Option<String>,
+        /// Heartbeat (ping) interval told to agents in `welcome`, in seconds.
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=3600))]
+        heartbeat_secs: u32,
     },
     /// Run N protocol-level simulated agents (no Docker) against a control plane.
     Fleet {
@@ -114,12 +117,14 @@ async fn main_async(cli: Cli) -> anyhow::Result<()> {
             tokens,
             enroll_codes,
             api_token,
+            heartbeat_secs,
         } => {
             let mut cfg =
                 ServeConfig::new(listen, state.unwrap_or_else(|| default_state("odac-sim")));
             cfg.tokens = tokens;
             cfg.enroll_codes = enroll_codes;
             cfg.api_token = api_token;
+            cfg.heartbeat_secs = heartbeat_secs;
             let server = Server::start(cfg).await?;
             print!("{}", server.banner());
             server.run_until_signal().await;
