@@ -39,10 +39,16 @@ impl Heartbeat {
         self.interval
     }
 
-    /// A tick at `now`.
+    /// A tick at `now`. Ticks come one interval apart, give or take the timer's jitter, so the
+    /// ping sent two ticks ago counts as two intervals old from one and a half intervals on:
+    /// a strict `>= 2 intervals` would miss it by a fraction of a millisecond half the time and
+    /// wait a whole third interval.
     pub fn tick(&mut self, now: Instant) -> Beat {
         match self.oldest_unanswered {
-            Some(since) if now.saturating_duration_since(since) >= self.interval * 2 => {
+            Some(since)
+                if now.saturating_duration_since(since)
+                    >= self.interval * 2 - self.interval / 2 =>
+            {
                 Beat::Dead {
                     silent_for: now.saturating_duration_since(since),
                 }
@@ -78,5 +84,32 @@ mod tests {
         hb.pong();
         assert_eq!(hb.tick(t0 + iv * 5), Beat::Ping);
         assert_eq!(hb.tick(t0 + iv * 6), Beat::Ping);
+    }
+
+    #[test]
+    fn a_tick_a_hair_early_still_ends_a_silent_session_after_two_intervals() {
+        let t0 = Instant::now();
+        let iv = Duration::from_secs(5);
+        let hair = Duration::from_micros(300);
+        let mut hb = Heartbeat::new(iv);
+        // the first unanswered ping is stamped a little after its tick
+        assert_eq!(hb.tick(t0 + iv + hair), Beat::Ping);
+        assert_eq!(hb.tick(t0 + iv * 2), Beat::Ping);
+        assert_eq!(
+            hb.tick(t0 + iv * 3),
+            Beat::Dead {
+                silent_for: iv * 2 - hair
+            }
+        );
+    }
+
+    #[test]
+    fn one_unanswered_interval_is_not_fatal_even_when_a_tick_is_late() {
+        let t0 = Instant::now();
+        let iv = Duration::from_secs(5);
+        let mut hb = Heartbeat::new(iv);
+        assert_eq!(hb.tick(t0 + iv), Beat::Ping);
+        // a tick delayed by a busy runtime: still less than 1.5 intervals of silence
+        assert_eq!(hb.tick(t0 + iv * 2 + iv / 4), Beat::Ping);
     }
 }

@@ -136,12 +136,13 @@ pub(crate) async fn run_session(mut ws: WsStream, ctx: SessionCtx<'_>) -> Sessio
             }
             _ = ticker.tick() => match heartbeat.tick(Instant::now()) {
                 Beat::Ping => {
+                    debug!("heartbeat ping");
                     if let Err(Lost(reason)) = send(&mut ws, Message::Ping(Vec::new().into()), interval).await {
                         return lost(reason);
                     }
                 }
                 Beat::Dead { silent_for } => {
-                    return lost(format!("no pong for {}s (two heartbeat intervals)", silent_for.as_secs()));
+                    return lost(format!("no pong for {}s (two heartbeat intervals)", silent_for.as_secs_f64().round()));
                 }
             },
             () = ctx.wake.notified() => {
