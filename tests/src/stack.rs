@@ -311,6 +311,35 @@ impl Stack {
         Ok(m)
     }
 
+    /// Waits up to `timeout` for the control plane to hold the agent's exact status of every
+    /// app in `names`; returns the apps whose status still differs (empty: all delivered).
+    pub fn wait_statuses_delivered(&self, names: &[String], timeout: Duration) -> Vec<String> {
+        let undelivered = || -> Vec<String> {
+            let mine = self.agent().and_then(|a| a.statuses()).unwrap_or_default();
+            names
+                .iter()
+                .filter(|n| {
+                    let theirs = self.sim.app(n).ok().flatten().and_then(|a| a.status);
+                    theirs.as_ref() != mine.get(n.as_str())
+                })
+                .cloned()
+                .collect()
+        };
+        let _ = poll(
+            "the agent's statuses to reach the control plane",
+            timeout,
+            || {
+                let left = undelivered();
+                if left.is_empty() {
+                    Ok(())
+                } else {
+                    Err(format!("{left:?}"))
+                }
+            },
+        );
+        undelivered()
+    }
+
     /// Checks the end state of a fault scenario once: every app of the control plane is
     /// `running` with the agent's exact status, the agent's persisted desired state names the
     /// same apps with the same specs, and each app has exactly one container, running.

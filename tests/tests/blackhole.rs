@@ -99,9 +99,9 @@ fn blackholed_link_is_detected_by_the_heartbeat_and_unacked_statuses_are_resent(
     );
     // what the dead session held is gone, as it would be on a dropped route
     proxy.cut();
-    let cp_status = |name: &str| stack.sim.app(name).ok().flatten().and_then(|a| a.status);
+    let at_control_plane = stack.sim.app("bh0").unwrap().and_then(|a| a.status);
     assert_ne!(
-        cp_status("bh0").as_ref(),
+        at_control_plane.as_ref(),
         Some(&restarted),
         "the control plane already has the restart, so nothing is left to resend"
     );
@@ -116,26 +116,9 @@ fn blackholed_link_is_detected_by_the_heartbeat_and_unacked_statuses_are_resent(
         "reconnect_after_restore",
         secs(restored.elapsed()),
     );
-    let undelivered = || -> Vec<String> {
-        let mine = agent.statuses().unwrap_or_default();
-        apps.iter()
-            .filter(|n| cp_status(n).as_ref() != mine.get(**n))
-            .map(|n| n.to_string())
-            .collect()
-    };
-    let _ = poll(
-        "every status to reach the control plane",
-        Duration::from_secs(20),
-        || {
-            let left = undelivered();
-            if left.is_empty() {
-                Ok(())
-            } else {
-                Err(format!("{left:?}"))
-            }
-        },
-    );
-    assert_eq!(undelivered(), Vec::<String>::new(), "statuses lost");
+    let names: Vec<String> = apps.iter().map(|a| a.to_string()).collect();
+    let undelivered = stack.wait_statuses_delivered(&names, Duration::from_secs(20));
+    assert_eq!(undelivered, Vec::<String>::new(), "statuses lost");
     figure(
         SCENARIO,
         "views_equal_after_restore",

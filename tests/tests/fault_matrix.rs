@@ -213,32 +213,13 @@ fn link_cut_for_30s_apps_keep_running_and_no_status_is_lost() {
     assert!(restored.elapsed() <= Duration::from_millis(CAP_MS + 3_000));
     // every queued status reaches the control plane (no desired-state change happened that
     // would make the agent report them again anyway)
-    let cp_status = |name: &str| stack.sim.app(name).ok().flatten().and_then(|a| a.status);
-    let undelivered = || -> Vec<String> {
-        let mine = agent.statuses().unwrap_or_default();
-        queued
-            .iter()
-            .filter(|n| cp_status(n.as_str()).as_ref() != mine.get(n.as_str()))
-            .map(|n| n.to_string())
-            .collect()
-    };
-    let _ = poll(
-        "the queued statuses to arrive",
-        Duration::from_secs(20),
-        || {
-            let left = undelivered();
-            if left.is_empty() {
-                Ok(())
-            } else {
-                Err(format!("{left:?}"))
-            }
-        },
-    );
-    let lost = undelivered().len();
+    let queued: Vec<String> = queued.into_iter().cloned().collect();
+    let undelivered = stack.wait_statuses_delivered(&queued, Duration::from_secs(20));
+    let lost = undelivered.len();
     figure(SCENARIO, "statuses_queued", queued.len());
     figure(SCENARIO, "statuses_delivered", queued.len() - lost);
     figure(SCENARIO, "statuses_lost", lost);
-    assert_eq!(lost, 0, "statuses lost: {:?}", undelivered());
+    assert_eq!(lost, 0, "statuses lost: {undelivered:?}");
     stack.wait_converged(4, Duration::from_secs(60)).unwrap();
     figure(
         SCENARIO,
@@ -322,6 +303,22 @@ fn agent_sigkilled_mid_apply_converges_without_duplicates() {
 }
 
 /// Polls the container count every 20 ms until `ok(count)`; returns the count.
+/// Waits for the host's `last_error` on the control plane to name `code`; returns it.
+fn reported_error(stack: &Stack, code: &str) -> String {
+    poll(
+        &format!("the agent's {code} error at the control plane"),
+        Duration::from_secs(10),
+        || {
+            let hosts = stack.sim.hosts().map_err(|e| e.to_string())?;
+            match hosts.first().and_then(|h| h.last_error.clone()) {
+                Some(e) if e.contains(code) => Ok(e),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .unwrap()
+}
+
 fn poll_every_fast(stack: &Stack, ok: impl Fn(usize) -> bool) -> usize {
     odac_e2e::poll::poll_every(
         "containers to appear",
@@ -481,18 +478,7 @@ fn malformed_and_oversize_frames_are_survived_and_reported() {
             Duration::from_secs(10),
         )
         .unwrap();
-    let reported = poll(
-        "the agent's error at the control plane",
-        Duration::from_secs(10),
-        || {
-            let hosts = stack.sim.hosts().map_err(|e| e.to_string())?;
-            match hosts.first().and_then(|h| h.last_error.clone()) {
-                Some(e) if e.contains("malformed") => Ok(e),
-                other => Err(format!("{other:?}")),
-            }
-        },
-    )
-    .unwrap();
+    let reported = reported_error(&stack, "malformed");
     figure(SCENARIO, "malformed_reported_as", format!("{reported:?}"));
     stack.sim.create_app(&Stack::app_body("frm-after")).unwrap();
     stack.wait_converged(2, Duration::from_secs(60)).unwrap();
@@ -512,18 +498,7 @@ fn malformed_and_oversize_frames_are_survived_and_reported() {
         .unwrap();
     assert!(lost.contains("1009"), "{lost}");
     figure(SCENARIO, "oversize_logged_as", format!("{lost:?}"));
-    let reported = poll(
-        "the agent's too_large at the control plane",
-        Duration::from_secs(10),
-        || {
-            let hosts = stack.sim.hosts().map_err(|e| e.to_string())?;
-            match hosts.first().and_then(|h| h.last_error.clone()) {
-                Some(e) if e.contains("too_large") => Ok(e),
-                other => Err(format!("{other:?}")),
-            }
-        },
-    )
-    .unwrap();
+    let reported = reported_error(&stack, "too_large");
     figure(SCENARIO, "oversize_reported_as", format!("{reported:?}"));
     let t = Instant::now();
     agent
