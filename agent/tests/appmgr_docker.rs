@@ -5,20 +5,21 @@
 //! unreachable the tests fail under `ODAC_REQUIRE_DOCKER=1` and are skipped otherwise.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod docker_support;
+
+use docker_support::{engine_with_test_image, logs_with, then_clean_up, unique_suffix};
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use futures_util::FutureExt;
 use odac_agent::appmgr::{AppManager, AppManagerConfig, HostSource, container};
-use odac_agent::engine::test_image::{BUSYBOX_TEST_IMAGE, ensure_busybox_image};
+use odac_agent::engine::test_image::BUSYBOX_TEST_IMAGE;
 use odac_agent::engine::{
     ContainerDetails, ContainerEngine, ContainerSpec, ContainerSummary, DeviceRequest,
-    DockerEngine, EngineCapabilities, EngineError, FakeEngine, probe_capabilities,
+    DockerEngine, EngineCapabilities, EngineError, FakeEngine,
 };
 use odac_agent::gpu::{Allocations, Plan, resolve};
 use odac_agent::sysinfo::cli::engine_from_info_file;
@@ -179,14 +180,7 @@ impl Run {
 
     /// Wait until the container's logs contain `needle` (bounded).
     async fn logs_with(&self, id: &str, needle: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let logs = self.real.logs_tail(id, 50).await.unwrap_or_default();
-            if logs.contains(needle) || Instant::now() > deadline {
-                return logs;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        logs_with(self.real.as_ref(), id, needle, 50).await
     }
 }
 
@@ -196,26 +190,12 @@ where
     F: FnOnce(&'static Run) -> Fut,
     Fut: Future<Output = ()>,
 {
-    let caps = probe_capabilities(None).await;
-    if !caps.reachable {
-        assert!(
-            std::env::var("ODAC_REQUIRE_DOCKER").as_deref() != Ok("1"),
-            "docker engine required (ODAC_REQUIRE_DOCKER=1) but unreachable: {:?}",
-            caps.error
-        );
-        println!("skip {test}: docker engine unreachable: {:?}", caps.error);
+    let Some(real) = engine_with_test_image(test).await else {
         return;
-    }
-    let real = Arc::new(DockerEngine::connect(None).await.expect("connect"));
-    ensure_busybox_image(real.as_ref(), BUSYBOX_TEST_IMAGE)
-        .await
-        .expect("import busybox test image");
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or_default();
+    };
+    let real = Arc::new(real);
     let run: &'static Run = Box::leak(Box::new(Run {
-        id: format!("{}-{nanos:x}-{test}", std::process::id()).replace('_', "-"),
+        id: format!("{}-{test}", unique_suffix()).replace('_', "-"),
         real: real.clone(),
         engine: Arc::new(TestEngine {
             current: RwLock::new(real),
@@ -224,11 +204,7 @@ where
         tmp: tempfile::tempdir().unwrap(),
         volumes: Mutex::new(Vec::new()),
     }));
-    let outcome = AssertUnwindSafe(body(run)).catch_unwind().await;
-    run.cleanup().await;
-    if let Err(panic) = outcome {
-        std::panic::resume_unwind(panic);
-    }
+    then_clean_up(body(run), run.cleanup()).await;
 }
 
 fn gpu(json: &str) -> Option<GpuRequest> {

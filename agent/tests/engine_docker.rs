@@ -6,32 +6,18 @@
 //! per-test run label, and is removed at the end even when an assertion fails.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod docker_support;
+
+use docker_support::{engine_or_skip, engine_with_test_image, then_clean_up, unique_suffix};
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::panic::AssertUnwindSafe;
 use std::time::{Duration, Instant};
 
-use futures_util::FutureExt;
-use odac_agent::engine::test_image::{BUSYBOX_TEST_IMAGE, ensure_busybox_image};
+use odac_agent::engine::test_image::BUSYBOX_TEST_IMAGE;
 use odac_agent::engine::{
     ContainerDetails, ContainerEngine, ContainerSpec, ContainerState, DeviceMapping, DeviceRequest,
     DockerEngine, EngineCapabilities, EngineError, probe_capabilities,
 };
-
-/// The local engine, or `None` (after printing a skip line) when it is down and not required.
-async fn engine_or_skip(test: &str) -> Option<DockerEngine> {
-    let caps = probe_capabilities(None).await;
-    if !caps.reachable {
-        assert!(
-            std::env::var("ODAC_REQUIRE_DOCKER").as_deref() != Ok("1"),
-            "docker engine required (ODAC_REQUIRE_DOCKER=1) but unreachable: {:?}",
-            caps.error
-        );
-        println!("skip {test}: docker engine unreachable: {:?}", caps.error);
-        return None;
-    }
-    Some(DockerEngine::connect(None).await.expect("connect"))
-}
 
 /// A per-test namespace: unique names and a run label for cleanup.
 struct Run {
@@ -92,25 +78,14 @@ where
     F: FnOnce(&'static Run) -> Fut,
     Fut: Future<Output = ()>,
 {
-    let Some(engine) = engine_or_skip(test).await else {
+    let Some(engine) = engine_with_test_image(test).await else {
         return;
     };
-    ensure_busybox_image(&engine, BUSYBOX_TEST_IMAGE)
-        .await
-        .expect("import busybox test image");
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or_default();
     let run: &'static Run = Box::leak(Box::new(Run {
         engine,
-        id: format!("{}-{nanos:x}-{test}", std::process::id()).replace('_', "-"),
+        id: format!("{}-{test}", unique_suffix()).replace('_', "-"),
     }));
-    let outcome = AssertUnwindSafe(body(run)).catch_unwind().await;
-    run.cleanup().await;
-    if let Err(panic) = outcome {
-        std::panic::resume_unwind(panic);
-    }
+    then_clean_up(body(run), run.cleanup()).await;
 }
 
 #[tokio::test]

@@ -9,19 +9,19 @@
 //! and are skipped otherwise.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod docker_support;
 mod git_source_support;
 
+use docker_support::{engine_with_test_image, logs_with, then_clean_up, unique_suffix};
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use futures_util::FutureExt;
 use git_source_support::{Repo, count, desired, drain, git_app, until};
 use odac_agent::appmgr::{AppManager, AppManagerConfig, CrashLoopConfig, labels};
-use odac_agent::engine::test_image::{BUSYBOX_TEST_IMAGE, ensure_busybox_image};
-use odac_agent::engine::{ContainerEngine, DockerEngine, probe_capabilities};
+use odac_agent::engine::test_image::BUSYBOX_TEST_IMAGE;
+use odac_agent::engine::{ContainerEngine, DockerEngine};
 use odac_protocol::{AppSpec, AppState, AppStatus, Reason};
 use tokio_util::sync::CancellationToken;
 
@@ -78,14 +78,7 @@ impl Run {
     }
 
     async fn logs_with(&self, id: &str, needle: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let logs = self.real.logs_tail(id, 20).await.unwrap_or_default();
-            if logs.contains(needle) || Instant::now() > deadline {
-                return logs;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        logs_with(self.real.as_ref(), id, needle, 20).await
     }
 }
 
@@ -95,36 +88,18 @@ where
     F: FnOnce(&'static Run) -> Fut,
     Fut: Future<Output = ()>,
 {
-    let caps = probe_capabilities(None).await;
-    if !caps.reachable {
-        assert!(
-            std::env::var("ODAC_REQUIRE_DOCKER").as_deref() != Ok("1"),
-            "docker engine required (ODAC_REQUIRE_DOCKER=1) but unreachable: {:?}",
-            caps.error
-        );
-        println!("skip {test}: docker engine unreachable: {:?}", caps.error);
+    let Some(real) = engine_with_test_image(test).await else {
         return;
-    }
-    let real = Arc::new(DockerEngine::connect(None).await.expect("connect"));
-    ensure_busybox_image(real.as_ref(), BUSYBOX_TEST_IMAGE)
-        .await
-        .expect("import busybox test image");
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or_default();
-    let short = format!("{:x}{nanos:x}", std::process::id() % 4096);
+    };
+    let real = Arc::new(real);
+    let short = unique_suffix();
     let run: &'static Run = Box::leak(Box::new(Run {
         id: format!("gs-{short}-{test}").replace('_', "-"),
         short,
         real,
         tmp: tempfile::tempdir().unwrap(),
     }));
-    let outcome = AssertUnwindSafe(body(run)).catch_unwind().await;
-    run.cleanup().await;
-    if let Err(panic) = outcome {
-        std::panic::resume_unwind(panic);
-    }
+    then_clean_up(body(run), run.cleanup()).await;
 }
 
 const BUILD_WAIT: Duration = Duration::from_secs(120);
