@@ -61,12 +61,12 @@ impl Store {
 
     /// Persist the desired state atomically.
     pub fn save_desired(&self, state: &DesiredState) -> Result<(), StoreError> {
-        write_atomic(&self.dir.join(DESIRED_FILE), state)
+        off_the_executor(|| write_atomic(&self.dir.join(DESIRED_FILE), state))
     }
 
     /// Persist the statuses atomically.
     pub fn save_statuses(&self, statuses: &[AppStatus]) -> Result<(), StoreError> {
-        write_atomic(&self.dir.join(STATUSES_FILE), &statuses)
+        off_the_executor(|| write_atomic(&self.dir.join(STATUSES_FILE), &statuses))
     }
 
     /// The statuses last saved (empty when none were).
@@ -107,6 +107,19 @@ impl Store {
     }
 }
 
+/// Runs blocking file IO (the fsyncs of a save: milliseconds here, seconds on a busy SD card)
+/// so that a slow disk stalls only its caller: on the agent's multi-thread runtime the worker
+/// first hands its other tasks (the uplink's heartbeat, the inventory loop) to another thread;
+/// on a current-thread runtime (`apply`, `status`, most tests) or outside one it just runs `f`.
+fn off_the_executor<R>(f: impl FnOnce() -> R) -> R {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
+}
+
 /// Write `value` as JSON to `path` atomically: temp file, fsync, rename, fsync directory.
 pub fn write_atomic<T: Serialize + ?Sized>(path: &Path, value: &T) -> Result<(), StoreError> {
     let mut bytes = serde_json::to_vec_pretty(value).map_err(|source| StoreError::Encode {
@@ -144,6 +157,82 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use odac_protocol::AppSpec;
+
+    /// Ticks a task every 10 ms on a one-worker multi-thread runtime while `blocking` runs on
+    /// that worker for 300 ms; returns how many ticks happened meanwhile.
+    fn ticks_during(blocking: fn()) -> u32 {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let ticks = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+            let counter = ticks.clone();
+            let ticker = tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+            });
+            // let the ticker start on the worker
+            tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+            let before = ticks.load(std::sync::atomic::Ordering::SeqCst);
+            tokio::spawn(async move { blocking() }).await.unwrap();
+            let during = ticks.load(std::sync::atomic::Ordering::SeqCst) - before;
+            ticker.abort();
+            during
+        })
+    }
+
+    #[test]
+    fn a_slow_write_does_not_stall_the_other_tasks_of_its_worker() {
+        fn slow_plain() {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+        }
+        fn slow_off() {
+            off_the_executor(|| std::thread::sleep(std::time::Duration::from_millis(300)));
+        }
+        let stalled = ticks_during(slow_plain);
+        let kept = ticks_during(slow_off);
+        assert!(
+            stalled <= 2,
+            "the baseline really blocks its worker: {stalled} ticks"
+        );
+        assert!(
+            kept >= 5,
+            "other tasks ran meanwhile: {kept} ticks in 300 ms"
+        );
+    }
+
+    #[test]
+    fn saves_work_on_both_runtime_flavors_and_outside_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let state = DesiredState {
+            generation: 1,
+            apps: vec![AppSpec::new("web", "busybox")],
+        };
+        store.save_desired(&state).unwrap();
+        for mut builder in [
+            tokio::runtime::Builder::new_current_thread(),
+            tokio::runtime::Builder::new_multi_thread(),
+        ] {
+            let rt = builder.enable_all().build().unwrap();
+            let s = store.clone();
+            let st = state.clone();
+            rt.block_on(async move {
+                tokio::spawn(async move {
+                    s.save_desired(&st).unwrap();
+                    s.save_statuses(&[]).unwrap();
+                })
+                .await
+                .unwrap();
+            });
+        }
+        assert_eq!(store.load_desired().unwrap(), Some(state));
+        assert_eq!(store.load_statuses().unwrap(), Vec::<AppStatus>::new());
+    }
 
     #[test]
     fn round_trip_and_corrupt_files_are_moved_aside() {
