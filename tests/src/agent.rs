@@ -15,6 +15,11 @@ use crate::docker::{RUN_LABEL, TEST_LABEL};
 use crate::error::{Error, Result};
 use crate::process::Process;
 
+/// The agent's log line once a control-plane session is up.
+pub const SESSION_UP: &str = "control plane session established";
+/// The agent's log line when a control-plane session ends unasked.
+pub const SESSION_LOST: &str = "control plane session lost";
+
 /// The agent's settings a scenario may change.
 #[derive(Debug, Clone)]
 pub struct AgentOptions {

@@ -311,6 +311,69 @@ impl Stack {
         Ok(m)
     }
 
+    /// Lets traffic through the TCP proxy again and waits up to 20 s for the agent to log a new
+    /// session after its log position `mark`; returns when the link was restored.
+    pub fn restore_link(&self, mark: usize) -> Result<std::time::Instant> {
+        self.proxy()?.restore();
+        let restored = std::time::Instant::now();
+        self.agent()?.process()?.wait_for_line_after(
+            mark,
+            crate::agent::SESSION_UP,
+            Duration::from_secs(20),
+        )?;
+        Ok(restored)
+    }
+
+    /// `docker kill`s the container of each app in `apps`.
+    pub fn crash(&self, apps: &[&str]) -> Result<()> {
+        let by_app = self.containers_by_app()?;
+        for app in apps {
+            let id = by_app
+                .get(*app)
+                .and_then(|c| c.first())
+                .map(|c| c.id.clone())
+                .ok_or_else(|| Error::Other(format!("no container for app {app}")))?;
+            let out = std::process::Command::new("docker")
+                .args(["kill", &id])
+                .output()
+                .map_err(|e| Error::Other(format!("cannot run docker kill: {e}")))?;
+            if !out.status.success() {
+                return Err(Error::Other(format!(
+                    "docker kill {id}: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits up to `timeout` for the agent to report every app in `apps` running again in a
+    /// new container or after a restart, compared with `before`; returns the agent's statuses.
+    pub fn wait_restarted(
+        &self,
+        apps: &[&str],
+        before: &BTreeMap<String, AppStatus>,
+        timeout: Duration,
+    ) -> Result<BTreeMap<String, AppStatus>> {
+        let agent = self.agent()?;
+        poll("the agent to restart the crashed apps", timeout, || {
+            let now = agent.statuses().map_err(|e| e.to_string())?;
+            let restarted = apps.iter().all(|a| {
+                now.get(*a).is_some_and(|s| {
+                    s.state.as_str() == "running"
+                        && before.get(*a).is_none_or(|b| {
+                            s.restart_count > b.restart_count || s.container_id != b.container_id
+                        })
+                })
+            });
+            if restarted {
+                Ok(now)
+            } else {
+                Err(format!("{now:?}"))
+            }
+        })
+    }
+
     /// Waits up to `timeout` for the control plane to hold the agent's exact status of every
     /// app in `names`; returns the apps whose status still differs (empty: all delivered).
     pub fn wait_statuses_delivered(&self, names: &[String], timeout: Duration) -> Vec<String> {

@@ -7,13 +7,11 @@
 
 use std::time::{Duration, Instant};
 
+use odac_e2e::agent::SESSION_LOST;
 use odac_e2e::figures::{figure, secs};
-use odac_e2e::poll::poll;
 use odac_e2e::require_docker;
 use odac_e2e::stack::Stack;
 
-const SESSION_UP: &str = "control plane session established";
-const SESSION_LOST: &str = "control plane session lost";
 /// `welcome.heartbeat_secs` the simulator asks for: long enough for the agent to restart the
 /// crashed app (and send its status) before the session is declared dead.
 const HEARTBEAT_SECS: u32 = 5;
@@ -43,33 +41,15 @@ fn blackholed_link_is_detected_by_the_heartbeat_and_unacked_statuses_are_resent(
 
     proxy.blackhole();
     let partitioned = Instant::now();
-    let victim = &stack.containers_by_app().unwrap()["bh0"][0].id;
-    let out = std::process::Command::new("docker")
-        .args(["kill", victim])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "docker kill {victim}");
+    stack.crash(&["bh0"]).unwrap();
 
     // the agent restarts the app while it still believes the session is up, so the new
     // status goes out on that session and is never acked
-    let restarted = poll(
-        "the agent to restart the crashed app",
-        Duration::from_secs(20),
-        || {
-            let now = agent.statuses().map_err(|e| e.to_string())?;
-            match now.get("bh0") {
-                Some(s)
-                    if s.state.as_str() == "running"
-                        && (s.restart_count > before["bh0"].restart_count
-                            || s.container_id != before["bh0"].container_id) =>
-                {
-                    Ok(s.clone())
-                }
-                other => Err(format!("{other:?}")),
-            }
-        },
-    )
-    .unwrap();
+    let restarted = stack
+        .wait_restarted(&["bh0"], &before, Duration::from_secs(20))
+        .unwrap()
+        .remove("bh0")
+        .unwrap();
     let lines = process.lines();
     assert!(
         !lines[mark..].iter().any(|l| l.contains(SESSION_LOST)),
@@ -106,11 +86,7 @@ fn blackholed_link_is_detected_by_the_heartbeat_and_unacked_statuses_are_resent(
         "the control plane already has the restart, so nothing is left to resend"
     );
 
-    proxy.restore();
-    let restored = Instant::now();
-    process
-        .wait_for_line_after(mark, SESSION_UP, Duration::from_secs(20))
-        .unwrap();
+    let restored = stack.restore_link(mark).unwrap();
     figure(
         SCENARIO,
         "reconnect_after_restore",

@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use odac_e2e::agent::{SESSION_LOST, SESSION_UP};
 use odac_e2e::backoff::{RETRY_LINE, check_envelope, retries};
 use odac_e2e::docker::containers;
 use odac_e2e::figures::{figure, secs};
@@ -17,7 +18,6 @@ use odac_e2e::stack::{Stack, TOKEN};
 use odac_e2e::tls::write_foreign_ca;
 use serde_json::json;
 
-const SESSION_UP: &str = "control plane session established";
 /// The agent's test backoff (see `AgentOptions::new`): base 500 ms, cap 5 s.
 const BASE_MS: u64 = 500;
 const CAP_MS: u64 = 5_000;
@@ -131,34 +131,13 @@ fn link_cut_for_30s_apps_keep_running_and_no_status_is_lost() {
 
     // while the link is down two containers crash; nothing else changes, so what reaches the
     // control plane afterwards can only come from the statuses the agent queued
-    let by_app = stack.containers_by_app().unwrap();
-    for app in ["cut0", "cut1"] {
-        let id = &by_app[app][0].id;
-        let out = std::process::Command::new("docker")
-            .args(["kill", id])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "docker kill {id}");
-    }
+    stack.crash(&["cut0", "cut1"]).unwrap();
 
     // the agent restarts the crashed apps on its own, offline
     let agent = stack.agent().unwrap();
-    poll(
-        "the agent to restart the crashed apps offline",
-        Duration::from_secs(20),
-        || {
-            let now = agent.statuses().map_err(|e| e.to_string())?;
-            let ok = ["cut0", "cut1"].iter().all(|a| {
-                now.get(*a).is_some_and(|s| {
-                    s.state.as_str() == "running"
-                        && (s.restart_count > before[*a].restart_count
-                            || s.container_id != before[*a].container_id)
-                })
-            });
-            if ok { Ok(()) } else { Err(format!("{now:?}")) }
-        },
-    )
-    .unwrap();
+    stack
+        .wait_restarted(&["cut0", "cut1"], &before, Duration::from_secs(20))
+        .unwrap();
     // ...and every app keeps running for the rest of the cut
     let remaining = Duration::from_secs(30).saturating_sub(cut_at.elapsed());
     holds_for("every app running during the cut", remaining, || {
@@ -198,13 +177,7 @@ fn link_cut_for_30s_apps_keep_running_and_no_status_is_lost() {
         proxy.refused() - refused_before,
     );
 
-    proxy.restore();
-    let restored = Instant::now();
-    agent
-        .process()
-        .unwrap()
-        .wait_for_line_after(mark, SESSION_UP, Duration::from_secs(20))
-        .unwrap();
+    let restored = stack.restore_link(mark).unwrap();
     figure(
         SCENARIO,
         "reconnect_after_restore",
@@ -236,12 +209,7 @@ fn link_cut_for_30s_apps_keep_running_and_no_status_is_lost() {
     late["host"] = json!(host);
     stack.sim.create_app(&late).unwrap();
     stack.sim.delete_app("cut3").unwrap();
-    proxy.restore();
-    agent
-        .process()
-        .unwrap()
-        .wait_for_line_after(mark2, SESSION_UP, Duration::from_secs(20))
-        .unwrap();
+    stack.restore_link(mark2).unwrap();
     stack.wait_converged(4, Duration::from_secs(60)).unwrap();
     let mut final_cp: Vec<String> = stack
         .sim
@@ -487,14 +455,14 @@ fn malformed_and_oversize_frames_are_survived_and_reported() {
         1,
         "the session survived the malformed frame"
     );
-    assert_eq!(agent.count_lines("control plane session lost"), 0);
+    assert_eq!(agent.count_lines(SESSION_LOST), 0);
 
     // oversize: close 1009, reconnect, converge
     let mark = agent.mark();
     let out = stack.sim.faults(&json!({"send_oversize": true})).unwrap();
     assert_eq!(out["sessions_affected"], json!(1), "{out}");
     let lost = agent
-        .wait_for_line_after(mark, "control plane session lost", Duration::from_secs(10))
+        .wait_for_line_after(mark, SESSION_LOST, Duration::from_secs(10))
         .unwrap();
     assert!(lost.contains("1009"), "{lost}");
     figure(SCENARIO, "oversize_logged_as", format!("{lost:?}"));

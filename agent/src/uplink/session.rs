@@ -3,8 +3,8 @@
 //! earlier sessions is resent too), then serves frames until the link dies: desired state,
 //! upserts and deletes go to the app manager one at a time and are acked only once it has
 //! persisted them; acks clear the outbox; bad frames are answered with an `error` and the
-//! session goes on; frames over the size limit are answered with `too_large` and close the session with 1009; a ping unanswered
-//! for two intervals ends it. Shutdown finishes the change being persisted, then closes 1001.
+//! session goes on; frames over the size limit are answered with `too_large` and close the
+//! session with 1009; a ping unanswered for two intervals ends it. Shutdown finishes the change being persisted, then closes 1001.
 
 use std::collections::VecDeque;
 use std::future::Future;

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use odac_simulator::fleet::{Fleet, FleetConfig};
+use odac_simulator::server::DEFAULT_HEARTBEAT_SECS;
 use odac_simulator::{DEFAULT_LISTEN, ServeConfig, Server, demo};
 
 #[derive(Debug, Parser)]
@@ -40,7 +41,11 @@ enum Command {
         #[arg(long, env = "ODAC_SIM_API_TOKEN", hide_env_values = true)]
         api_token: Option<String>,
         /// Heartbeat (ping) interval told to agents in `welcome`, in seconds.
-        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=3600))]
+        #[arg(
+            long,
+            default_value_t = DEFAULT_HEARTBEAT_SECS,
+            value_parser = clap::value_parser!(u32).range(1..=3600)
+        )]
         heartbeat_secs: u32,
     },
     /// Run N protocol-level simulated agents (no Docker) against a control plane.

@@ -10,6 +10,7 @@
 
 use std::time::Duration;
 
+use odac_e2e::agent::SESSION_UP;
 use odac_e2e::process::Process;
 use odac_e2e::stack::Stack;
 use odac_e2e::{Error, Result};
@@ -20,8 +21,6 @@ use super::{Opts, Row, Table, Target, Unit, docker_or_skip, production, wait_hos
 
 /// Apps the agent manages while measured.
 const APPS: usize = 20;
-/// The agent's log line once its session is up.
-pub const SESSION_UP: &str = "control plane session established";
 /// Host id of the bare client.
 const CLIENT_ID: &str = "bench-bare-client";
 
