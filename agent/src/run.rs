@@ -214,6 +214,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), RunE
             welcome_timeout: Duration::from_secs(cp.connect_timeout_secs),
             backoff: config.backoff(),
             outbox: config.outbox(),
+            state_dir: Some(config.state_dir.clone()),
             jitter_seed: None,
         },
         Arc::new(ManagerControl(manager)),
@@ -299,13 +300,12 @@ async fn forward_events(
     }
 }
 
-/// The app manager as the uplink sees it.
-struct ManagerControl(AppManager);
+/// The app manager as the uplink sees it: a stale change is fine (acked, nothing changed).
+pub struct ManagerControl(pub AppManager);
 
 fn apply_error(e: AppMgrError) -> ApplyError {
     let code = match &e {
         AppMgrError::Invalid(_) => ErrorCode::Invalid,
-        AppMgrError::Stale { .. } => ErrorCode::Conflict,
         AppMgrError::Store(_) => ErrorCode::Internal,
     };
     ApplyError::new(code, e.to_string())
@@ -314,15 +314,15 @@ fn apply_error(e: AppMgrError) -> ApplyError {
 #[async_trait]
 impl AppControl for ManagerControl {
     async fn set_desired(&self, state: DesiredState) -> Result<(), ApplyError> {
-        self.0.set_desired(state).await.map_err(apply_error)
+        self.0.set_desired(state).await.map(|_| ()).map_err(apply_error)
     }
 
     async fn upsert(&self, generation: u64, app: AppSpec) -> Result<(), ApplyError> {
-        self.0.upsert(generation, app).await.map_err(apply_error)
+        self.0.upsert(generation, app).await.map(|_| ()).map_err(apply_error)
     }
 
     async fn delete(&self, generation: u64, name: String) -> Result<(), ApplyError> {
-        self.0.delete(generation, &name).await.map_err(apply_error)
+        self.0.delete(generation, &name).await.map(|_| ()).map_err(apply_error)
     }
 
     fn generation(&self) -> Option<u64> {

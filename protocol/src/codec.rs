@@ -85,6 +85,7 @@ pub fn decode_agent(frame: &[u8]) -> Result<AgentMessage, DecodeError> {
         "event" => AgentMessage::Event(payload(value)?),
         "ack" => AgentMessage::Ack(payload(value)?),
         "error" => AgentMessage::Error(payload(value)?),
+        "resync" => AgentMessage::Resync(payload(value)?),
         _ => return Err(DecodeError::UnknownType(kind)),
     };
     msg.validate().map_err(DecodeError::Invalid)?;

@@ -32,7 +32,7 @@ pub use limits::*;
 pub use messages::{
     AGENT_TYPES, Ack, AgentMessage, AppDelete, AppStatusReport, AppUpsert, CONTROL_TYPES,
     ControlMessage, DesiredStateMessage, ErrorCode, ErrorMessage, Event, EventLevel, Hello,
-    InventoryReport, Welcome,
+    InventoryReport, Resync, Welcome,
 };
 pub use reason::Reason;
 pub use status::{AppState, AppStatus, Attached, Fallback, FallbackTier, GpuStatus};

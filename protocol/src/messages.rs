@@ -33,6 +33,8 @@ pub enum AgentMessage {
     Ack(Ack),
     /// A control-plane message was refused.
     Error(ErrorMessage),
+    /// The agent needs a full `desired_state` snapshot before it applies anything else.
+    Resync(Resync),
 }
 
 /// A message from the control plane to the agent.
@@ -105,6 +107,18 @@ pub struct Event {
     /// Events dropped before this one because the outbox was full.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dropped: Option<u64>,
+}
+
+/// `resync`: the agent could not apply or persist a desired-state change (or refused one), so
+/// its state may differ from what the control plane believes; it applies no `app_upsert` or
+/// `app_delete` until a full `desired_state` arrives, and asks for one with this message.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub struct Resync {
+    /// Why, for the control plane's log (e.g. `seq 18: cannot write desired.json: ...`).
+    pub reason: String,
+    /// Generation of the desired state the agent has applied and persisted, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_generation: Option<u64>,
 }
 
 /// Severity of an event.
@@ -203,13 +217,14 @@ impl AgentMessage {
             AgentMessage::Event(_) => "event",
             AgentMessage::Ack(_) => "ack",
             AgentMessage::Error(_) => "error",
+            AgentMessage::Resync(_) => "resync",
         }
     }
 
     /// The report `seq`, for messages that carry one.
     pub fn seq(&self) -> Option<u64> {
         match self {
-            AgentMessage::Hello(_) | AgentMessage::Ack(_) => None,
+            AgentMessage::Hello(_) | AgentMessage::Ack(_) | AgentMessage::Resync(_) => None,
             AgentMessage::Inventory(m) => Some(m.seq),
             AgentMessage::AppStatus(m) => Some(m.seq),
             AgentMessage::Event(m) => Some(m.seq),
@@ -234,6 +249,7 @@ impl AgentMessage {
             }
             AgentMessage::Ack(_) => Ok(()),
             AgentMessage::Error(e) => e.validate(),
+            AgentMessage::Resync(r) => check_string("reason", &r.reason),
         }
     }
 }
@@ -293,7 +309,15 @@ impl ControlMessage {
 }
 
 /// `type` values of agent messages.
-pub const AGENT_TYPES: [&str; 6] = ["hello", "inventory", "app_status", "event", "ack", "error"];
+pub const AGENT_TYPES: [&str; 7] = [
+    "hello",
+    "inventory",
+    "app_status",
+    "event",
+    "ack",
+    "error",
+    "resync",
+];
 
 /// `type` values of control-plane messages.
 pub const CONTROL_TYPES: [&str; 6] = [

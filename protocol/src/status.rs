@@ -68,6 +68,9 @@ pub enum AppState {
     Stopped,
     /// Cannot be started; see `last_error` and `gpu.fallback`.
     Failed,
+    /// The app left the desired state and its container is gone: the last status of that
+    /// app, whose `generation` is the one that removed it.
+    Removed,
 }
 
 impl AppState {
@@ -81,6 +84,7 @@ impl AppState {
             AppState::CrashLoop => "crash_loop",
             AppState::Stopped => "stopped",
             AppState::Failed => "failed",
+            AppState::Removed => "removed",
         }
     }
 }

@@ -8,13 +8,14 @@ use std::path::PathBuf;
 use odac_protocol::{AGENT_TYPES, CONTROL_TYPES, decode_agent, decode_control, encode};
 use serde_json::Value;
 
-const AGENT: [&str; 6] = [
+const AGENT: [&str; 7] = [
     "hello",
     "inventory",
     "app_status",
     "event",
     "agent_ack",
     "agent_error",
+    "resync",
 ];
 const CONTROL: [&str; 6] = [
     "welcome",

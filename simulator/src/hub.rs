@@ -76,6 +76,8 @@ pub struct Hub {
     pub api_token: Option<String>,
     /// Standing faults.
     pub faults: Faults,
+    /// Report seqs already recorded, per agent.
+    pub dedup: crate::dedup::Dedup,
     /// Heartbeat interval told to agents in `welcome`.
     pub heartbeat_secs: u32,
     changes: broadcast::Sender<DesiredChange>,
@@ -112,6 +114,7 @@ impl Hub {
             agent_tokens: agent_tokens.iter().map(|t| hash_secret(t)).collect(),
             api_token,
             faults: Faults::default(),
+            dedup: crate::dedup::Dedup::default(),
             heartbeat_secs,
             changes: broadcast::channel(1024).0,
             events: broadcast::channel(1024).0,
@@ -366,12 +369,24 @@ impl Hub {
         self.emit_host(host);
     }
 
-    /// Records an app status.
+    /// Records an app status; a `removed` one forgets the app's status on that host.
     pub fn record_status(&self, host: &str, status: AppStatus) {
         let name = status.name.clone();
+        let removed = status.state == odac_protocol::AppState::Removed;
         self.touch_host(host, |h| {
-            h.statuses.insert(name.clone(), status);
+            if removed {
+                h.statuses.remove(&name);
+            } else {
+                h.statuses.insert(name.clone(), status);
+            }
         });
+        if removed {
+            self.write(|d| {
+                let msg = format!("app {name} removed from host {host}");
+                self.log(d, EventLevel::Info, Some(host), Some(&name), msg);
+            });
+            self.emit_host(host);
+        }
         let placed_here = self.read(|d| d.apps.get(&name).is_some_and(|a| a.host == host));
         if placed_here {
             self.emit_app(&name);

@@ -15,6 +15,7 @@ pub mod catalog;
 pub mod cli;
 pub mod clock;
 pub mod dashboard;
+pub mod dedup;
 pub mod demo;
 pub mod error;
 pub mod faults;

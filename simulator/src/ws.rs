@@ -2,7 +2,9 @@
 //! token (401) and the `odac.agent.v1` subprotocol (400). A session then waits for `hello`,
 //! answers `welcome`, sends the host's full `desired_state` and afterwards an `app_upsert` or
 //! `app_delete` for every change; it records `inventory`, `app_status`, `event` and `error`
-//! reports and acks each report's `seq` (unless a fault withholds or delays acks). Malformed,
+//! reports and acks each report's `seq` (unless a fault withholds or delays acks); a report
+//! whose `seq` was recorded before is acked again and not recorded twice, and `resync` is
+//! answered with a full `desired_state`. Malformed,
 //! unknown or invalid frames are answered with an `error` message and the session goes on;
 //! frames over the size limit are answered with `too_large` and closed with 1009.
 
@@ -175,6 +177,13 @@ impl Session {
         };
         self.hub.seen(&self.host);
         let seq = msg.seq();
+        if let Some(seq) = seq
+            && !self.hub.dedup.first_time(&self.host, seq)
+        {
+            // a resend of a report already recorded: ack it again, record nothing
+            self.ack(seq);
+            return true;
+        }
         match msg {
             AgentMessage::Hello(_) => {
                 self.send(error_frame(
@@ -195,6 +204,10 @@ impl Session {
             AgentMessage::Error(e) => self
                 .hub
                 .record_agent_error(&self.host, &format!("{}: {}", e.code, e.message)),
+            AgentMessage::Resync(r) => {
+                tracing::info!(host = %self.host, reason = %r.reason, "agent asked for a resync");
+                self.send_snapshot();
+            }
         }
         if let Some(seq) = seq {
             self.ack(seq);

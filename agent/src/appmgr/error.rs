@@ -1,4 +1,4 @@
-//! Errors of the app manager: a desired state that does not validate or is stale, and state
+//! Errors of the app manager: a desired state that does not validate, and state
 //! files that cannot be written or read. Engine trouble is never an error here: it is a
 //! status (`engine_unavailable`), retried with backoff.
 
@@ -13,14 +13,6 @@ pub enum AppMgrError {
     /// The desired state does not validate; the previous state is kept.
     #[error("invalid desired state: {0}")]
     Invalid(#[from] ValidationError),
-    /// A snapshot older than the one applied.
-    #[error("stale desired state: generation {got} is older than the applied generation {current}")]
-    Stale {
-        /// The generation received.
-        got: u64,
-        /// The generation applied.
-        current: u64,
-    },
     /// The state directory could not be read or written.
     #[error(transparent)]
     Store(#[from] StoreError),

@@ -5,6 +5,11 @@
 //! state directory for `odac-agent status`. Diagnostic events (build progress, GPU
 //! fallbacks) go to [`AppManager::subscribe_events`].
 //!
+//! A change whose generation is not above the applied one is stale ([`Applied::Stale`]):
+//! nothing changes. A snapshot is authoritative and applied whatever its generation. When an
+//! app leaves the desired state, its last status is `removed`, sent once its container is
+//! gone ([`super::removal`]); no status of it is published after that.
+//!
 //! Engine outage: a pass that finds the engine unreachable leaves every app at its last
 //! status with `last_error` starting `engine_unavailable: `, and the loop retries with an
 //! exponential backoff (1 s to 30 s, jittered) until the engine answers again.
@@ -26,6 +31,7 @@ use super::events::{AppEvent, EventTx};
 use super::fallback::clip;
 use super::host::HostSource;
 use super::reconcile::{Facts, PassInput, Reconciler};
+use super::removal::Removals;
 use super::settings::AppManagerConfig;
 use super::store::Store;
 use crate::engine::ContainerEngine;
@@ -51,6 +57,19 @@ impl std::fmt::Debug for AppManager {
     }
 }
 
+/// What a desired-state change did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    /// Persisted and installed; the loop reconciles it.
+    Changed,
+    /// An `upsert` or `delete` whose generation is not above the applied one: nothing
+    /// changed (the uplink still acks it).
+    Stale {
+        /// The generation applied.
+        current: u64,
+    },
+}
+
 struct Outage {
     message: String,
     backoff: ExponentialBackoff,
@@ -72,6 +91,7 @@ struct Inner {
     builds: Builds,
     wake: Arc<Notify>,
     problems: Mutex<Vec<String>>,
+    removals: Removals,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -151,6 +171,7 @@ impl AppManager {
                 builds,
                 wake,
                 problems: Mutex::new(problems),
+                removals: Removals::default(),
             }),
         })
     }
@@ -166,74 +187,96 @@ impl AppManager {
     }
 
     /// Replace the desired state. Validated as a whole (on error the previous state stays),
-    /// refused when older than the applied generation, persisted atomically before this
-    /// returns, then reconciled.
-    pub async fn set_desired(&self, state: DesiredState) -> Result<(), AppMgrError> {
+    /// persisted atomically before this returns, then reconciled. A snapshot is
+    /// authoritative: one whose generation is lower than the applied one (a control plane
+    /// that lost its counter, a host back under a new id) is applied too, and logged.
+    pub async fn set_desired(&self, state: DesiredState) -> Result<Applied, AppMgrError> {
         state.validate()?;
         self.commit(|current| {
             if let Some(cur) = current
                 && state.generation < cur.generation
             {
-                return Err(AppMgrError::Stale {
-                    got: state.generation,
-                    current: cur.generation,
-                });
+                tracing::warn!(
+                    generation = state.generation,
+                    applied = cur.generation,
+                    "applying a desired-state snapshot older than the applied one: the control plane is authoritative"
+                );
             }
-            Ok(state)
+            Ok(Some(state))
         })
     }
 
-    /// Add or replace one app, moving to `generation`.
-    pub async fn upsert(&self, generation: u64, spec: AppSpec) -> Result<(), AppMgrError> {
+    /// Add or replace one app, moving to `generation`. Stale when `generation` is not above
+    /// the applied one: nothing changes ([`Applied::Stale`]).
+    pub async fn upsert(&self, generation: u64, spec: AppSpec) -> Result<Applied, AppMgrError> {
         spec.validate()?;
         self.commit(|current| {
-            let mut next = current.cloned().unwrap_or_default();
-            if current.is_some() && generation < next.generation {
-                return Err(AppMgrError::Stale {
-                    got: generation,
-                    current: next.generation,
-                });
+            if let Some(c) = current
+                && generation <= c.generation
+            {
+                tracing::info!(
+                    generation,
+                    applied = c.generation,
+                    "stale desired-state change (generation not above the applied one): nothing changed"
+                );
+                return Ok(None);
             }
+            let mut next = current.cloned().unwrap_or_default();
             next.generation = generation;
             match next.apps.iter_mut().find(|a| a.name == spec.name) {
                 Some(slot) => *slot = spec,
                 None => next.apps.push(spec),
             }
             next.validate()?;
-            Ok(next)
+            Ok(Some(next))
         })
     }
 
-    /// Remove one app (unknown names are fine), moving to `generation`.
-    pub async fn delete(&self, generation: u64, name: &str) -> Result<(), AppMgrError> {
+    /// Remove one app (unknown names are fine), moving to `generation`. Stale when
+    /// `generation` is not above the applied one: nothing changes ([`Applied::Stale`]).
+    pub async fn delete(&self, generation: u64, name: &str) -> Result<Applied, AppMgrError> {
         self.commit(|current| {
-            let mut next = current.cloned().unwrap_or_default();
-            if current.is_some() && generation < next.generation {
-                return Err(AppMgrError::Stale {
-                    got: generation,
-                    current: next.generation,
-                });
+            if let Some(c) = current
+                && generation <= c.generation
+            {
+                tracing::info!(
+                    generation,
+                    applied = c.generation,
+                    "stale desired-state change (generation not above the applied one): nothing changed"
+                );
+                return Ok(None);
             }
+            let mut next = current.cloned().unwrap_or_default();
             next.generation = generation;
             next.apps.retain(|a| a.name != name);
-            Ok(next)
+            Ok(Some(next))
         })
     }
 
-    /// Compute the next state from the current one, persist it, install it, wake the loop.
+    /// Compute the next state from the current one (`None`: stale, keep it), persist it,
+    /// install it, note the apps it removes, wake the loop.
     fn commit(
         &self,
-        next: impl FnOnce(Option<&DesiredState>) -> Result<DesiredState, AppMgrError>,
-    ) -> Result<(), AppMgrError> {
+        next: impl FnOnce(Option<&DesiredState>) -> Result<Option<DesiredState>, AppMgrError>,
+    ) -> Result<Applied, AppMgrError> {
         let mut desired = lock(&self.inner.desired);
-        let state = next(desired.as_ref())?;
+        let Some(state) = next(desired.as_ref())? else {
+            let current = d_generation(desired.as_ref());
+            return Ok(Applied::Stale { current });
+        };
         self.inner.store.save_desired(&state)?;
         let names: Vec<String> = state.apps.iter().map(|a| a.name.clone()).collect();
+        let before: Vec<String> = desired
+            .as_ref()
+            .map(|d| d.apps.iter().map(|a| a.name.clone()).collect())
+            .unwrap_or_default();
+        let generation = state.generation;
         *desired = Some(state);
         drop(desired);
+        self.inner.removals.left(&before, &names, generation);
         lock(&self.inner.statuses).retain(|name, _| names.contains(name));
         self.inner.wake.notify_one();
-        Ok(())
+        Ok(Applied::Changed)
     }
 
     /// The generation of the desired state applied, if any.
@@ -297,6 +340,15 @@ impl AppManager {
                     tracing::info!("container engine reachable again");
                 }
                 self.publish(statuses);
+                let removed = self
+                    .inner
+                    .removals
+                    .settle(self.inner.engine.as_ref(), &self.inner.config.instance)
+                    .await;
+                for status in removed {
+                    // No subscriber is fine.
+                    let _ = self.inner.events.send(status);
+                }
             }
             Err(e) => self.engine_down(desired.as_ref(), &e.to_string()),
         }
@@ -349,8 +401,17 @@ impl AppManager {
         self.publish(statuses);
     }
 
-    /// Install new statuses; broadcast and persist the ones that changed.
+    /// Install new statuses; broadcast and persist the ones that changed. Statuses of apps
+    /// no longer desired (a pass that began before the change that removed them) are dropped.
     fn publish(&self, statuses: Vec<AppStatus>) {
+        let desired: Vec<String> = lock(&self.inner.desired)
+            .as_ref()
+            .map(|d| d.apps.iter().map(|a| a.name.clone()).collect())
+            .unwrap_or_default();
+        let statuses: Vec<AppStatus> = statuses
+            .into_iter()
+            .filter(|s| desired.contains(&s.name) && !self.inner.removals.contains(&s.name))
+            .collect();
         let mut current = lock(&self.inner.statuses);
         let mut changed = Vec::new();
         let mut next = BTreeMap::new();

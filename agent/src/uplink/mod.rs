@@ -5,8 +5,8 @@
 //! app manager (acked once persisted) and reports changes, with `seq`/`ack` and resend.
 //!
 //! Pieces: [`token`] (the redacted bearer token), [`tls`] (rustls client config), [`connect`]
-//! (dialing), [`backoff`], [`outbox`] (unacked reports), [`heartbeat`], [`identity`] (the agent
-//! id), [`control`] (the [`AppControl`] seam to the app manager) and [`session`]; [`Uplink`]
+//! (dialing), [`backoff`], [`outbox`] (unacked reports) and [`seqmark`] (its persisted `seq`), [`heartbeat`], [`identity`] (the agent
+//! id), [`resync`] (refused changes and the `resync` request), [`control`] (the [`AppControl`] seam to the app manager) and [`session`]; [`Uplink`]
 //! ties them together.
 
 pub mod backoff;
@@ -15,6 +15,8 @@ pub mod control;
 pub mod heartbeat;
 pub mod identity;
 pub mod outbox;
+pub mod resync;
+pub mod seqmark;
 pub mod session;
 pub mod tls;
 pub mod token;
@@ -57,6 +59,9 @@ pub struct UplinkConfig {
     pub backoff: BackoffPolicy,
     /// Outbox bounds.
     pub outbox: OutboxLimits,
+    /// Where the report `seq` high-water mark is kept (`report_seq`), so that seqs never go
+    /// back across restarts; `None` keeps it in memory (seqs restart at 1).
+    pub state_dir: Option<std::path::PathBuf>,
     /// Fixed jitter seed (tests); `None` for a random one.
     pub jitter_seed: Option<u64>,
 }
@@ -104,12 +109,17 @@ pub struct Uplink {
     outbox: Arc<Mutex<Outbox>>,
     wake: Arc<Notify>,
     link_events: broadcast::Sender<LinkEvent>,
+    resync: Arc<resync::ResyncState>,
 }
 
 impl Uplink {
     /// An uplink that reports `apps` and the inventory published on `inventory`.
     pub fn new(config: UplinkConfig, apps: Arc<dyn AppControl>, inventory: InventoryFeed) -> Self {
-        let outbox = Arc::new(Mutex::new(Outbox::new(config.outbox)));
+        let outbox = match &config.state_dir {
+            Some(dir) => Outbox::persistent(config.outbox, dir),
+            None => Outbox::new(config.outbox),
+        };
+        let outbox = Arc::new(Mutex::new(outbox));
         Self {
             config,
             apps,
@@ -117,6 +127,7 @@ impl Uplink {
             outbox,
             wake: Arc::new(Notify::new()),
             link_events: broadcast::channel(256).0,
+            resync: Arc::default(),
         }
     }
 
@@ -199,6 +210,7 @@ impl Uplink {
                         welcome_timeout: cfg.welcome_timeout,
                         shutdown,
                         link_events: &self.link_events,
+                        resync: &self.resync,
                     };
                     match session::run_session(ws, ctx).await {
                         SessionEnd::Shutdown => break,

@@ -1,8 +1,11 @@
-//! The outbox: reports waiting for the control plane's `ack`. Every report gets a fresh `seq`
-//! when it is sent; an `ack` removes it only if that is still the version last sent. Statuses
-//! are coalesced to the latest per app, the inventory to the latest one, diagnostic events are
-//! a bounded queue whose overflow drops the oldest and reports the count (`dropped`) on the
-//! next event. The outbox outlives sessions: after a reconnect everything unacked is resent.
+//! The outbox: reports waiting for the control plane's `ack`. Every report gets its `seq`
+//! when it is queued and keeps it until it is acked or replaced, so a resend after a
+//! reconnect carries the same `seq`, and `seq` never goes back (with a [`SeqMark`], not even
+//! across agent restarts): `(agent_id, seq)` names one report. Statuses are coalesced to the
+//! latest per app and the inventory to the latest one (the newer report takes a new `seq`; the
+//! older one is never sent again), diagnostic events are a bounded queue whose overflow drops
+//! the oldest and reports the count (`dropped`) on the next event. The outbox outlives
+//! sessions: after a reconnect everything unacked is resent, in `seq` order.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
@@ -10,6 +13,7 @@ use odac_protocol::{
     AgentMessage, AppStatus, AppStatusReport, Event, EventLevel, Inventory, InventoryReport,
 };
 
+use super::seqmark::SeqMark;
 /// Bounds of the outbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OutboxLimits {
@@ -32,26 +36,28 @@ impl Default for OutboxLimits {
 enum Key {
     Inventory,
     Status(String),
-    Event(u64),
+    Event,
 }
 
 #[derive(Debug, Clone)]
 struct Entry<T> {
     item: T,
-    /// `seq` it was last sent with in this session.
-    sent: Option<u64>,
+    /// Its `seq`, for good.
+    seq: u64,
+    /// Sent in this session.
+    sent: bool,
     /// Update counter, for evicting the least recently updated status.
     touched: u64,
 }
 
 #[derive(Debug, Clone)]
 struct PendingEvent {
-    id: u64,
+    seq: u64,
     level: EventLevel,
     app: Option<String>,
     message: String,
     dropped: Option<u64>,
-    sent: Option<u64>,
+    sent: bool,
 }
 
 /// Reports not yet acknowledged.
@@ -59,20 +65,21 @@ struct PendingEvent {
 pub struct Outbox {
     limits: OutboxLimits,
     next_seq: u64,
+    mark: Option<SeqMark>,
     clock: u64,
     inventory: Option<Entry<Inventory>>,
     statuses: BTreeMap<String, Entry<AppStatus>>,
     events: VecDeque<PendingEvent>,
-    next_event_id: u64,
     /// Events dropped that no queued event reports yet.
     carry_dropped: u64,
     /// Statuses evicted because of `max_statuses` (for logs).
     evicted_statuses: u64,
-    inflight: HashMap<u64, Key>,
+    /// What each pending `seq` names.
+    by_seq: HashMap<u64, Key>,
 }
 
 impl Outbox {
-    /// An empty outbox.
+    /// An empty outbox whose seqs start at 1 (kept in memory only).
     pub fn new(limits: OutboxLimits) -> Self {
         Self {
             limits,
@@ -81,12 +88,43 @@ impl Outbox {
         }
     }
 
+    /// An empty outbox whose seqs continue from the high-water mark in `state_dir`.
+    pub fn persistent(limits: OutboxLimits, state_dir: &std::path::Path) -> Self {
+        let (mark, first) = SeqMark::open(state_dir);
+        Self {
+            limits,
+            next_seq: first,
+            mark: Some(mark),
+            ..Self::default()
+        }
+    }
+
+    /// The `seq` the next report will get.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    fn take_seq(&mut self) -> u64 {
+        let seq = self.next_seq;
+        if let Some(mark) = &mut self.mark {
+            mark.ensure(seq);
+        }
+        self.next_seq = seq.saturating_add(1);
+        seq
+    }
+
     /// Replaces the pending inventory.
     pub fn put_inventory(&mut self, inventory: Inventory) {
         self.clock += 1;
+        let seq = self.take_seq();
+        if let Some(old) = &self.inventory {
+            self.by_seq.remove(&old.seq);
+        }
+        self.by_seq.insert(seq, Key::Inventory);
         self.inventory = Some(Entry {
             item: inventory,
-            sent: None,
+            seq,
+            sent: false,
             touched: self.clock,
         });
     }
@@ -95,15 +133,21 @@ impl Outbox {
     /// evicted to stay within [`OutboxLimits::max_statuses`].
     pub fn put_status(&mut self, status: AppStatus) -> bool {
         self.clock += 1;
+        let seq = self.take_seq();
         let name = status.name.clone();
-        self.statuses.insert(
+        self.by_seq.insert(seq, Key::Status(name.clone()));
+        let old = self.statuses.insert(
             name,
             Entry {
                 item: status,
-                sent: None,
+                seq,
+                sent: false,
                 touched: self.clock,
             },
         );
+        if let Some(old) = old {
+            self.by_seq.remove(&old.seq);
+        }
         if self.statuses.len() <= self.limits.max_statuses.max(1) {
             return true;
         }
@@ -112,8 +156,10 @@ impl Outbox {
             .iter()
             .min_by_key(|(_, e)| e.touched)
             .map(|(k, _)| k.clone());
-        if let Some(k) = oldest {
-            self.statuses.remove(&k);
+        if let Some(k) = oldest
+            && let Some(e) = self.statuses.remove(&k)
+        {
+            self.by_seq.remove(&e.seq);
             self.evicted_statuses += 1;
         }
         false
@@ -124,68 +170,64 @@ impl Outbox {
         if self.events.len() >= self.limits.max_events.max(1)
             && let Some(old) = self.events.pop_front()
         {
+            self.by_seq.remove(&old.seq);
             self.carry_dropped += 1 + old.dropped.unwrap_or(0);
         }
         let dropped = (self.carry_dropped > 0).then_some(self.carry_dropped);
         self.carry_dropped = 0;
-        self.next_event_id += 1;
+        let seq = self.take_seq();
+        self.by_seq.insert(seq, Key::Event);
         self.events.push_back(PendingEvent {
-            id: self.next_event_id,
+            seq,
             level,
             app,
             message,
             dropped,
-            sent: None,
+            sent: false,
         });
     }
 
-    /// Forgets what was sent in the previous session, so everything pending is sent again.
+    /// Forgets what was sent in the previous session, so everything pending is sent again
+    /// (with the same seqs).
     pub fn new_session(&mut self) {
-        self.inflight.clear();
         if let Some(inv) = &mut self.inventory {
-            inv.sent = None;
+            inv.sent = false;
         }
         for e in self.statuses.values_mut() {
-            e.sent = None;
+            e.sent = false;
         }
         for e in &mut self.events {
-            e.sent = None;
+            e.sent = false;
         }
     }
 
-    /// Every pending report not yet sent in this session, each with a fresh `seq`, in order:
-    /// inventory, statuses (by app name), events (oldest first).
+    /// Every pending report not yet sent in this session, in `seq` order, each with its own
+    /// `seq`.
     pub fn take_unsent(&mut self) -> Vec<AgentMessage> {
         let mut out = Vec::new();
         if let Some(inv) = &mut self.inventory
-            && inv.sent.is_none()
+            && !inv.sent
         {
-            let seq = bump(&mut self.next_seq);
-            inv.sent = Some(seq);
-            self.inflight.insert(seq, Key::Inventory);
+            inv.sent = true;
             out.push(AgentMessage::Inventory(InventoryReport {
-                seq,
+                seq: inv.seq,
                 inventory: inv.item.clone(),
             }));
         }
-        for (name, e) in &mut self.statuses {
-            if e.sent.is_none() {
-                let seq = bump(&mut self.next_seq);
-                e.sent = Some(seq);
-                self.inflight.insert(seq, Key::Status(name.clone()));
+        for e in self.statuses.values_mut() {
+            if !e.sent {
+                e.sent = true;
                 out.push(AgentMessage::AppStatus(AppStatusReport {
-                    seq,
+                    seq: e.seq,
                     status: e.item.clone(),
                 }));
             }
         }
         for e in &mut self.events {
-            if e.sent.is_none() {
-                let seq = bump(&mut self.next_seq);
-                e.sent = Some(seq);
-                self.inflight.insert(seq, Key::Event(e.id));
+            if !e.sent {
+                e.sent = true;
                 out.push(AgentMessage::Event(Event {
-                    seq,
+                    seq: e.seq,
                     level: e.level,
                     app: e.app.clone(),
                     message: e.message.clone(),
@@ -193,38 +235,32 @@ impl Outbox {
                 }));
             }
         }
+        out.sort_by_key(|m| m.seq().unwrap_or_default());
         out
     }
 
-    /// The control plane acknowledged `seq`: drop that report unless a newer one replaced it.
-    /// Returns true when something was removed.
+    /// The control plane acknowledged `seq`: drop that report. An ack of a `seq` no longer
+    /// pending (replaced by a newer report, or acked before) is ignored. Returns true when
+    /// something was removed.
     pub fn ack(&mut self, seq: u64) -> bool {
-        let Some(key) = self.inflight.remove(&seq) else {
+        let Some(key) = self.by_seq.remove(&seq) else {
             return false;
         };
         match key {
             Key::Inventory => {
-                if self.inventory.as_ref().is_some_and(|e| e.sent == Some(seq)) {
+                if self.inventory.as_ref().is_some_and(|e| e.seq == seq) {
                     self.inventory = None;
                     return true;
                 }
             }
             Key::Status(name) => {
-                if self
-                    .statuses
-                    .get(&name)
-                    .is_some_and(|e| e.sent == Some(seq))
-                {
+                if self.statuses.get(&name).is_some_and(|e| e.seq == seq) {
                     self.statuses.remove(&name);
                     return true;
                 }
             }
-            Key::Event(id) => {
-                if let Some(pos) = self
-                    .events
-                    .iter()
-                    .position(|e| e.id == id && e.sent == Some(seq))
-                {
+            Key::Event => {
+                if let Some(pos) = self.events.iter().position(|e| e.seq == seq) {
                     self.events.remove(pos);
                     return true;
                 }
@@ -247,12 +283,6 @@ impl Outbox {
     pub fn evicted_statuses(&self) -> u64 {
         self.evicted_statuses
     }
-}
-
-fn bump(seq: &mut u64) -> u64 {
-    let s = *seq;
-    *seq = seq.wrapping_add(1).max(1);
-    s
 }
 
 #[cfg(test)]
@@ -287,17 +317,19 @@ mod tests {
         assert_eq!(second.len(), 1);
         match &second[0] {
             AgentMessage::AppStatus(r) => {
-                assert_eq!((r.seq, r.status.state), (2, AppState::Stopped));
+                assert_eq!((r.seq, r.status.state), (3, AppState::Stopped));
             }
             other => panic!("{other:?}"),
         }
         assert!(o.take_unsent().is_empty(), "sent once per session");
-        assert!(o.ack(2));
+        assert!(!o.ack(2), "a replaced report's seq is void");
+        assert!(o.ack(3));
+        assert!(!o.ack(3), "acked twice");
         assert_eq!(o.pending(), 0);
     }
 
     #[test]
-    fn unacked_reports_are_resent_after_a_new_session() {
+    fn unacked_reports_are_resent_with_their_seq_after_a_new_session() {
         let mut o = Outbox::new(OutboxLimits::default());
         o.put_inventory(Inventory::default());
         o.put_status(status("b", AppState::Running));
@@ -306,13 +338,32 @@ mod tests {
         let sent = o.take_unsent();
         let types: Vec<_> = sent.iter().map(AgentMessage::type_name).collect();
         assert_eq!(types, ["inventory", "app_status", "app_status", "event"]);
-        assert!(o.ack(2)); // status a
+        assert_eq!(seqs(&sent), vec![1, 2, 3, 4]);
+        assert!(o.ack(3)); // status a
         o.new_session();
         let again = o.take_unsent();
-        assert_eq!(again.len(), 3);
-        assert_eq!(seqs(&again), vec![5, 6, 7]);
-        assert!(!o.ack(1), "acks of the previous session are void");
+        assert_eq!(seqs(&again), vec![1, 2, 4], "a resend keeps its seq");
+        assert_eq!(again, [&sent[..2], &sent[3..]].concat());
         assert_eq!(o.pending_status_names(), vec!["b".to_owned()]);
+        // acks of the previous session still count: the seq names the same report
+        assert!(o.ack(2));
+        o.put_status(status("c", AppState::Running));
+        assert_eq!(seqs(&o.take_unsent()), vec![5], "seq never goes back");
+    }
+
+    #[test]
+    fn seqs_continue_after_a_restart_with_a_state_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut o = Outbox::persistent(OutboxLimits::default(), dir.path());
+        for i in 0..3 {
+            o.push_event(EventLevel::Info, None, format!("e{i}"));
+        }
+        let last = *seqs(&o.take_unsent()).last().unwrap();
+        drop(o);
+        let mut o = Outbox::persistent(OutboxLimits::default(), dir.path());
+        o.push_event(EventLevel::Info, None, "after restart".into());
+        let first = seqs(&o.take_unsent())[0];
+        assert!(first > last, "{first} after {last}");
     }
 
     #[test]
@@ -337,6 +388,8 @@ mod tests {
         let total: u64 = got.iter().filter_map(|(_, d)| *d).sum();
         assert_eq!(total, 7);
         assert_eq!(got.last().map(|(m, _)| m.as_str()), Some("e9"));
+        assert_eq!(seqs(&sent), vec![8, 9, 10]);
+        assert!(!o.ack(1), "a dropped event's seq is void");
     }
 
     #[test]

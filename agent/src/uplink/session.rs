@@ -4,7 +4,9 @@
 //! upserts and deletes go to the app manager one at a time and are acked only once it has
 //! persisted them; acks clear the outbox; bad frames are answered with an `error` and the
 //! session goes on; frames over the size limit are answered with `too_large` and close the
-//! session with 1009; a ping unanswered for two intervals ends it. Shutdown finishes the change being persisted, then closes 1001.
+//! session with 1009; a ping unanswered for two intervals ends it. A refused change puts the
+//! agent out of step: incremental changes are refused and a `resync` asks for a snapshot
+//! ([`super::resync`]). Shutdown finishes the change being persisted, then closes 1001.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -15,7 +17,7 @@ use std::time::Duration;
 use futures_util::{SinkExt, StreamExt};
 use odac_protocol::{
     Ack, AgentMessage, ControlMessage, DecodeError, ErrorCode, ErrorMessage, Hello,
-    MAX_FRAME_BYTES, decode_control, encode,
+    MAX_FRAME_BYTES, Resync, decode_control, encode,
 };
 use tokio::sync::{Notify, broadcast};
 use tokio::time::{Instant, MissedTickBehavior};
@@ -29,6 +31,7 @@ use super::connect::WsStream;
 use super::control::{AppControl, ApplyError};
 use super::heartbeat::{Beat, Heartbeat};
 use super::outbox::Outbox;
+use super::resync::{ResyncState, is_incremental};
 use super::{LinkEvent, lock};
 
 /// How long shutdown waits for the change being persisted before closing anyway.
@@ -63,9 +66,24 @@ pub(crate) struct SessionCtx<'a> {
     pub welcome_timeout: Duration,
     pub shutdown: &'a CancellationToken,
     pub link_events: &'a broadcast::Sender<LinkEvent>,
+    pub resync: &'a ResyncState,
 }
 
-type ApplyFuture = Pin<Box<dyn Future<Output = (u64, Result<(), ApplyError>)> + Send>>;
+/// A change applied (or refused) by the app manager.
+struct Outcome {
+    seq: u64,
+    /// A full `desired_state` (not an upsert or delete).
+    snapshot: bool,
+    result: Result<(), ApplyError>,
+}
+
+type ApplyFuture = Pin<Box<dyn Future<Output = Outcome> + Send>>;
+
+/// A `resync` to send at `at`.
+struct PendingResync {
+    at: Instant,
+    reason: String,
+}
 
 struct Lost(String);
 
@@ -112,20 +130,46 @@ pub(crate) async fn run_session(mut ws: WsStream, ctx: SessionCtx<'_>) -> Sessio
     let mut ticker = tokio::time::interval_at(Instant::now() + interval, interval);
     ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut applying: Option<ApplyFuture> = None;
+    let mut resync: Option<PendingResync> = None;
 
     loop {
-        if applying.is_none() {
-            applying = queued.pop_front().and_then(|m| start_apply(ctx.apps, m));
+        while applying.is_none() {
+            let Some(m) = queued.pop_front() else { break };
+            if ctx.resync.awaiting() && is_incremental(&m) {
+                if let Err(Lost(reason)) = refuse_out_of_step(&mut ws, &m, interval).await {
+                    return lost(reason);
+                }
+                continue;
+            }
+            applying = start_apply(ctx.apps, m);
         }
+        let resync_at = resync.as_ref().map(|r| r.at);
         tokio::select! {
             biased;
             () = ctx.shutdown.cancelled() => {
                 return shutdown(&mut ws, applying, interval).await;
             }
-            (seq, result) = poll_apply(&mut applying) => {
+            outcome = poll_apply(&mut applying) => {
                 applying = None;
-                if let Err(Lost(reason)) = answer_apply(&mut ws, seq, result, interval).await {
+                if let Some(next) = after_apply(ctx.resync, &outcome) {
+                    resync = Some(next);
+                } else if outcome.snapshot && outcome.result.is_ok() {
+                    resync = None;
+                }
+                if let Err(Lost(reason)) = answer_apply(&mut ws, outcome, interval).await {
                     return lost(reason);
+                }
+            }
+            () = sleep_until_opt(resync_at) => {
+                if let Some(r) = resync.take() {
+                    let msg = AgentMessage::Resync(Resync {
+                        reason: r.reason,
+                        last_generation: ctx.apps.generation(),
+                    });
+                    info!("asking the control plane for a full desired state (resync)");
+                    if let Err(Lost(reason)) = send(&mut ws, Message::text(encode(&msg)), interval).await {
+                        return lost(reason);
+                    }
                 }
             }
             frame = ws.next() => {
@@ -329,39 +373,101 @@ fn start_apply(apps: &Arc<dyn AppControl>, msg: ControlMessage) -> Option<ApplyF
                 "desired state received"
             );
             Some(Box::pin(async move {
-                (seq, apps.set_desired(m.into_state()).await)
+                let result = apps.set_desired(m.into_state()).await;
+                Outcome {
+                    seq,
+                    snapshot: true,
+                    result,
+                }
             }))
         }
         ControlMessage::AppUpsert(m) => {
             info!(seq = m.seq, generation = m.generation, app = %m.app.name, "app upsert received");
             Some(Box::pin(async move {
-                (m.seq, apps.upsert(m.generation, m.app).await)
+                let result = apps.upsert(m.generation, m.app).await;
+                Outcome {
+                    seq: m.seq,
+                    snapshot: false,
+                    result,
+                }
             }))
         }
         ControlMessage::AppDelete(m) => {
             info!(seq = m.seq, generation = m.generation, app = %m.name, "app delete received");
             Some(Box::pin(async move {
-                (m.seq, apps.delete(m.generation, m.name).await)
+                let result = apps.delete(m.generation, m.name).await;
+                Outcome {
+                    seq: m.seq,
+                    snapshot: false,
+                    result,
+                }
             }))
         }
         ControlMessage::Welcome(_) | ControlMessage::Ack(_) | ControlMessage::Error(_) => None,
     }
 }
 
-async fn poll_apply(applying: &mut Option<ApplyFuture>) -> (u64, Result<(), ApplyError>) {
+async fn poll_apply(applying: &mut Option<ApplyFuture>) -> Outcome {
     match applying {
         Some(f) => f.await,
         None => std::future::pending().await,
     }
 }
 
-async fn answer_apply(
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Updates the resync state after a change; the `resync` to send when it was refused.
+fn after_apply(state: &ResyncState, outcome: &Outcome) -> Option<PendingResync> {
+    match &outcome.result {
+        Ok(()) => {
+            if outcome.snapshot {
+                state.snapshot_applied();
+            }
+            None
+        }
+        Err(e) => {
+            let delay = state.refused(outcome.snapshot);
+            Some(PendingResync {
+                at: Instant::now() + delay,
+                reason: format!("seq {}: {}: {}", outcome.seq, e.code, e.message),
+            })
+        }
+    }
+}
+
+/// Refuses an incremental change while the agent waits for a snapshot.
+async fn refuse_out_of_step(
     ws: &mut WsStream,
-    seq: u64,
-    result: Result<(), ApplyError>,
+    msg: &ControlMessage,
     interval: Duration,
 ) -> Result<(), Lost> {
-    let msg = match result {
+    let seq = msg.seq();
+    warn!(
+        seq = ?seq,
+        "{} not applied: waiting for a full desired state after a refused change",
+        msg.type_name()
+    );
+    let err = ErrorMessage::new(
+        ErrorCode::Conflict,
+        "seq: not applied: the agent is out of step after a refused change and waits for a full desired_state (resync requested)",
+        seq,
+    );
+    send(
+        ws,
+        Message::text(encode(&AgentMessage::Error(err))),
+        interval,
+    )
+    .await
+}
+
+async fn answer_apply(ws: &mut WsStream, outcome: Outcome, interval: Duration) -> Result<(), Lost> {
+    let seq = outcome.seq;
+    let msg = match outcome.result {
         Ok(()) => AgentMessage::Ack(Ack { seq }),
         Err(e) => {
             warn!(seq, code = %e.code, "desired-state change refused: {}", e.message);
@@ -378,8 +484,8 @@ async fn shutdown(
 ) -> SessionEnd {
     if let Some(f) = applying {
         match tokio::time::timeout(SHUTDOWN_APPLY_GRACE, f).await {
-            Ok((seq, result)) => {
-                let _ = answer_apply(ws, seq, result, interval).await;
+            Ok(outcome) => {
+                let _ = answer_apply(ws, outcome, interval).await;
             }
             Err(_) => warn!("shutdown: a desired-state change was still being persisted after 3s"),
         }

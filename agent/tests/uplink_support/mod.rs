@@ -497,6 +497,8 @@ pub struct FakeApps {
     /// (virtual) time each change finished persisting.
     pub persisted_at: Mutex<Vec<(String, Instant)>>,
     pub apply_delay: Mutex<Duration>,
+    /// Refuse every change as if the state directory were read-only.
+    pub fail_persist: Mutex<bool>,
     events: broadcast::Sender<AppStatus>,
 }
 
@@ -507,6 +509,7 @@ impl FakeApps {
             statuses: Mutex::new(BTreeMap::new()),
             persisted_at: Mutex::new(Vec::new()),
             apply_delay: Mutex::new(Duration::ZERO),
+            fail_persist: Mutex::new(false),
             events: broadcast::channel(1024).0,
         })
     }
@@ -519,33 +522,39 @@ impl FakeApps {
         let _ = self.events.send(status);
     }
 
-    async fn persist(&self, what: String) {
+    async fn persist(&self, what: String) -> Result<(), ApplyError> {
         let delay = *self.apply_delay.lock().unwrap();
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
+        }
+        if *self.fail_persist.lock().unwrap() {
+            return Err(ApplyError::new(
+                ErrorCode::Internal,
+                format!("state file /state/desired.json: read-only file system ({what})"),
+            ));
         }
         self.persisted_at
             .lock()
             .unwrap()
             .push((what, Instant::now()));
+        Ok(())
     }
 }
 
 #[async_trait]
 impl AppControl for FakeApps {
     async fn set_desired(&self, state: DesiredState) -> Result<(), ApplyError> {
-        let current = self.generation();
-        if current.is_some_and(|g| g > state.generation) {
-            return Err(ApplyError::new(ErrorCode::Conflict, "stale generation"));
-        }
         let what = format!("desired:{}", state.generation);
-        self.persist(what).await;
+        self.persist(what).await?;
         *self.desired.lock().unwrap() = Some(state);
         Ok(())
     }
 
     async fn upsert(&self, generation: u64, app: AppSpec) -> Result<(), ApplyError> {
-        self.persist(format!("upsert:{}", app.name)).await;
+        if self.generation().is_some_and(|g| generation <= g) {
+            return Ok(());
+        }
+        self.persist(format!("upsert:{}", app.name)).await?;
         let mut d = self.desired.lock().unwrap();
         let d = d.get_or_insert_with(DesiredState::default);
         d.generation = generation;
@@ -555,7 +564,10 @@ impl AppControl for FakeApps {
     }
 
     async fn delete(&self, generation: u64, name: String) -> Result<(), ApplyError> {
-        self.persist(format!("delete:{name}")).await;
+        if self.generation().is_some_and(|g| generation <= g) {
+            return Ok(());
+        }
+        self.persist(format!("delete:{name}")).await?;
         let mut d = self.desired.lock().unwrap();
         let d = d.get_or_insert_with(DesiredState::default);
         d.generation = generation;
@@ -592,6 +604,7 @@ pub fn uplink_config(pki: &Pki, url: &str, token: &str) -> UplinkConfig {
         welcome_timeout: Duration::from_secs(10),
         backoff: BackoffPolicy::default(),
         outbox: OutboxLimits::default(),
+        state_dir: None,
         jitter_seed: Some(42),
     }
 }
