@@ -113,9 +113,16 @@ impl Outbox {
         seq
     }
 
-    /// Replaces the pending inventory.
+    /// Replaces the pending inventory. The same inventory as the one pending keeps its
+    /// `seq` (it is the same report).
     pub fn put_inventory(&mut self, inventory: Inventory) {
         self.clock += 1;
+        if let Some(e) = &mut self.inventory
+            && e.item == inventory
+        {
+            e.touched = self.clock;
+            return;
+        }
         let seq = self.take_seq();
         if let Some(old) = &self.inventory {
             self.by_seq.remove(&old.seq);
@@ -129,10 +136,17 @@ impl Outbox {
         });
     }
 
-    /// Replaces the pending status of `status.name`. Returns false when an older status was
-    /// evicted to stay within [`OutboxLimits::max_statuses`].
+    /// Replaces the pending status of `status.name`; the same status as the one pending keeps
+    /// its `seq` (it is the same report). Returns false when an older status was evicted to
+    /// stay within [`OutboxLimits::max_statuses`].
     pub fn put_status(&mut self, status: AppStatus) -> bool {
         self.clock += 1;
+        if let Some(e) = self.statuses.get_mut(&status.name)
+            && e.item == status
+        {
+            e.touched = self.clock;
+            return true;
+        }
         let seq = self.take_seq();
         let name = status.name.clone();
         self.by_seq.insert(seq, Key::Status(name.clone()));
@@ -345,6 +359,10 @@ mod tests {
         assert_eq!(seqs(&again), vec![1, 2, 4], "a resend keeps its seq");
         assert_eq!(again, [&sent[..2], &sent[3..]].concat());
         assert_eq!(o.pending_status_names(), vec!["b".to_owned()]);
+        // the same status queued again (a new session sends every app's status) is the same
+        // report: same seq, and not sent twice in a session
+        o.put_status(status("b", AppState::Running));
+        assert!(o.take_unsent().is_empty());
         // acks of the previous session still count: the seq names the same report
         assert!(o.ack(2));
         o.put_status(status("c", AppState::Running));

@@ -174,6 +174,9 @@ pub(crate) async fn run_session(mut ws: WsStream, ctx: SessionCtx<'_>) -> Sessio
             }
             frame = ws.next() => {
                 let step = on_frame(&mut ws, frame, &mut heartbeat, ctx.outbox, &mut queued, interval).await;
+                if let Ok(Some(refused)) = &step {
+                    resync = after_apply(ctx.resync, refused).or(resync);
+                }
                 if let Err(Lost(reason)) = step {
                     return lost(reason);
                 }
@@ -266,7 +269,7 @@ async fn on_frame(
     outbox: &Arc<Mutex<Outbox>>,
     queued: &mut VecDeque<ControlMessage>,
     interval: Duration,
-) -> Result<(), Lost> {
+) -> Result<Option<Outcome>, Lost> {
     use tokio_tungstenite::tungstenite::Error as WsError;
     let text = match frame {
         Some(Ok(Message::Text(t))) => t,
@@ -284,13 +287,14 @@ async fn on_frame(
                 Message::text(encode(&AgentMessage::Error(msg))),
                 interval,
             )
-            .await;
+            .await
+            .map(|()| None);
         }
         Some(Ok(Message::Pong(_))) => {
             heartbeat.pong();
-            return Ok(());
+            return Ok(None);
         }
-        Some(Ok(Message::Ping(_) | Message::Frame(_))) => return Ok(()),
+        Some(Ok(Message::Ping(_) | Message::Frame(_))) => return Ok(None),
         Some(Ok(Message::Close(f))) => {
             // the close reply is queued by tungstenite; push it out
             let _ = tokio::time::timeout(CLOSE_WAIT, ws.flush()).await;
@@ -312,11 +316,11 @@ async fn on_frame(
     match decode_control(text.as_bytes()) {
         Ok(ControlMessage::Ack(a)) => {
             lock(outbox).ack(a.seq);
-            Ok(())
+            Ok(None)
         }
         Ok(ControlMessage::Welcome(_)) => {
             debug!("ignoring a second welcome");
-            Ok(())
+            Ok(None)
         }
         Ok(ControlMessage::Error(e)) => {
             warn!(
@@ -325,13 +329,16 @@ async fn on_frame(
                 "control plane refused a message: {}",
                 e.message
             );
-            Ok(())
+            Ok(None)
         }
         Ok(m) => {
             queued.push_back(m);
-            Ok(())
+            Ok(None)
         }
-        Err(e) => refuse(ws, &e, text.as_bytes(), interval).await,
+        Err(e) => {
+            refuse(ws, &e, text.as_bytes(), interval).await?;
+            Ok(refused_change(&e, text.as_bytes()))
+        }
     }
 }
 
@@ -351,6 +358,25 @@ async fn refuse(
         interval,
     )
     .await
+}
+
+/// A state-changing message (`desired_state`, `app_upsert`, `app_delete`) refused because it
+/// did not validate: like a refused apply, it puts the agent out of step.
+fn refused_change(e: &DecodeError, frame: &[u8]) -> Option<Outcome> {
+    if !matches!(e, DecodeError::Invalid(_)) {
+        return None;
+    }
+    let value = serde_json::from_slice::<serde_json::Value>(frame).ok()?;
+    let snapshot = match value.get("type")?.as_str()? {
+        "desired_state" => true,
+        "app_upsert" | "app_delete" => false,
+        _ => return None,
+    };
+    Some(Outcome {
+        seq: value.get("seq")?.as_u64()?,
+        snapshot,
+        result: Err(ApplyError::new(e.code(), e.to_string())),
+    })
 }
 
 /// The `seq` of a frame that failed to decode, when it has a numeric one.
