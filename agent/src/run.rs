@@ -314,15 +314,27 @@ fn apply_error(e: AppMgrError) -> ApplyError {
 #[async_trait]
 impl AppControl for ManagerControl {
     async fn set_desired(&self, state: DesiredState) -> Result<(), ApplyError> {
-        self.0.set_desired(state).await.map(|_| ()).map_err(apply_error)
+        self.0
+            .set_desired(state)
+            .await
+            .map(|_| ())
+            .map_err(apply_error)
     }
 
     async fn upsert(&self, generation: u64, app: AppSpec) -> Result<(), ApplyError> {
-        self.0.upsert(generation, app).await.map(|_| ()).map_err(apply_error)
+        self.0
+            .upsert(generation, app)
+            .await
+            .map(|_| ())
+            .map_err(apply_error)
     }
 
     async fn delete(&self, generation: u64, name: String) -> Result<(), ApplyError> {
-        self.0.delete(generation, &name).await.map(|_| ()).map_err(apply_error)
+        self.0
+            .delete(generation, &name)
+            .await
+            .map(|_| ())
+            .map_err(apply_error)
     }
 
     fn generation(&self) -> Option<u64> {

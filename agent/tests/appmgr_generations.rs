@@ -151,7 +151,9 @@ async fn a_removed_app_reports_removed_once_its_container_is_gone_and_nothing_af
 
     // a snapshot that drops an app without a container reports it removed at once
     fake.fail_next(Op::Create, EngineError::Other("no space left".into()));
-    m.set_desired(desired(4, &["db", "api", "job"])).await.unwrap();
+    m.set_desired(desired(4, &["db", "api", "job"]))
+        .await
+        .unwrap();
     m.reconcile_once().await;
     drain(&mut rx);
     m.set_desired(desired(5, &["db"])).await.unwrap();

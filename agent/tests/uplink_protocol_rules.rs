@@ -159,9 +159,12 @@ async fn a_refused_change_is_followed_by_resync_and_nothing_incremental_until_a_
     *apps.fail_persist.lock().unwrap() = false;
     h.server.send_control(&delete(3, 3, "web"));
     h.server.send_control(&upsert(4, 4, "api"));
-    wait_for(&h.server.log, Duration::from_secs(5), "two conflicts", |l| {
-        error_for(l, 3).is_some() && error_for(l, 4).is_some()
-    })
+    wait_for(
+        &h.server.log,
+        Duration::from_secs(5),
+        "two conflicts",
+        |l| error_for(l, 3).is_some() && error_for(l, 4).is_some(),
+    )
     .await;
     let log = h.server.snapshot();
     for seq in [3, 4] {
@@ -193,9 +196,12 @@ async fn a_refused_change_is_followed_by_resync_and_nothing_incremental_until_a_
     .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(resyncs(&h.server.snapshot()).len(), 1, "not at once");
-    wait_for(&h.server.log, Duration::from_secs(2), "second resync", |l| {
-        resyncs(l).len() == 2
-    })
+    wait_for(
+        &h.server.log,
+        Duration::from_secs(2),
+        "second resync",
+        |l| resyncs(l).len() == 2,
+    )
     .await;
     h.shutdown.cancel();
     h.task.await.unwrap();
@@ -327,9 +333,12 @@ async fn a_resent_report_keeps_its_seq_and_seq_continues_after_a_restart() {
     let h = start_with(pki.clone(), server, apps.clone(), Some(state.path())).await;
     h.uplink_events
         .push(EventLevel::Warn, Some("web"), "fell back to the cpu");
-    wait_for(&h.server.log, Duration::from_secs(60), "two sessions", |l| {
-        l.welcomed.len() >= 2 && l.of_conn(2).iter().filter(|m| m.seq().is_some()).count() >= 3
-    })
+    wait_for(
+        &h.server.log,
+        Duration::from_secs(60),
+        "two sessions",
+        |l| l.welcomed.len() >= 2 && l.of_conn(2).iter().filter(|m| m.seq().is_some()).count() >= 3,
+    )
     .await;
     let log = h.server.snapshot();
     let reports = |conn: usize| -> Vec<(String, u64)> {
@@ -341,7 +350,10 @@ async fn a_resent_report_keeps_its_seq_and_seq_continues_after_a_restart() {
     let first = reports(1);
     let second = reports(2);
     assert_eq!(first.len(), 3, "{first:?}");
-    assert_eq!(second, first, "unacked reports are resent with the same seqs");
+    assert_eq!(
+        second, first,
+        "unacked reports are resent with the same seqs"
+    );
     let top = first.iter().map(|(_, s)| *s).max().unwrap();
     h.shutdown.cancel();
     h.task.await.unwrap();

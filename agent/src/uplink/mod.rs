@@ -5,9 +5,10 @@
 //! app manager (acked once persisted) and reports changes, with `seq`/`ack` and resend.
 //!
 //! Pieces: [`token`] (the redacted bearer token), [`tls`] (rustls client config), [`connect`]
-//! (dialing), [`backoff`], [`outbox`] (unacked reports) and [`seqmark`] (its persisted `seq`), [`heartbeat`], [`identity`] (the agent
-//! id), [`resync`] (refused changes and the `resync` request), [`control`] (the [`AppControl`] seam to the app manager) and [`session`]; [`Uplink`]
-//! ties them together.
+//! (dialing), [`backoff`], [`outbox`] (unacked reports) and [`seqmark`] (its persisted
+//! `seq`), [`heartbeat`], [`identity`] (the agent id), [`resync`] (refused changes and the
+//! `resync` request), [`control`] (the [`AppControl`] seam to the app manager) and
+//! [`session`]; [`Uplink`] ties them together.
 
 pub mod backoff;
 pub mod connect;

@@ -34,7 +34,10 @@ impl ResyncState {
         if !snapshot {
             return Duration::ZERO;
         }
-        let n = self.refused_snapshots.fetch_add(1, Ordering::SeqCst).min(16);
+        let n = self
+            .refused_snapshots
+            .fetch_add(1, Ordering::SeqCst)
+            .min(16);
         Duration::from_secs(1u64 << n).min(MAX_RESYNC_DELAY)
     }
 

@@ -110,7 +110,10 @@ mod tests {
             assert!(on_disk() > seq, "seq {seq} used before being reserved");
         }
         let (_, again) = SeqMark::open(dir.path());
-        assert!(again > SEQ_BLOCK + 5, "a restart continues above every seq used");
+        assert!(
+            again > SEQ_BLOCK + 5,
+            "a restart continues above every seq used"
+        );
     }
 
     #[test]
