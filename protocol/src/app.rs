@@ -14,8 +14,7 @@ use crate::error::{
 pub use crate::git_source::GitSource;
 use crate::gpu::{GpuRequest, deserialize_opt_gpu};
 use crate::limits::{
-    MAX_COMMAND_ARGS, MAX_CPUS, MAX_ENV, MAX_MEMORY_BYTES, MAX_PORTS, MAX_VOLUMES,
-    MIN_MEMORY_BYTES,
+    MAX_COMMAND_ARGS, MAX_CPUS, MAX_ENV, MAX_MEMORY_BYTES, MAX_PORTS, MAX_VOLUMES, MIN_MEMORY_BYTES,
 };
 
 /// One app the agent should run.

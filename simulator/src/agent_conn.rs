@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use odac_protocol::{
-    AGENT_ID_HEADER, AgentMessage, ControlMessage, DecodeError, Hello, MAX_FRAME_BYTES, PROTOCOL_VERSION,
-    SUBPROTOCOL, Welcome, decode_control, encode,
+    AGENT_ID_HEADER, AgentMessage, ControlMessage, DecodeError, Hello, MAX_FRAME_BYTES,
+    PROTOCOL_VERSION, SUBPROTOCOL, Welcome, decode_control, encode,
 };
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;

@@ -36,9 +36,9 @@ fn field_path(path: &serde_ignored::Path<'_>) -> String {
         Path::Root => String::new(),
         Path::Seq { parent, index } => format!("{}[{index}]", field_path(parent)),
         Path::Map { parent, key } => join_plain(&field_path(parent), key),
-        Path::Some { parent } | Path::NewtypeStruct { parent } | Path::NewtypeVariant { parent } => {
-            field_path(parent)
-        }
+        Path::Some { parent }
+        | Path::NewtypeStruct { parent }
+        | Path::NewtypeVariant { parent } => field_path(parent),
     }
 }
 
@@ -133,16 +133,29 @@ mod tests {
 
     fn field<T: serde::de::DeserializeOwned + std::fmt::Debug>(json: &str, prefix: &str) -> String {
         let e = typed::<T>(serde_json::from_str(json).unwrap(), prefix).unwrap_err();
-        assert!(e.error.starts_with(&format!("{}: ", e.field.as_deref().unwrap())), "{e:?}");
+        assert!(
+            e.error
+                .starts_with(&format!("{}: ", e.field.as_deref().unwrap())),
+            "{e:?}"
+        );
         e.field.unwrap()
     }
 
     #[test]
     fn unknown_fields_are_named_at_any_depth() {
-        assert_eq!(field::<GpuRequest>(r#"{"cuont":2,"runtme":"nvidia"}"#, "gpu"), "gpu.cuont");
-        assert_eq!(field::<AppSpec>(r#"{"name":"a","image":"x","imgae":"y"}"#, ""), "imgae");
         assert_eq!(
-            field::<AppSpec>(r#"{"name":"a","image":"x","ports":[{"container":1,"hots":2}]}"#, ""),
+            field::<GpuRequest>(r#"{"cuont":2,"runtme":"nvidia"}"#, "gpu"),
+            "gpu.cuont"
+        );
+        assert_eq!(
+            field::<AppSpec>(r#"{"name":"a","image":"x","imgae":"y"}"#, ""),
+            "imgae"
+        );
+        assert_eq!(
+            field::<AppSpec>(
+                r#"{"name":"a","image":"x","ports":[{"container":1,"hots":2}]}"#,
+                ""
+            ),
             "ports[0].hots"
         );
         assert_eq!(
@@ -150,17 +163,29 @@ mod tests {
             "resources.cpu"
         );
         assert_eq!(
-            field::<AppSpec>(r#"{"name":"a","source":{"url":"https://h/r","brnch":"x"}}"#, ""),
+            field::<AppSpec>(
+                r#"{"name":"a","source":{"url":"https://h/r","brnch":"x"}}"#,
+                ""
+            ),
             "source.brnch"
         );
-        assert!(typed::<AppSpec>(serde_json::json!({"name":"a","image":"x","env":{"K":"v"}}), "").is_ok());
+        assert!(
+            typed::<AppSpec>(
+                serde_json::json!({"name":"a","image":"x","env":{"K":"v"}}),
+                ""
+            )
+            .is_ok()
+        );
     }
 
     #[test]
     fn bodies_without_parameters() {
         assert!(no_fields(b"").is_ok());
         assert!(no_fields(b"{}").is_ok());
-        assert_eq!(no_fields(br#"{"x":1}"#).unwrap_err().field.as_deref(), Some("x"));
+        assert_eq!(
+            no_fields(br#"{"x":1}"#).unwrap_err().field.as_deref(),
+            Some("x")
+        );
         assert_eq!(no_fields(b"[]").unwrap_err().field.as_deref(), Some("body"));
     }
 }

@@ -68,10 +68,18 @@ mod tests {
         std::fs::write(&f, "# agents\nabc\n\n def \n").unwrap();
         std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
         assert_eq!(read_tokens(&f).unwrap(), vec!["abc", "def"]);
-        assert!(read_one(&f).unwrap_err().to_string().contains("more than one"));
+        assert!(
+            read_one(&f)
+                .unwrap_err()
+                .to_string()
+                .contains("more than one")
+        );
         std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
         let e = read_tokens(&f).unwrap_err().to_string();
-        assert!(e.contains("chmod 600") && e.contains(&f.display().to_string()), "{e}");
+        assert!(
+            e.contains("chmod 600") && e.contains(&f.display().to_string()),
+            "{e}"
+        );
         assert!(!e.contains("abc"), "{e}");
         std::fs::write(&f, "\n").unwrap();
         std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
