@@ -55,11 +55,17 @@ impl Sim {
 
     /// Stops gracefully and starts again on the same port and state dir.
     pub fn restart(&mut self) {
+        self.restart_with(|_| {});
+    }
+
+    /// [`Sim::restart`] with `f` changing the configuration.
+    pub fn restart_with(&mut self, f: impl FnOnce(&mut ServeConfig)) {
         let server = self.server.take().unwrap();
         self.rt.block_on(server.shutdown());
         let mut cfg = ServeConfig::new(self.listen.clone(), self.dir.path().join("state"));
         cfg.tokens = vec![TOKEN.to_owned()];
         cfg.hosts_per_token = HOSTS_PER_TOKEN;
+        f(&mut cfg);
         self.server = Some(self.rt.block_on(Server::start(cfg)).unwrap());
     }
 
