@@ -166,6 +166,14 @@ impl AgentConn {
             .map_err(|e| ConnError::Protocol(format!("send failed: {e}")))
     }
 
+    /// Sends a binary frame (the protocol refuses them; tests use this to check how).
+    pub async fn send_binary(&mut self, bytes: Vec<u8>) -> Result<(), ConnError> {
+        self.ws
+            .send(Message::Binary(bytes.into()))
+            .await
+            .map_err(|e| ConnError::Protocol(format!("send failed: {e}")))
+    }
+
     /// Sends a WebSocket ping.
     pub async fn ping(&mut self) -> Result<(), ConnError> {
         self.ws

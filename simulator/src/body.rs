@@ -85,7 +85,11 @@ pub fn typed<T: serde::de::DeserializeOwned>(value: Value, prefix: &str) -> ApiR
             .and_then(|r| r.split_once('`'))
             .map(|(name, _)| name.to_owned())
         {
-            field = join_plain(if field == "." { "" } else { &field }, &name);
+            // serde_path_to_error's path already ends with the unknown key
+            let at = if field == "." { "" } else { field.as_str() };
+            if at != name && !at.ends_with(&format!(".{name}")) {
+                field = join_plain(at, &name);
+            }
             message = "unknown field".to_owned();
         }
         if field == "." {

@@ -21,6 +21,8 @@ pub mod demo;
 pub mod error;
 pub mod faults;
 pub mod fleet;
+pub mod http_errors;
+pub mod http_serve;
 pub mod hub;
 pub mod identity;
 pub mod inventories;

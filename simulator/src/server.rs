@@ -151,6 +151,7 @@ pub fn router(hub: Arc<Hub>) -> Router {
         .route(AGENT_PATH, get(ws::upgrade))
         .merge(dashboard::routes())
         .fallback(not_found)
+        .layer(middleware::from_fn(crate::http_errors::json_errors))
         .with_state(hub)
 }
 
@@ -205,16 +206,9 @@ impl Server {
             })?;
         let (stop, stopped) = oneshot::channel::<()>();
         let app = router(Arc::clone(&hub));
-        let serve = tokio::spawn(async move {
-            let result = axum::serve(listener, app.into_make_service())
-                .with_graceful_shutdown(async move {
-                    let _ = stopped.await;
-                })
-                .await;
-            if let Err(e) = result {
-                tracing::error!(error = %e, "server stopped");
-            }
-        });
+        let serve = tokio::spawn(crate::http_serve::serve(listener, app, async move {
+            let _ = stopped.await;
+        }));
         Ok(Server {
             addr,
             ca_path: material.ca_path,

@@ -31,7 +31,7 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Frames up to this size are read whole and refused by the codec (`too_large`, 1009); bigger
 /// ones are refused by the WebSocket layer, and answered the same way.
-const WS_LIMIT: usize = 4 * MAX_FRAME_BYTES;
+const WS_LIMIT: usize = 16 * MAX_FRAME_BYTES;
 
 /// The bearer token of a request, if any.
 pub fn bearer(headers: &HeaderMap) -> Option<&str> {

@@ -26,7 +26,11 @@ fn sim_with_two_tokens(hosts_per_token: u32) -> Sim {
 }
 
 /// Connects with `token` naming `id` on the upgrade and in `hello`.
-fn connect(sim: &Sim, token: &str, id: &str) -> Result<(AgentConn, odac_protocol::Welcome), ConnError> {
+fn connect(
+    sim: &Sim,
+    token: &str,
+    id: &str,
+) -> Result<(AgentConn, odac_protocol::Welcome), ConnError> {
     let url = sim.server().agents_url();
     let ca = sim.server().ca_pem.clone();
     let (token, id) = (token.to_owned(), id.to_owned());
@@ -42,7 +46,9 @@ fn hello_without_header(sim: &Sim, token: &str, id: &str) -> (Vec<Incoming>, Opt
     let ca = sim.server().ca_pem.clone();
     let (token, id) = (token.to_owned(), id.to_owned());
     sim.rt.block_on(async move {
-        let mut c = AgentConn::connect(&url, ca.as_bytes(), &token).await.unwrap();
+        let mut c = AgentConn::connect(&url, ca.as_bytes(), &token)
+            .await
+            .unwrap();
         c.send(&AgentMessage::Hello(AgentConn::hello(&id, "h")))
             .await
             .unwrap();
@@ -153,7 +159,10 @@ fn agent_ids_breaking_the_rule_are_refused() {
     let sim = Sim::start();
     for id in ["../../etc", "a/b", "with space", "..", "-x"] {
         let err = connect(&sim, TOKEN, id).err().unwrap();
-        assert!(matches!(err, ConnError::Http { status: 400, .. }), "{id}: {err}");
+        assert!(
+            matches!(err, ConnError::Http { status: 400, .. }),
+            "{id}: {err}"
+        );
     }
     for id in ["../../etc", "bell\u{7}", "tab\tid", ""] {
         let (got, code) = hello_without_header(&sim, TOKEN, id);
@@ -188,7 +197,10 @@ fn agent_ids_breaking_the_rule_are_refused() {
         }
         other => panic!("{other:?}"),
     }
-    assert!(matches!(code, Some(ConnError::Closed(Some(1008)))), "{code:?}");
+    assert!(
+        matches!(code, Some(ConnError::Closed(Some(1008)))),
+        "{code:?}"
+    );
 }
 
 #[test]
@@ -201,7 +213,11 @@ fn enrolment_binds_the_token_to_one_agent() {
         Some(r#"{"code":"code-1","agent_id":"../etc"}"#),
     );
     assert_eq!((s, e["field"].clone()), (400, json!("agent_id")), "{e}");
-    let (s, e) = sim.call("POST", "/api/enroll", Some(r#"{"code":"code-1","agnet_id":"x"}"#));
+    let (s, e) = sim.call(
+        "POST",
+        "/api/enroll",
+        Some(r#"{"code":"code-1","agnet_id":"x"}"#),
+    );
     assert_eq!((s, e["field"].clone()), (400, json!("agnet_id")), "{e}");
     let (s, v) = sim.call(
         "POST",
@@ -220,7 +236,10 @@ fn enrolment_binds_the_token_to_one_agent() {
     assert!(connect(&sim, &first_use, "agt_g").is_ok());
     for id in ["agt_h", "agt_e"] {
         let err = connect(&sim, &first_use, id).err().unwrap();
-        assert!(matches!(err, ConnError::Http { status: 403, .. }), "{id}: {err}");
+        assert!(
+            matches!(err, ConnError::Http { status: 403, .. }),
+            "{id}: {err}"
+        );
     }
     // and the shared test token cannot take an enrolled host's id either
     let err = connect(&sim, TOKEN, "agt_e").err().unwrap();
