@@ -147,8 +147,13 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), RunE
         .map_err(|e| RunError::Config(format!("control_plane.token_file: {e}")))?;
     let tls =
         tls::client_config(&config.tls_settings()).map_err(|e| RunError::Config(e.to_string()))?;
-    let agent_id = identity::load_or_create(&config.state_dir)
-        .map_err(|e| RunError::Runtime(e.to_string()))?;
+    let agent_id = identity::load_or_create(&config.state_dir).map_err(|e| {
+        if e.is_config() {
+            RunError::Config(e.to_string())
+        } else {
+            RunError::Runtime(e.to_string())
+        }
+    })?;
     let docker = Arc::new(
         DockerEngine::lazy(config.docker.host.as_deref())
             .map_err(|e| RunError::Config(format!("docker.host: {e}")))?,
@@ -207,7 +212,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), RunE
                 tls,
                 token,
                 Duration::from_secs(cp.connect_timeout_secs),
-            ),
+            )
+            .with_agent_id(&agent_id),
             agent_id,
             hostname,
             heartbeat: Duration::from_secs(cp.heartbeat_secs),

@@ -14,7 +14,7 @@ use crate::error::{
 pub use crate::git_source::GitSource;
 use crate::gpu::{GpuRequest, deserialize_opt_gpu};
 use crate::limits::{
-    MAX_COMMAND_ARGS, MAX_CPUS, MAX_ENV, MAX_PORTS, MAX_VOLUMES, MIN_MEMORY_BYTES,
+    MAX_COMMAND_ARGS, MAX_CPUS, MAX_ENV, MAX_MEMORY_BYTES, MAX_PORTS, MAX_VOLUMES, MIN_MEMORY_BYTES,
 };
 
 /// One app the agent should run.
@@ -329,7 +329,7 @@ impl VolumeMount {
 }
 
 impl Resources {
-    /// Checks memory ≥ 6 MiB and 0 < cpus ≤ 1024.
+    /// Checks 6 MiB ≤ memory ≤ 1 PiB and 0 < cpus ≤ 1024.
     pub fn validate(&self) -> Result<(), ValidationError> {
         if let Some(m) = self.memory_bytes
             && m < MIN_MEMORY_BYTES
@@ -337,6 +337,14 @@ impl Resources {
             return Err(ValidationError::new(
                 "memory_bytes",
                 format!("{m} is below the minimum of {MIN_MEMORY_BYTES} bytes"),
+            ));
+        }
+        if let Some(m) = self.memory_bytes
+            && m > MAX_MEMORY_BYTES
+        {
+            return Err(ValidationError::new(
+                "memory_bytes",
+                format!("{m} is above the maximum of {MAX_MEMORY_BYTES} bytes"),
             ));
         }
         if let Some(c) = self.cpus

@@ -13,6 +13,7 @@ mod error;
 mod error_message;
 mod git_source;
 mod gpu;
+mod identity;
 mod inventory;
 mod limits;
 mod messages;
@@ -27,6 +28,7 @@ pub use desired::DesiredState;
 pub use error::{ValidationError, check_dns_label};
 pub use git_source::{GitScheme, GitSecret, MAX_SECRET};
 pub use gpu::{GpuCount, GpuCountValue, GpuOptionalValue, GpuRequest, GpuRuntime, GpuVendor};
+pub use identity::{AGENT_ID_HEADER, MAX_AGENT_ID, validate_agent_id};
 pub use inventory::{AcceleratorVerdict, EngineInfo, GpuInfo, HostInfo, Inventory};
 pub use limits::*;
 pub use messages::{

@@ -35,5 +35,8 @@ pub const MAX_LIST: usize = 1024;
 /// Smallest memory limit the Docker engine accepts (6 MiB).
 pub const MIN_MEMORY_BYTES: u64 = 6 * 1024 * 1024;
 
+/// Largest memory limit an app may ask for (1 PiB): every number on the wire is bounded.
+pub const MAX_MEMORY_BYTES: u64 = 1 << 50;
+
 /// Most CPUs an app may ask for.
 pub const MAX_CPUS: f64 = 1024.0;

@@ -236,8 +236,7 @@ impl AgentMessage {
     pub fn validate(&self) -> Result<(), ValidationError> {
         match self {
             AgentMessage::Hello(h) => {
-                check_required("agent_id", &h.agent_id)?;
-                check_len("agent_id", &h.agent_id, 256)?;
+                crate::identity::validate_agent_id("agent_id", &h.agent_id)?;
                 check_string("hostname", &h.hostname)?;
                 check_string("agent_version", &h.agent_version)
             }

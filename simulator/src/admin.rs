@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::api_error::ApiError;
+use crate::body::{no_fields, parse_json, typed};
 use crate::faults::{FaultRequest, FaultView};
 use crate::hub::{Hub, SessionCmd};
 
@@ -65,17 +66,8 @@ pub async fn post_faults(
     State(hub): State<Arc<Hub>>,
     body: Bytes,
 ) -> Result<Json<FaultOutcome>, ApiError> {
-    let req: FaultRequest =
-        serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(&body))
-            .map_err(|e| {
-                let field = e.path().to_string();
-                let field = if field == "." {
-                    "body".to_owned()
-                } else {
-                    field
-                };
-                ApiError::bad_request(field.clone(), format!("{field}: {}", e.into_inner()))
-            })?;
+    let req: FaultRequest = typed(parse_json(&body)?, "")?;
+    req.validate()?;
     Ok(Json(apply_faults(&hub, &req)))
 }
 
@@ -97,35 +89,53 @@ pub struct Enrolled {
     pub token: String,
 }
 
-/// `POST /api/enroll`: body `{"code": "...", "agent_id": "..."?}`.
+/// The body of `POST /api/enroll`.
+#[derive(Debug, Default, Deserialize)]
+struct EnrollRequest {
+    #[serde(default)]
+    code: Option<String>,
+    #[serde(default)]
+    agent_id: Option<String>,
+}
+
+/// `POST /api/enroll`: body `{"code": "...", "agent_id": "..."?}`. An `agent_id` is checked
+/// before the code is spent; the token is then bound to it (and the id moves to the new token).
 pub async fn enroll(
     State(hub): State<Arc<Hub>>,
     body: Bytes,
 ) -> Result<(StatusCode, Json<Enrolled>), ApiError> {
-    let v: Value = serde_json::from_slice(&body)
-        .map_err(|e| ApiError::bad_request("body", format!("body: not valid JSON: {e}")))?;
-    let code = v
-        .get("code")
-        .and_then(Value::as_str)
-        .filter(|c| !c.trim().is_empty())
+    let req: EnrollRequest = typed(parse_json(&body)?, "")?;
+    let code = req
+        .code
+        .as_deref()
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
         .ok_or_else(|| ApiError::bad_request("code", "code: is missing"))?;
-    let agent_id = v.get("agent_id").and_then(Value::as_str);
-    let token = hub.redeem(code.trim(), agent_id).ok_or_else(|| ApiError {
-        status: StatusCode::UNAUTHORIZED,
-        error: "code: unknown or already used enrolment code".to_owned(),
-        field: Some("code".to_owned()),
-    })?;
+    if let Some(id) = &req.agent_id {
+        odac_protocol::validate_agent_id("agent_id", id)?;
+    }
+    let token = hub
+        .redeem(code, req.agent_id.as_deref())
+        .ok_or_else(|| ApiError {
+            status: StatusCode::UNAUTHORIZED,
+            error: "code: unknown or already used enrolment code".to_owned(),
+            field: Some("code".to_owned()),
+        })?;
     Ok((StatusCode::CREATED, Json(Enrolled { token })))
 }
 
-/// `POST /api/enroll/codes`: issues a one-time enrolment code.
-pub async fn new_enroll_code(State(hub): State<Arc<Hub>>) -> (StatusCode, Json<Value>) {
+/// `POST /api/enroll/codes`: issues a one-time enrolment code (no body, or `{}`).
+pub async fn new_enroll_code(
+    State(hub): State<Arc<Hub>>,
+    body: Bytes,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    no_fields(&body)?;
     let code = format!("enr_{}", uuid::Uuid::new_v4().simple());
     hub.add_enroll_code(&code);
-    (
+    Ok((
         StatusCode::CREATED,
         Json(serde_json::json!({ "code": code })),
-    )
+    ))
 }
 
 #[cfg(test)]

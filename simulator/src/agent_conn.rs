@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use odac_protocol::{
-    AgentMessage, ControlMessage, DecodeError, Hello, MAX_FRAME_BYTES, PROTOCOL_VERSION,
-    SUBPROTOCOL, Welcome, decode_control, encode,
+    AGENT_ID_HEADER, AgentMessage, ControlMessage, DecodeError, Hello, MAX_FRAME_BYTES,
+    PROTOCOL_VERSION, SUBPROTOCOL, Welcome, decode_control, encode,
 };
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -68,8 +68,20 @@ pub struct AgentConn {
 }
 
 impl AgentConn {
-    /// Connects to `url` (`wss://…/agent/v1`) trusting `ca_pem`, authenticating with `token`.
+    /// Connects to `url` (`wss://…/agent/v1`) trusting `ca_pem`, authenticating with `token`,
+    /// without naming an agent id on the upgrade (the control plane checks `hello`'s instead).
     pub async fn connect(url: &str, ca_pem: &[u8], token: &str) -> Result<Self, ConnError> {
+        Self::connect_as(url, ca_pem, token, None).await
+    }
+
+    /// [`AgentConn::connect`] naming `agent_id` in the `odac-agent-id` header, so a token
+    /// that may not speak for it is refused with HTTP 403 before the session opens.
+    pub async fn connect_as(
+        url: &str,
+        ca_pem: &[u8],
+        token: &str,
+        agent_id: Option<&str>,
+    ) -> Result<Self, ConnError> {
         let tls = crate::tls::client_config(ca_pem)?;
         let transport = |message: String| ConnError::Transport {
             url: url.to_owned(),
@@ -85,6 +97,11 @@ impl AgentConn {
             "sec-websocket-protocol",
             HeaderValue::from_static(SUBPROTOCOL),
         );
+        if let Some(id) = agent_id {
+            let v = HeaderValue::from_str(id)
+                .map_err(|_| transport(format!("agent id {id:?} is not a valid header value")))?;
+            req.headers_mut().insert(AGENT_ID_HEADER, v);
+        }
         let cfg = WebSocketConfig::default()
             .max_message_size(Some(MAX_FRAME_BYTES * 2))
             .max_frame_size(Some(MAX_FRAME_BYTES * 2));
@@ -115,7 +132,7 @@ impl AgentConn {
         token: &str,
         hello: Hello,
     ) -> Result<(Self, Welcome), ConnError> {
-        let mut conn = Self::connect(url, ca_pem, token).await?;
+        let mut conn = Self::connect_as(url, ca_pem, token, Some(&hello.agent_id)).await?;
         conn.send(&AgentMessage::Hello(hello)).await?;
         match conn.recv_timeout(Duration::from_secs(10)).await? {
             Incoming::Message(ControlMessage::Welcome(w)) => Ok((conn, w)),
@@ -145,6 +162,14 @@ impl AgentConn {
     pub async fn send_raw(&mut self, text: String) -> Result<(), ConnError> {
         self.ws
             .send(Message::Text(text.into()))
+            .await
+            .map_err(|e| ConnError::Protocol(format!("send failed: {e}")))
+    }
+
+    /// Sends a binary frame (the protocol refuses them; tests use this to check how).
+    pub async fn send_binary(&mut self, bytes: Vec<u8>) -> Result<(), ConnError> {
+        self.ws
+            .send(Message::Binary(bytes.into()))
             .await
             .map_err(|e| ConnError::Protocol(format!("send failed: {e}")))
     }

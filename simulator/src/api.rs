@@ -14,56 +14,12 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::api_error::ApiError;
+use crate::body::{parse_json, typed};
 use crate::catalog;
 use crate::hub::Hub;
 use crate::views::{AppView, HostView};
 
 type ApiResult<T> = Result<T, ApiError>;
-
-fn parse_json(body: &[u8]) -> ApiResult<Value> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Err(ApiError::bad_request("body", "the request body is empty"));
-    }
-    serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request("body", format!("body: not valid JSON: {e}")))
-}
-
-/// Deserialises `value` as `T`, naming the path of a bad field with `prefix` in front.
-fn typed<T: serde::de::DeserializeOwned>(value: Value, prefix: &str) -> ApiResult<T> {
-    serde_path_to_error::deserialize(value).map_err(|e| {
-        let path = e.path().to_string();
-        let mut field = path
-            .trim_start_matches('.')
-            .trim_end_matches(".?")
-            .to_owned();
-        let mut message = e.into_inner().to_string();
-        if let Some(name) = message
-            .strip_prefix("missing field `")
-            .and_then(|r| r.strip_suffix('`'))
-        {
-            field = if field.is_empty() || field == "." {
-                name.to_owned()
-            } else {
-                format!("{field}.{name}")
-            };
-            message = "is missing".to_owned();
-        }
-        if field == "." {
-            field.clear();
-        }
-        let field = match (prefix.is_empty(), field.is_empty()) {
-            (true, _) => field,
-            (false, true) => prefix.to_owned(),
-            (false, false) => format!("{prefix}.{field}"),
-        };
-        let field = if field.is_empty() {
-            "body".to_owned()
-        } else {
-            field
-        };
-        ApiError::bad_request(field.clone(), format!("{field}: {message}"))
-    })
-}
 
 /// Parses a `POST /api/apps` body: an `AppSpec` plus an optional `host`.
 pub fn parse_create(body: &[u8]) -> ApiResult<(Option<String>, AppSpec)> {

@@ -36,6 +36,17 @@ pub enum SimError {
         /// Why.
         message: String,
     },
+    /// A token file is unusable (missing, readable by others, empty).
+    #[error("token file {path}: {message}", path = path.display())]
+    SecretFile {
+        /// The file.
+        path: PathBuf,
+        /// Why (never the file's content).
+        message: String,
+    },
+    /// The configuration is unusable (e.g. an open API on a public address).
+    #[error("{0}")]
+    Config(String),
     /// A client-side connection (simulated agent) failed.
     #[error("{0}")]
     Connect(String),

@@ -38,6 +38,32 @@ pub struct FaultRequest {
     pub reject_tokens: Option<bool>,
 }
 
+/// Longest refusal `refuse_secs` may ask for (one day).
+pub const MAX_REFUSE_SECS: u64 = 86_400;
+
+/// Longest ack delay `ack_delay_ms` may ask for (ten minutes).
+pub const MAX_ACK_DELAY_MS: u64 = 600_000;
+
+impl FaultRequest {
+    /// Checks every number against its bound; the error names the field.
+    pub fn validate(&self) -> Result<(), odac_protocol::ValidationError> {
+        for (field, value, max) in [
+            ("refuse_secs", self.refuse_secs, MAX_REFUSE_SECS),
+            ("ack_delay_ms", self.ack_delay_ms, MAX_ACK_DELAY_MS),
+        ] {
+            if let Some(v) = value
+                && v > max
+            {
+                return Err(odac_protocol::ValidationError::new(
+                    field,
+                    format!("{v} is out of range 0..={max}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Standing faults, as `GET /api/admin/faults` shows them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FaultView {
@@ -81,13 +107,16 @@ impl Faults {
                 *s = State::default();
             }
             if let Some(secs) = req.refuse_secs {
-                s.refuse_until = (secs > 0).then(|| Instant::now() + Duration::from_secs(secs));
+                let secs = secs.min(MAX_REFUSE_SECS);
+                s.refuse_until = (secs > 0)
+                    .then(|| Instant::now().checked_add(Duration::from_secs(secs)))
+                    .flatten();
             }
             if let Some(w) = req.withhold_acks {
                 s.withhold_acks = w;
             }
             if let Some(d) = req.ack_delay_ms {
-                s.ack_delay_ms = d;
+                s.ack_delay_ms = d.min(MAX_ACK_DELAY_MS);
             }
             if let Some(r) = req.reject_tokens {
                 s.reject_tokens = r;

@@ -14,6 +14,7 @@ use tokio::sync::{Notify, broadcast, mpsc};
 
 use crate::api_error::ApiError;
 use crate::faults::Faults;
+use crate::identity::{Credentials, Refusal};
 use crate::model::{FleetData, HostRecord, Secret, hash_secret};
 use crate::store::Store;
 use crate::views::{AppView, HostView, app_view, host_view};
@@ -71,7 +72,7 @@ pub struct Hub {
     dirty: AtomicBool,
     dirty_notify: Notify,
     sessions: Mutex<HashMap<String, SessionEntry>>,
-    agent_tokens: Vec<String>,
+    credentials: Credentials,
     /// Bearer token the REST API requires, if any.
     pub api_token: Option<String>,
     /// Standing faults.
@@ -97,11 +98,11 @@ fn to_value<T: Serialize>(v: &T) -> serde_json::Value {
 }
 
 impl Hub {
-    /// A hub over `data`, persisted in `store`, accepting `agent_tokens` (in clear; kept hashed).
+    /// A hub over `data`, persisted in `store`, accepting the agent tokens of `credentials`.
     pub fn new(
         store: Store,
         data: FleetData,
-        agent_tokens: &[String],
+        credentials: Credentials,
         api_token: Option<String>,
         heartbeat_secs: u32,
     ) -> Arc<Self> {
@@ -111,7 +112,7 @@ impl Hub {
             dirty: AtomicBool::new(false),
             dirty_notify: Notify::new(),
             sessions: Mutex::new(HashMap::new()),
-            agent_tokens: agent_tokens.iter().map(|t| hash_secret(t)).collect(),
+            credentials,
             api_token,
             faults: Faults::default(),
             dedup: crate::dedup::Dedup::default(),
@@ -232,8 +233,20 @@ impl Hub {
             return false;
         }
         let h = hash_secret(token);
-        self.agent_tokens.contains(&h)
-            || self.read(|d| d.enrolled_tokens.iter().any(|s| s.sha256 == h))
+        self.read(|d| self.credentials.known(d, &h))
+    }
+
+    /// Checks that the token with hash `token_sha256` may speak for agent `id` (binding the id
+    /// to it on first use, persisted at once); see `identity.rs`.
+    pub fn authorize(&self, token_sha256: &str, id: &str) -> Result<(), Refusal> {
+        if self.faults.reject_tokens() {
+            return Err(Refusal::UnknownToken);
+        }
+        let changed = self.write(|d| self.credentials.authorize(d, token_sha256, id))?;
+        if changed {
+            self.persist_now();
+        }
+        Ok(())
     }
 
     /// Registers a live session for `host`; an older session of the same host is closed.
@@ -670,17 +683,23 @@ impl Hub {
     }
 
     /// Trades a one-time code for a new agent token; `None` if the code is unknown or used.
+    /// With `agent_id` (checked by the caller) the token is bound to that id at once, and the
+    /// id moves to it from any earlier credential (re-enrolment).
     pub fn redeem(&self, code: &str, agent_id: Option<&str>) -> Option<String> {
         let h = hash_secret(code);
         let token = self.write(|d| {
             let pos = d.enroll_codes.iter().position(|s| s.sha256 == h)?;
             d.enroll_codes.remove(pos);
             let token = format!("odac_{}", uuid::Uuid::new_v4().simple());
+            let sha256 = hash_secret(&token);
             d.enrolled_tokens.push(Secret {
-                sha256: hash_secret(&token),
+                sha256: sha256.clone(),
                 created_ms: crate::clock::now_ms(),
                 agent_id: agent_id.map(str::to_owned),
             });
+            if let Some(id) = agent_id {
+                crate::identity::rebind_enrolled(d, &sha256, id);
+            }
             self.log(
                 d,
                 EventLevel::Info,

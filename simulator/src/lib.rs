@@ -8,9 +8,11 @@
 //! [`demo`] brings up the simulator with a real local agent; [`cli`] is the `odac` client.
 
 pub mod admin;
+pub mod agent_auth;
 pub mod agent_conn;
 pub mod api;
 pub mod api_error;
+pub mod body;
 pub mod catalog;
 pub mod cli;
 pub mod clock;
@@ -20,10 +22,14 @@ pub mod demo;
 pub mod error;
 pub mod faults;
 pub mod fleet;
+pub mod http_errors;
+pub mod http_serve;
 pub mod hub;
+pub mod identity;
 pub mod inventories;
 pub mod listener;
 pub mod model;
+pub mod secret_file;
 pub mod server;
 pub mod sim_agent;
 pub mod sse;

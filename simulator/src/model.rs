@@ -1,6 +1,7 @@
 //! The fleet's data as the simulator keeps and persists it: hosts (identity, inventory,
-//! desired generation, reported statuses), apps (spec + host), the event log and enrolment
-//! secrets (stored as SHA-256 hashes, never in clear).
+//! desired generation, reported statuses), apps (spec + host), the event log, enrolment
+//! secrets (stored as SHA-256 hashes, never in clear) and which credential each agent id is
+//! bound to.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -115,6 +116,9 @@ pub struct FleetData {
     /// Tokens issued by enrolment.
     #[serde(default)]
     pub enrolled_tokens: Vec<Secret>,
+    /// Agent id → SHA-256 of the one credential allowed to speak for it (see `identity.rs`).
+    #[serde(default)]
+    pub bindings: BTreeMap<String, String>,
     /// Restart tokens issued so far (makes each one unique).
     #[serde(default)]
     pub restarts: u64,

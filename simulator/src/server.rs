@@ -19,6 +19,7 @@ use tokio::task::JoinHandle;
 use crate::api_error::ApiError;
 use crate::error::SimError;
 use crate::hub::{Hub, SessionCmd};
+use crate::identity::Credentials;
 use crate::listener::TlsListener;
 use crate::store::Store;
 use crate::{AGENT_PATH, admin, api, dashboard, sse, tls, ws};
@@ -44,6 +45,10 @@ pub struct ServeConfig {
     pub api_token: Option<String>,
     /// Heartbeat interval told to agents in `welcome` (seconds, 1..=3600; default 20).
     pub heartbeat_secs: u32,
+    /// Agent ids each static token may register (default 1: the first id it is used with).
+    pub hosts_per_token: u32,
+    /// Serve an open REST API (no `api_token`) on a non-loopback address anyway.
+    pub insecure_open_api: bool,
 }
 
 impl ServeConfig {
@@ -56,6 +61,8 @@ impl ServeConfig {
             enroll_codes: Vec::new(),
             api_token: None,
             heartbeat_secs: DEFAULT_HEARTBEAT_SECS,
+            hosts_per_token: crate::identity::DEFAULT_HOSTS_PER_TOKEN,
+            insecure_open_api: false,
         }
     }
 }
@@ -144,6 +151,7 @@ pub fn router(hub: Arc<Hub>) -> Router {
         .route(AGENT_PATH, get(ws::upgrade))
         .merge(dashboard::routes())
         .fallback(not_found)
+        .layer(middleware::from_fn(crate::http_errors::json_errors))
         .with_state(hub)
 }
 
@@ -160,6 +168,12 @@ impl Server {
             addr: cfg.listen.clone(),
             message: e.to_string(),
         })?;
+        if !addr.ip().is_loopback() && cfg.api_token.is_none() && !cfg.insecure_open_api {
+            return Err(SimError::Config(format!(
+                "--listen {}: refusing to serve an open REST API on a non-loopback address; give --api-token-file FILE (or ODAC_SIM_API_TOKEN), or --insecure-open-api to serve it open anyway",
+                cfg.listen
+            )));
+        }
         let extra = if addr.ip().is_unspecified() {
             Vec::new()
         } else {
@@ -177,7 +191,7 @@ impl Server {
         let hub = Hub::new(
             store,
             data,
-            &tokens,
+            Credentials::new(&tokens, cfg.hosts_per_token),
             cfg.api_token.clone(),
             cfg.heartbeat_secs,
         );
@@ -192,16 +206,9 @@ impl Server {
             })?;
         let (stop, stopped) = oneshot::channel::<()>();
         let app = router(Arc::clone(&hub));
-        let serve = tokio::spawn(async move {
-            let result = axum::serve(listener, app.into_make_service())
-                .with_graceful_shutdown(async move {
-                    let _ = stopped.await;
-                })
-                .await;
-            if let Err(e) = result {
-                tracing::error!(error = %e, "server stopped");
-            }
-        });
+        let serve = tokio::spawn(crate::http_serve::serve(listener, app, async move {
+            let _ = stopped.await;
+        }));
         Ok(Server {
             addr,
             ca_path: material.ca_path,

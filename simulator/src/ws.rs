@@ -1,12 +1,14 @@
 //! Agent sessions on `wss://…/agent/v1`. The upgrade checks faults (refuse → 503), the bearer
-//! token (401) and the `odac.agent.v1` subprotocol (400). A session then waits for `hello`,
+//! token (401), that the token may speak for the `odac-agent-id` it names (403, see
+//! `agent_auth.rs`) and the `odac.agent.v1` subprotocol (400). A session then waits for `hello`,
 //! answers `welcome`, sends the host's full `desired_state` and afterwards an `app_upsert` or
 //! `app_delete` for every change; it records `inventory`, `app_status`, `event` and `error`
 //! reports and acks each report's `seq` (unless a fault withholds or delays acks); a report
 //! whose `seq` was recorded before is acked again and not recorded twice, and `resync` is
 //! answered with a full `desired_state`. Malformed,
 //! unknown or invalid frames are answered with an `error` message and the session goes on;
-//! frames over the size limit are answered with `too_large` and closed with 1009.
+//! frames over the size limit — text or binary, at any stage — are answered with `too_large`
+//! and closed with 1009.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -28,6 +30,10 @@ use crate::api_error::ApiError;
 use crate::hub::{ChangeKind, Hub, SessionCmd};
 
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Frames up to this size are read whole and refused by the codec (`too_large`, 1009); bigger
+/// ones are refused by the WebSocket layer, and answered the same way.
+const WS_LIMIT: usize = 16 * MAX_FRAME_BYTES;
 
 /// The bearer token of a request, if any.
 pub fn bearer(headers: &HeaderMap) -> Option<&str> {
@@ -52,10 +58,14 @@ pub async fn upgrade(
         )
         .into_response();
     }
-    if !bearer(&headers).is_some_and(|t| hub.agent_token_ok(t)) {
+    let Some(token) = bearer(&headers).filter(|t| hub.agent_token_ok(t)) else {
         return ApiError::new(StatusCode::UNAUTHORIZED, "missing or refused bearer token")
             .into_response();
-    }
+    };
+    let caller = match crate::agent_auth::Caller::from_upgrade(&hub, token, &headers) {
+        Ok(c) => c,
+        Err(refused) => return refused.into_response(),
+    };
     let offered = headers
         .get_all(header::SEC_WEBSOCKET_PROTOCOL)
         .iter()
@@ -70,9 +80,9 @@ pub async fn upgrade(
         .into_response();
     }
     ws.protocols([SUBPROTOCOL])
-        .max_message_size(MAX_FRAME_BYTES * 2)
-        .max_frame_size(MAX_FRAME_BYTES * 2)
-        .on_upgrade(move |socket| session(hub, socket))
+        .max_message_size(WS_LIMIT)
+        .max_frame_size(WS_LIMIT)
+        .on_upgrade(move |socket| session(hub, socket, caller))
 }
 
 fn text(msg: &ControlMessage) -> Message {
@@ -109,6 +119,37 @@ fn decode_error_frame(e: &DecodeError, frame: &[u8]) -> Message {
         other => other.to_string(),
     };
     error_frame(e.code(), message, frame_seq(frame))
+}
+
+/// `error too_large` for a frame of `size` bytes (when known).
+fn too_large_frame(size: Option<usize>) -> Message {
+    let size = size.map_or_else(|| "a frame".to_owned(), |n| format!("a frame of {n} bytes"));
+    error_frame(
+        ErrorCode::TooLarge,
+        format!("{size} exceeds the limit of {MAX_FRAME_BYTES} bytes"),
+        None,
+    )
+}
+
+/// Whether a read error is the WebSocket layer refusing an oversize frame or message.
+fn is_oversize(e: &axum::Error) -> bool {
+    e.to_string().contains("Space limit exceeded")
+}
+
+/// What a session does with a frame that is not text: an oversize one is refused with
+/// `too_large` and close 1009, any other with `malformed` (the session goes on).
+fn non_text(out: &mpsc::UnboundedSender<Message>, len: usize) -> bool {
+    if len > MAX_FRAME_BYTES {
+        let _ = out.send(too_large_frame(Some(len)));
+        let _ = out.send(close(1009, "frame too large"));
+        return false;
+    }
+    let _ = out.send(error_frame(
+        ErrorCode::Malformed,
+        "binary frames are not supported".to_owned(),
+        None,
+    ));
+    true
 }
 
 struct Session {
@@ -223,13 +264,15 @@ async fn read_hello(
 ) -> Option<odac_protocol::Hello> {
     let frame = match tokio::time::timeout(HELLO_TIMEOUT, stream.next()).await {
         Ok(Some(Ok(Message::Text(t)))) => t,
-        Ok(Some(Ok(Message::Binary(_)))) => {
-            let _ = out.send(error_frame(
-                ErrorCode::Malformed,
-                "binary frames are not supported".to_owned(),
-                None,
-            ));
-            let _ = out.send(close(1003, "binary frames are not supported"));
+        Ok(Some(Ok(Message::Binary(b)))) => {
+            if non_text(out, b.len()) {
+                let _ = out.send(close(1003, "binary frames are not supported"));
+            }
+            return None;
+        }
+        Ok(Some(Err(e))) if is_oversize(&e) => {
+            let _ = out.send(too_large_frame(None));
+            let _ = out.send(close(1009, "frame too large"));
             return None;
         }
         Err(_) => {
@@ -267,13 +310,17 @@ async fn read_hello(
         }
         Err(e) => {
             let _ = out.send(decode_error_frame(&e, bytes));
-            let _ = out.send(close(1008, "hello expected"));
+            if matches!(e, DecodeError::TooLarge { .. }) {
+                let _ = out.send(close(1009, "frame too large"));
+            } else {
+                let _ = out.send(close(1008, "hello expected"));
+            }
             None
         }
     }
 }
 
-async fn session(hub: Arc<Hub>, socket: WebSocket) {
+async fn session(hub: Arc<Hub>, socket: WebSocket, caller: crate::agent_auth::Caller) {
     let (mut sink, mut stream) = socket.split();
     let (out, mut out_rx) = mpsc::unbounded_channel::<Message>();
     let writer = tokio::spawn(async move {
@@ -286,7 +333,11 @@ async fn session(hub: Arc<Hub>, socket: WebSocket) {
         let _ = sink.close().await;
     });
 
-    let Some(hello) = read_hello(&mut stream, &out).await else {
+    let hello = match read_hello(&mut stream, &out).await {
+        Some(h) => caller.check_hello(&hub, h, &out),
+        None => None,
+    };
+    let Some(hello) = hello else {
         drop(out);
         let _ = tokio::time::timeout(Duration::from_secs(1), writer).await;
         return;
@@ -321,14 +372,18 @@ async fn session(hub: Arc<Hub>, socket: WebSocket) {
                         break;
                     }
                 }
-                Some(Ok(Message::Binary(_))) => s.send(error_frame(
-                    ErrorCode::Malformed,
-                    "binary frames are not supported".to_owned(),
-                    None,
-                )),
+                Some(Ok(Message::Binary(b))) => {
+                    if !non_text(&s.out, b.len()) {
+                        break;
+                    }
+                }
                 Some(Ok(Message::Ping(_) | Message::Pong(_))) => hub.seen(&host),
                 Some(Ok(Message::Close(_))) | None => break,
                 Some(Err(e)) => {
+                    if is_oversize(&e) {
+                        s.send(too_large_frame(None));
+                        s.send(close(1009, "frame too large"));
+                    }
                     tracing::debug!(%host, error = %e, "agent session read failed");
                     break;
                 }

@@ -1,13 +1,14 @@
 //! Dialing the control plane: TCP, then TLS (rustls, the agent's trust settings), then the
-//! WebSocket upgrade with the bearer token and the `odac.agent.v1` subprotocol. Each failure
-//! becomes a [`ConnectError`] that says what to fix (an untrusted certificate names
-//! `control_plane.ca_file`, a refused token names the token settings) and never carries the
-//! token.
+//! WebSocket upgrade with the bearer token, the agent id (`odac-agent-id`) and the
+//! `odac.agent.v1` subprotocol. Each failure becomes a [`ConnectError`] that says what to fix
+//! (an untrusted certificate names `control_plane.ca_file`, a refused token — 401, or 403 when
+//! the token may not speak for this agent id — names the token settings) and never carries
+//! the token.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use odac_protocol::{MAX_FRAME_BYTES, SUBPROTOCOL};
+use odac_protocol::{AGENT_ID_HEADER, MAX_FRAME_BYTES, SUBPROTOCOL};
 use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
@@ -140,6 +141,7 @@ pub struct Dialer {
     tls: Arc<rustls::ClientConfig>,
     token: Token,
     timeout: Duration,
+    agent_id: Option<HeaderValue>,
 }
 
 impl std::fmt::Debug for Dialer {
@@ -165,7 +167,17 @@ impl Dialer {
             tls,
             token,
             timeout,
+            agent_id: None,
         }
+    }
+
+    /// Names `agent_id` on every upgrade (`odac-agent-id`), so a control plane can refuse a
+    /// token that may not speak for it (403) before the session opens. An id that is not a
+    /// valid header value is not sent (it cannot pass the agent-id rule either).
+    #[must_use]
+    pub fn with_agent_id(mut self, agent_id: &str) -> Self {
+        self.agent_id = HeaderValue::from_str(agent_id).ok();
+        self
     }
 
     /// The endpoint.
@@ -230,6 +242,9 @@ impl Dialer {
             header::SEC_WEBSOCKET_PROTOCOL,
             HeaderValue::from_static(SUBPROTOCOL),
         );
+        if let Some(id) = &self.agent_id {
+            headers.insert(AGENT_ID_HEADER, id.clone());
+        }
         headers.insert(
             header::USER_AGENT,
             HeaderValue::from_static(concat!("odac-agent/", env!("CARGO_PKG_VERSION"))),

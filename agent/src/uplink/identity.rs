@@ -1,6 +1,9 @@
 //! The agent id: a random UUID created the first time the agent runs and kept in
 //! `<state_dir>/agent_id`, so the control plane recognises the host across restarts and
-//! reinstalls that keep the state directory. Written atomically (temporary file, fsync,
+//! reinstalls that keep the state directory. An existing file must hold an id that passes the
+//! protocol's agent-id rule (`odac_protocol::validate_agent_id`); an empty or invalid one is a
+//! configuration error naming the file and the fix (exit 78), never silently replaced, since
+//! the control plane binds the id to the host's token. Written atomically (temporary file, fsync,
 //! rename); the state directory is created with mode 0700 if missing.
 
 use std::io::Write;
@@ -28,8 +31,22 @@ pub enum IdentityError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("agent id file {path} is empty or not a single printable token", path = path.display())]
-    Corrupt { path: PathBuf },
+    #[error(
+        "agent id file {path} is unusable: {why}; put back the id this host had (the control plane shows it as the host id), or delete the file to get a new id (the host then appears as a new agent)",
+        path = path.display()
+    )]
+    Corrupt { path: PathBuf, why: String },
+}
+
+impl IdentityError {
+    /// True when the file is there but unusable: a configuration problem (exit 78) that a
+    /// restart cannot fix, so systemd must not restart the agent in a loop.
+    pub fn is_config(&self) -> bool {
+        matches!(
+            self,
+            IdentityError::Corrupt { .. } | IdentityError::Read { .. }
+        )
+    }
 }
 
 /// Reads the agent id from `state_dir`, creating it (and the directory) on first use.
@@ -46,8 +63,13 @@ pub fn load_or_create(state_dir: &Path) -> Result<String, IdentityError> {
     match std::fs::read_to_string(&path) {
         Ok(text) => {
             let id = text.trim();
-            if id.is_empty() || id.len() > 256 || !id.bytes().all(|b| b.is_ascii_graphic()) {
-                return Err(IdentityError::Corrupt { path });
+            if let Err(e) = odac_protocol::validate_agent_id("agent_id", id) {
+                let why = if id.is_empty() {
+                    "it is empty".to_owned()
+                } else {
+                    format!("it does not hold a valid agent id ({})", e.message)
+                };
+                return Err(IdentityError::Corrupt { path, why });
             }
             Ok(id.to_owned())
         }
@@ -97,10 +119,17 @@ mod tests {
         let b = load_or_create(&state).unwrap();
         assert_eq!(a, b);
         assert_eq!(a.len(), 36);
-        std::fs::write(state.join(AGENT_ID_FILE), "\n").unwrap();
-        assert!(matches!(
-            load_or_create(&state),
-            Err(IdentityError::Corrupt { .. })
-        ));
+        for (text, why) in [
+            ("\n", "it is empty"),
+            ("../../etc\n", "contains '/'"),
+            ("a b", "contains ' '"),
+        ] {
+            std::fs::write(state.join(AGENT_ID_FILE), text).unwrap();
+            let e = load_or_create(&state).unwrap_err();
+            assert!(e.is_config(), "{e}");
+            let msg = e.to_string();
+            assert!(msg.contains(why) && msg.contains("agent_id"), "{msg}");
+            assert!(msg.contains("delete the file"), "{msg}");
+        }
     }
 }

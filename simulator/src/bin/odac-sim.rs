@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use odac_simulator::fleet::{Fleet, FleetConfig};
 use odac_simulator::server::DEFAULT_HEARTBEAT_SECS;
-use odac_simulator::{DEFAULT_LISTEN, ServeConfig, Server, demo};
+use odac_simulator::{DEFAULT_LISTEN, ServeConfig, Server, SimError, demo, secret_file};
 
 #[derive(Debug, Parser)]
 #[command(name = "odac-sim", version, about = "ODAC control-plane simulator")]
@@ -34,12 +34,33 @@ enum Command {
             hide_env_values = true
         )]
         tokens: Vec<String>,
+        /// File holding agent bearer tokens, one per line (mode 0600; keeps them out of `ps`).
+        #[arg(long = "token-file")]
+        token_files: Vec<PathBuf>,
+        /// Agent ids each static token may register (the first ones it is used with).
+        #[arg(
+            long,
+            default_value_t = odac_simulator::identity::DEFAULT_HOSTS_PER_TOKEN,
+            value_parser = clap::value_parser!(u32).range(1..=i64::from(odac_simulator::identity::MAX_HOSTS_PER_TOKEN))
+        )]
+        hosts_per_token: u32,
         /// One-time enrolment code to accept (repeatable).
         #[arg(long = "enroll-code")]
         enroll_codes: Vec<String>,
-        /// Require this bearer token on the REST API.
-        #[arg(long, env = "ODAC_SIM_API_TOKEN", hide_env_values = true)]
+        /// Require this bearer token on the REST API (visible in `ps`: prefer the file or env).
+        #[arg(
+            long,
+            env = "ODAC_SIM_API_TOKEN",
+            hide_env_values = true,
+            conflicts_with = "api_token_file"
+        )]
         api_token: Option<String>,
+        /// File holding the REST API's bearer token (mode 0600).
+        #[arg(long)]
+        api_token_file: Option<PathBuf>,
+        /// Serve the REST API without a token on a non-loopback address.
+        #[arg(long)]
+        insecure_open_api: bool,
         /// Heartbeat (ping) interval told to agents in `welcome`, in seconds.
         #[arg(
             long,
@@ -119,16 +140,29 @@ async fn main_async(cli: Cli) -> anyhow::Result<()> {
         Command::Serve {
             listen,
             state,
-            tokens,
+            mut tokens,
+            token_files,
+            hosts_per_token,
             enroll_codes,
             api_token,
+            api_token_file,
+            insecure_open_api,
             heartbeat_secs,
         } => {
+            for f in &token_files {
+                tokens.extend(secret_file::read_tokens(f)?);
+            }
+            let api_token = match api_token_file {
+                Some(f) => Some(secret_file::read_one(&f)?),
+                None => api_token,
+            };
             let mut cfg =
                 ServeConfig::new(listen, state.unwrap_or_else(|| default_state("odac-sim")));
             cfg.tokens = tokens;
+            cfg.hosts_per_token = hosts_per_token;
             cfg.enroll_codes = enroll_codes;
             cfg.api_token = api_token;
+            cfg.insecure_open_api = insecure_open_api;
             cfg.heartbeat_secs = heartbeat_secs;
             let server = Server::start(cfg).await?;
             print!("{}", server.banner());
@@ -207,6 +241,11 @@ fn main() {
     };
     if let Err(e) = rt.block_on(main_async(cli)) {
         eprintln!("error: {e:#}");
-        std::process::exit(1);
+        // a configuration that cannot work is EX_CONFIG, like the agent's
+        let config = matches!(
+            e.downcast_ref::<SimError>(),
+            Some(SimError::Config(_) | SimError::SecretFile { .. })
+        );
+        std::process::exit(if config { 78 } else { 1 });
     }
 }

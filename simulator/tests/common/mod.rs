@@ -13,6 +13,9 @@ use serde_json::Value;
 
 pub const TOKEN: &str = "test-agent-token";
 
+/// Hosts the shared test token may register (the tests' fake fleets use one token).
+pub const HOSTS_PER_TOKEN: u32 = 64;
+
 pub struct Sim {
     pub rt: tokio::runtime::Runtime,
     pub server: Option<Server>,
@@ -34,6 +37,7 @@ impl Sim {
         let dir = tempfile::tempdir().unwrap();
         let mut cfg = ServeConfig::new("127.0.0.1:0", dir.path().join("state"));
         cfg.tokens = vec![TOKEN.to_owned()];
+        cfg.hosts_per_token = HOSTS_PER_TOKEN;
         f(&mut cfg);
         let server = rt.block_on(Server::start(cfg)).unwrap();
         let listen = server.addr.to_string();
@@ -51,10 +55,17 @@ impl Sim {
 
     /// Stops gracefully and starts again on the same port and state dir.
     pub fn restart(&mut self) {
+        self.restart_with(|_| {});
+    }
+
+    /// [`Sim::restart`] with `f` changing the configuration.
+    pub fn restart_with(&mut self, f: impl FnOnce(&mut ServeConfig)) {
         let server = self.server.take().unwrap();
         self.rt.block_on(server.shutdown());
         let mut cfg = ServeConfig::new(self.listen.clone(), self.dir.path().join("state"));
         cfg.tokens = vec![TOKEN.to_owned()];
+        cfg.hosts_per_token = HOSTS_PER_TOKEN;
+        f(&mut cfg);
         self.server = Some(self.rt.block_on(Server::start(cfg)).unwrap());
     }
 
