@@ -100,6 +100,12 @@ impl ContainerEngine for TestEngine {
     ) -> Result<(), EngineError> {
         self.engine().ensure_volume(name, l).await
     }
+    async fn volume_labels(
+        &self,
+        name: &str,
+    ) -> Result<Option<BTreeMap<String, String>>, EngineError> {
+        self.engine().volume_labels(name).await
+    }
     async fn remove_volume(&self, name: &str) -> Result<(), EngineError> {
         self.engine().remove_volume(name).await
     }
