@@ -98,8 +98,32 @@ pub struct InstanceLock {
 
 impl InstanceLock {
     /// Takes the lock of `(engine, instance)` under `dir` for `holder` (an agent id or a
-    /// command name), or says who has it.
+    /// command name), or says who has it. A user who may not write in `dir` (a non-root user
+    /// beside a root service's `/run/odac-agent`) is still refused while `dir` shows the lock
+    /// held, and otherwise locks in a directory of their own ([`user_lock_dir`]).
     pub fn acquire(
+        dir: &Path,
+        engine: &str,
+        instance: &str,
+        holder: &str,
+    ) -> Result<InstanceLock, LockError> {
+        match Self::acquire_in(dir, engine, instance, holder) {
+            Err(LockError::Io { path, source }) if denied(&source) => {
+                if let Some(other) = Self::holder(dir, engine, instance) {
+                    return Err(held(dir, engine, instance, &other));
+                }
+                let own = user_lock_dir();
+                if own == dir {
+                    return Err(LockError::Io { path, source });
+                }
+                tracing::warn!(lock_dir = %dir.display(), fallback = %own.display(), error = %source, "cannot write in the lock directory; using one of this user's own");
+                Self::acquire_in(&own, engine, instance, holder)
+            }
+            other => other,
+        }
+    }
+
+    fn acquire_in(
         dir: &Path,
         engine: &str,
         instance: &str,
@@ -130,17 +154,7 @@ impl InstanceLock {
         if !try_flock(&file).map_err(io(&path))? {
             let mut text = String::new();
             let _ = file.read_to_string(&mut text);
-            let holder = text.trim();
-            return Err(LockError::Held {
-                instance: instance.to_owned(),
-                engine: engine.to_owned(),
-                holder: if holder.is_empty() {
-                    "another process".to_owned()
-                } else {
-                    holder.to_owned()
-                },
-                path,
-            });
+            return Err(held(dir, engine, instance, text.trim()));
         }
         let note = format!("pid {}, {holder}\n", std::process::id());
         file.set_len(0).map_err(io(&path))?;
@@ -176,6 +190,37 @@ impl Drop for InstanceLock {
     fn drop(&mut self) {
         // closing the file releases it too; unlock first so a probe never sees a stale holder
         let _ = rustix::fs::flock(&self.file, rustix::fs::FlockOperation::Unlock);
+    }
+}
+
+/// The lock directory of a user who may not write in the configured one:
+/// `$XDG_RUNTIME_DIR/odac-agent`, else `<temp dir>/odac-agent-<uid>`.
+pub fn user_lock_dir() -> PathBuf {
+    match std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
+        Some(d) => PathBuf::from(d).join("odac-agent"),
+        None => {
+            std::env::temp_dir().join(format!("odac-agent-{}", rustix::process::getuid().as_raw()))
+        }
+    }
+}
+
+fn denied(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
+    )
+}
+
+fn held(dir: &Path, engine: &str, instance: &str, holder: &str) -> LockError {
+    LockError::Held {
+        instance: instance.to_owned(),
+        engine: engine.to_owned(),
+        holder: if holder.is_empty() {
+            "another process".to_owned()
+        } else {
+            holder.to_owned()
+        },
+        path: lock_path(dir, engine, instance),
     }
 }
 
