@@ -1,5 +1,6 @@
 //! `odac-agent run`: the service. [`run`] wires the pieces together — token and TLS settings,
-//! the agent id, the Docker engine, the app manager, the inventory scanner (every ≤ 10 s),
+//! the agent id, the instance lock (one live agent per engine and instance, else exit 78),
+//! the Docker engine, the app manager, the inventory scanner (every ≤ 10 s),
 //! the uplink (with the app manager's diagnostic events forwarded to it as `event` messages)
 //! and systemd notifications — and returns when `shutdown` is cancelled.
 //! [`run_command`] is the subcommand's body: configuration (exit 78 on a bad one), logging,
@@ -19,6 +20,7 @@ use tracing::{error, info, warn};
 use crate::appmgr::{AppEvent, AppManager, AppMgrError};
 use crate::config::Config;
 use crate::engine::{ContainerEngine, DockerEngine};
+use crate::instance_lock::{self, InstanceLock};
 use crate::sysinfo::{Assessment, scan};
 use crate::uplink::{
     AppControl, ApplyError, Dialer, Endpoint, EventSink, TOKEN_ENV, Token, Uplink, UplinkConfig,
@@ -154,12 +156,24 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), RunE
             RunError::Runtime(e.to_string())
         }
     })?;
+    // one live agent per engine and instance: refuse before touching anything
+    let engine_endpoint = instance_lock::engine_endpoint(config.docker.host.as_deref());
+    let _lock = InstanceLock::acquire(
+        &config.apps.lock_dir,
+        &engine_endpoint,
+        &config.apps.instance,
+        &format!("agent {agent_id}"),
+    )
+    // held elsewhere, or an unusable apps.lock_dir: a restart cannot fix either (exit 78)
+    .map_err(|e| RunError::Config(e.to_string()))?;
+    let mut apps = config.apps.clone();
+    apps.owner = agent_id.clone();
     let docker = Arc::new(
         DockerEngine::lazy(config.docker.host.as_deref())
             .map_err(|e| RunError::Config(format!("docker.host: {e}")))?,
     );
     let engine: Arc<dyn ContainerEngine> = docker.clone();
-    let manager = AppManager::open(config.apps.clone(), engine, config.host_root.clone())
+    let manager = AppManager::open(apps, engine, config.host_root.clone())
         .map_err(|e| RunError::Runtime(format!("app manager: {e}")))?;
     for problem in manager.problems() {
         warn!("app manager: {problem}");
@@ -167,6 +181,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), RunE
     info!(
         agent_id = %agent_id,
         control_plane = %endpoint.authority(),
+        instance = %config.apps.instance,
+        engine = %engine_endpoint,
         state_dir = %config.state_dir.display(),
         version = crate::AGENT_VERSION,
         "odac-agent starting"
@@ -312,7 +328,7 @@ pub struct ManagerControl(pub AppManager);
 fn apply_error(e: AppMgrError) -> ApplyError {
     let code = match &e {
         AppMgrError::Invalid(_) => ErrorCode::Invalid,
-        AppMgrError::Store(_) => ErrorCode::Internal,
+        AppMgrError::Store(_) | AppMgrError::Identity(_) => ErrorCode::Internal,
     };
     ApplyError::new(code, e.to_string())
 }

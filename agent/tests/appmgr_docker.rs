@@ -15,10 +15,10 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use odac_agent::appmgr::{AppManager, AppManagerConfig, HostSource, container};
+use odac_agent::appmgr::{AppManager, AppManagerConfig, HostSource, container, labels};
 use odac_agent::engine::test_image::BUSYBOX_TEST_IMAGE;
 use odac_agent::engine::{
-    ContainerDetails, ContainerEngine, ContainerSpec, ContainerSummary, DeviceRequest,
+    Bind, ContainerDetails, ContainerEngine, ContainerSpec, ContainerSummary, DeviceRequest,
     DockerEngine, EngineCapabilities, EngineError, FakeEngine,
 };
 use odac_agent::gpu::{Allocations, Plan, resolve};
@@ -99,6 +99,12 @@ impl ContainerEngine for TestEngine {
         l: &BTreeMap<String, String>,
     ) -> Result<(), EngineError> {
         self.engine().ensure_volume(name, l).await
+    }
+    async fn volume_labels(
+        &self,
+        name: &str,
+    ) -> Result<Option<BTreeMap<String, String>>, EngineError> {
+        self.engine().volume_labels(name).await
     }
     async fn remove_volume(&self, name: &str) -> Result<(), EngineError> {
         self.engine().remove_volume(name).await
@@ -693,7 +699,7 @@ async fn a11_policy_and_named_volumes() {
         assert_eq!(s.state, AppState::Failed);
         assert_eq!(s.gpu.fallback.as_ref().unwrap().reason, Reason::PolicyDenied);
         assert!(s.last_error.as_deref().unwrap().contains("volumes[0].source"), "{s:?}");
-        assert!(run.engine.creates().iter().all(|c| !c.name.ends_with("-bad")));
+        assert!(run.engine.creates().iter().all(|c| !c.name.ends_with("_bad")));
         assert_eq!(run.containers().await.len(), 1);
 
         let first = status(&statuses, "good").container_id.clone().unwrap();
@@ -707,6 +713,107 @@ async fn a11_policy_and_named_volumes() {
         assert!(logs.contains("found made"), "the file survived: {logs}");
         let details = run.real.inspect(&second).await.unwrap();
         assert!(details.binds.iter().any(|b| b.starts_with(&format!("{volume}:"))), "{details:?}");
+    })
+    .await;
+}
+
+/// Injective volume names on the real engine: app `fa` with volume `b-data` and app `fa-b`
+/// with volume `data` (one volume `<instance>-fa-b-data` under the earlier scheme) each keep
+/// their own data; `fa`'s volume of the earlier scheme is kept, with its data.
+#[tokio::test]
+async fn volume_names_of_the_colliding_pair_are_distinct_and_old_volumes_kept() {
+    with_engine("volpair", |run| async move {
+        let instance = run.instance();
+        let legacy = container::legacy_volume_name(&instance, "fa", "b-data");
+        assert_eq!(
+            legacy,
+            container::legacy_volume_name(&instance, "fa-b", "data")
+        );
+        run.volumes.lock().unwrap().push(legacy.clone());
+        let fresh = run.volume("fa-b", "data");
+        run.volume("fa", "b-data");
+        // what the earlier version made for fa, holding fa's data
+        let old_labels = BTreeMap::from([
+            (labels::INSTANCE.to_owned(), instance.clone()),
+            (labels::APP.to_owned(), "fa".to_owned()),
+        ]);
+        run.real.ensure_volume(&legacy, &old_labels).await.unwrap();
+        let seed = run
+            .real
+            .create(&ContainerSpec {
+                name: format!("{instance}-seed"),
+                image: BUSYBOX_TEST_IMAGE.into(),
+                command: Some(vec![
+                    "sh".into(),
+                    "-c".into(),
+                    "echo fa > /data/who && echo seeded".into(),
+                ]),
+                labels: BTreeMap::from([("odac.test.run".to_owned(), run.id.clone())]),
+                binds: vec![Bind {
+                    source: legacy.clone(),
+                    target: "/data".into(),
+                    read_only: false,
+                }],
+                ..ContainerSpec::default()
+            })
+            .await
+            .unwrap();
+        run.real.start(&seed).await.unwrap();
+        assert!(
+            logs_with(run.real.as_ref(), &seed, "seeded", 5)
+                .await
+                .contains("seeded")
+        );
+        run.real.remove(&seed, true).await.unwrap();
+
+        let script = |me: &str| {
+            format!(
+                "[ -f /data/who ] || echo {me} > /data/who; echo who=$(cat /data/who); sleep 3600"
+            )
+        };
+        let mut fa = app("fa", None, &script("fa"));
+        fa.volumes.push(VolumeMount {
+            source: "b-data".into(),
+            target: "/data".into(),
+            read_only: false,
+        });
+        let mut fa_b = app("fa-b", None, &script("fa-b"));
+        fa_b.volumes.push(VolumeMount {
+            source: "data".into(),
+            target: "/data".into(),
+            read_only: false,
+        });
+        let m = run.open("state", HostSource::Root("/".into()));
+        m.set_desired(desired(1, vec![fa, fa_b])).await.unwrap();
+        let statuses = m.reconcile_once().await;
+        let fa_id = status(&statuses, "fa").container_id.clone().unwrap();
+        let fa_b_id = status(&statuses, "fa-b").container_id.clone().unwrap();
+        assert!(run.logs_with(&fa_id, "who=").await.contains("who=fa\n"));
+        assert!(run.logs_with(&fa_b_id, "who=").await.contains("who=fa-b"));
+        let binds = |d: &ContainerDetails| d.binds.join(" ");
+        let fa_details = run.real.inspect(&fa_id).await.unwrap();
+        assert!(
+            binds(&fa_details).starts_with(&format!("{legacy}:")),
+            "{fa_details:?}"
+        );
+        let fa_b_details = run.real.inspect(&fa_b_id).await.unwrap();
+        assert!(
+            binds(&fa_b_details).starts_with(&format!("{fresh}:")),
+            "{fa_b_details:?}"
+        );
+        assert_eq!(fa_b_details.labels[labels::OWNER], m.config().owner);
+        assert!(
+            run.real
+                .volume_labels(&container::volume_name(&instance, "fa", "b-data"))
+                .await
+                .unwrap()
+                .is_none(),
+            "no new volume for fa: it keeps the old one"
+        );
+        assert_eq!(
+            run.real.volume_labels(&fresh).await.unwrap().unwrap()[labels::OWNER],
+            m.config().owner
+        );
     })
     .await;
 }
@@ -755,14 +862,28 @@ fn apply_and_status_commands() {
     let out = std::process::Command::new(bin)
         .args(["status", "--state-dir"])
         .arg(&state)
+        .args(["--docker-host", MISSING_SOCKET])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(
-        table.starts_with("NAME") && table.contains("web") && table.contains("pending"),
+        table.starts_with("ENGINE  NAME") && table.contains("web") && table.contains("pending"),
         "{table}"
     );
+    let notes = String::from_utf8_lossy(&out.stderr);
+    assert!(notes.contains("the engine could not be asked"), "{notes}");
+    assert!(notes.contains("this record may be stale"), "{notes}");
+    // status never creates a state dir: a missing one is an error
+    let missing = dir.path().join("never-used");
+    let out = std::process::Command::new(bin)
+        .args(["status", "--state-dir"])
+        .arg(&missing)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
+    assert!(!missing.exists());
     let desired: DesiredState =
         serde_json::from_slice(&std::fs::read(state.join("desired.json")).unwrap()).unwrap();
     assert_eq!(desired.generation, 4);

@@ -646,14 +646,14 @@ async fn policy_denies_host_binds_and_named_volumes_survive_recreation() {
     );
     let specs = created_specs(&fake);
     assert_eq!(specs.len(), 1, "nothing created for the denied app");
-    assert_eq!(specs[0].binds[0].source, "odac-good-models");
-    assert!(fake.volumes().contains_key("odac-good-models"));
+    assert_eq!(specs[0].binds[0].source, "odac_good_models");
+    assert!(fake.volumes().contains_key("odac_good_models"));
     good.restart_token = Some("1".into());
     m.set_desired(desired(2, vec![good])).await.unwrap();
     m.reconcile_once().await;
     assert_eq!(created_specs(&fake).len(), 2);
     assert!(fake.calls_of(Op::RemoveVolume).is_empty());
-    assert!(fake.volumes().contains_key("odac-good-models"));
+    assert!(fake.volumes().contains_key("odac_good_models"));
 }
 
 /// Count the restarts of an app that exits at once, over 30 s of (paused) time.

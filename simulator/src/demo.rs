@@ -4,12 +4,20 @@
 //! with an optional GPU (automatic vendor) whose command lists the GPU device nodes and GPU
 //! environment it received and then sleeps, and prints the dashboard URL and `odac` commands
 //! to try. Ctrl-C removes the sample app (unless `--keep`), stops the agent and the simulator.
+//!
+//! The demo's agent owns a set of its own: instance [`DEMO_INSTANCE`] (never the service's
+//! `odac`) and a state dir under the demo's (never `/var/lib/odac-agent`), so it neither sees
+//! nor touches the containers of an agent already running on the same engine. Output after
+//! Ctrl-C never panics on a closed stdout (`odac-sim demo | tee log`: the terminal's SIGINT
+//! reaches `tee` too), so the sample app is still removed.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use odac_agent::appmgr::container::container_name;
+use odac_agent::appmgr::labels;
 use odac_agent::engine::test_image::ensure_busybox_image;
 use odac_agent::engine::{ContainerEngine, DockerEngine};
 use odac_protocol::{AppSpec, GpuRequest};
@@ -20,6 +28,20 @@ use crate::server::{ServeConfig, Server, wait_for_signal};
 
 /// Name of the sample app.
 pub const DEMO_APP: &str = "gpu-demo";
+
+/// The demo agent's `apps.instance`.
+pub const DEMO_INSTANCE: &str = "odac-demo";
+
+/// Print a line to stdout; a closed or broken stdout is ignored (`println!` would panic, and
+/// the panic would skip the clean-up).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, $($arg)*);
+        let _ = out.flush();
+    }};
+}
 
 /// The sample app's shell script: what the container received, then sleep. As PID 1 the shell
 /// gets no default signal handlers, so it traps TERM to stop at once instead of after the
@@ -62,7 +84,7 @@ async fn find_or_build_agent() -> anyhow::Result<PathBuf> {
         return Ok(p);
     }
     if let Some(cargo) = std::env::var_os("CARGO") {
-        println!("building odac-agent (cargo build -p odac-agent)…");
+        say!("building odac-agent (cargo build -p odac-agent)…");
         let status = Command::new(cargo)
             .args(["build", "-q", "-p", "odac-agent"])
             .status()
@@ -91,11 +113,14 @@ pub fn agent_config(url: &str, ca: &Path, token_file: &Path, state_dir: &Path) -
          [control_plane]\n\
          url = {:?}\n\
          ca_file = {}\n\
-         token_file = {}\n",
+         token_file = {}\n\n\
+         [apps]\n\
+         instance = {:?}\n",
         q(state_dir),
         url,
         q(ca),
         q(token_file),
+        DEMO_INSTANCE,
     )
 }
 
@@ -161,7 +186,7 @@ fn odac_command() -> String {
 pub async fn run(listen: &str, state: &Path, keep: bool) -> anyhow::Result<()> {
     let agent_bin = find_or_build_agent().await?;
 
-    println!("building the sample image {DEMO_IMAGE} from the host's busybox…");
+    say!("building the sample image {DEMO_IMAGE} from the host's busybox…");
     let engine = DockerEngine::connect(None)
         .await
         .context("cannot reach the Docker engine (is dockerd running?)")?;
@@ -189,11 +214,28 @@ pub async fn run(listen: &str, state: &Path, keep: bool) -> anyhow::Result<()> {
     )
     .with_context(|| format!("cannot write {}", config_path.display()))?;
     let log = agent_dir.join("agent.log");
-    println!("starting {} (log: {})…", agent_bin.display(), log.display());
-    let agent = start_agent(&agent_bin, &config_path, &log).await?;
+    say!("starting {} (log: {})…", agent_bin.display(), log.display());
+    let mut agent = start_agent(&agent_bin, &config_path, &log).await?;
 
     let hub = std::sync::Arc::clone(&server.hub);
-    if !wait_until(30, || !hub.connected_hosts().is_empty()).await {
+    let mut exited = None;
+    let connected = wait_until(30, || {
+        exited = exited.or_else(|| agent.try_wait().ok().flatten());
+        exited.is_some() || !hub.connected_hosts().is_empty()
+    })
+    .await;
+    if let Some(status) = exited {
+        server.shutdown().await;
+        let last = std::fs::read_to_string(&log)
+            .ok()
+            .and_then(|t| t.lines().last().map(str::to_owned))
+            .unwrap_or_default();
+        bail!(
+            "the demo's agent exited ({status}): {last} (see {})",
+            log.display()
+        );
+    }
+    if !connected {
         stop_agent(agent).await;
         server.shutdown().await;
         bail!(
@@ -213,9 +255,9 @@ pub async fn run(listen: &str, state: &Path, keep: bool) -> anyhow::Result<()> {
     .await;
 
     let odac = odac_command();
-    print!("{}", server.banner());
+    say!("{}", server.banner().trim_end());
     if let Some(a) = hub.app(DEMO_APP) {
-        println!(
+        say!(
             "sample app {DEMO_APP}: {} — gpu requested {}, attached {}, reason {}",
             a.state,
             crate::cli::table::request(a.requested.as_ref()),
@@ -223,7 +265,7 @@ pub async fn run(listen: &str, state: &Path, keep: bool) -> anyhow::Result<()> {
             a.reason.map_or_else(|| "-".to_owned(), |r| r.to_string()),
         );
     }
-    println!(
+    say!(
         "\nopen {} in a browser (trust {} or accept the warning)\n\ntry:\n  \
          export ODAC_API={} ODAC_CA_FILE={}\n  \
          {odac} app list\n  \
@@ -243,23 +285,30 @@ pub async fn run(listen: &str, state: &Path, keep: bool) -> anyhow::Result<()> {
     );
 
     wait_for_signal().await;
-    println!("stopping…");
+    say!("stopping…");
     if !keep && hub.app(DEMO_APP).is_some() && hub.delete_app(DEMO_APP).is_ok() {
         // the agent acks the delete, then removes the container on its next reconcile
-        let label = format!("odac.app={DEMO_APP}");
+        let label = format!("{}={DEMO_INSTANCE}", labels::INSTANCE);
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         loop {
             if tokio::time::Instant::now() >= deadline {
-                println!(
-                    "the sample container is still there after 30s; remove it with `docker rm -f odac-{DEMO_APP}`"
+                say!(
+                    "the sample container is still there after 30s; remove it with `docker rm -f {}`",
+                    container_name(DEMO_INSTANCE, DEMO_APP)
                 );
                 break;
             }
             match engine.list_by_label(&label).await {
-                Ok(list) if list.is_empty() => break,
+                Ok(list)
+                    if !list.iter().any(|c| {
+                        c.labels.get(labels::APP).map(String::as_str) == Some(DEMO_APP)
+                    }) =>
+                {
+                    break;
+                }
                 Ok(_) => {}
                 Err(e) => {
-                    println!("cannot check the sample container: {e}");
+                    say!("cannot check the sample container: {e}");
                     break;
                 }
             }
@@ -297,5 +346,6 @@ mod tests {
         assert!(c.contains("ca_file = \"/s/ca.pem\""));
         assert!(c.contains("token_file = \"/s/agent-token\""));
         assert!(c.contains("state_dir = \"/s/agent/state\""));
+        assert!(c.contains("[apps]\ninstance = \"odac-demo\""), "{c}");
     }
 }

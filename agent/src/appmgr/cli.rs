@@ -1,25 +1,40 @@
 //! The bodies of `odac-agent apply -f desired.json` (one reconcile of a local desired-state
 //! file against the local engine, for air-gapped hosts and debugging) and `odac-agent status`
-//! (the statuses last persisted in the state directory). `main.rs` only dispatches here.
+//! (the statuses last persisted in the state directory, next to what the engine runs).
+//! `main.rs` only dispatches here. Both work on the agent set named by [`TargetArgs`]
+//! (`--config FILE`, `--state-dir`, `--instance`).
 //!
-//! `apply` waits for the images of apps built from git sources (bounded by the build
-//! timeouts). Exit codes: 0 when every app is running (or waiting on its restart backoff),
-//! 1 when an app failed or the engine is unreachable, 2 for usage errors (unreadable or
-//! invalid file).
+//! `apply` takes the instance lock first ([`instance_lock`](crate::instance_lock)): against an
+//! instance a running agent manages it refuses and changes nothing. Like the agent, it only
+//! touches containers its owner id (the agent id in the state dir) owns. It waits for the
+//! images of apps built from git sources (bounded by the build timeouts). Exit codes: 0 when
+//! every app is running (or waiting on its restart backoff), 1 when an app failed, the engine
+//! is unreachable or a running agent holds the instance, 2 for usage errors (unreadable or
+//! invalid file), 78 for an unusable `--config` file.
+//!
+//! `status` never creates anything: a missing state dir is an error (exit 1). It shows, per
+//! app, the state of the recorded container on the engine now, and says when the record may
+//! be stale (no agent runs for the instance, or the engine could not be asked).
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use odac_protocol::{AppState, AppStatus, DesiredState};
 
+use super::local::{TargetArgs, engine_view};
 use super::manager::AppManager;
-use super::settings::AppManagerConfig;
 use super::store::Store;
-use crate::engine::DockerEngine;
+use crate::engine::{ContainerSummary, DockerEngine};
+use crate::instance_lock::{InstanceLock, LockError};
 
 /// Exit code for usage errors.
 pub const EXIT_USAGE: i32 = 2;
+/// Exit code for failures (an app failed, the engine is down, the instance is held).
+pub const EXIT_FAILURE: i32 = 1;
+/// Exit code for an unusable `--config` file.
+pub const EXIT_CONFIG: i32 = 78;
 
 /// `odac-agent apply` flags.
 #[derive(Debug, Clone, clap::Args)]
@@ -28,18 +43,15 @@ pub struct ApplyArgs {
     /// `{"generation": N, "apps": [AppSpec, ...]}`.
     #[arg(short = 'f', long = "file", value_name = "FILE")]
     pub file: PathBuf,
-    /// State directory (desired state and statuses).
-    #[arg(long, value_name = "DIR", default_value = "/var/lib/odac-agent")]
-    pub state_dir: PathBuf,
+    /// Which agent set to apply to.
+    #[command(flatten)]
+    pub target: TargetArgs,
     /// Read host paths under this directory instead of `/` (e.g. a fixture host).
     #[arg(long, value_name = "DIR", default_value = "/")]
     pub root: PathBuf,
     /// Print the statuses as JSON.
     #[arg(long)]
     pub json: bool,
-    /// Docker endpoint (default: DOCKER_HOST or the local socket).
-    #[arg(long, value_name = "URL", env = "DOCKER_HOST")]
-    pub docker_host: Option<String>,
 }
 
 /// `odac-agent status` flags.
@@ -48,9 +60,9 @@ pub struct StatusArgs {
     /// Print the statuses as JSON.
     #[arg(long)]
     pub json: bool,
-    /// State directory.
-    #[arg(long, value_name = "DIR", default_value = "/var/lib/odac-agent")]
-    pub state_dir: PathBuf,
+    /// Which agent set to show.
+    #[command(flatten)]
+    pub target: TargetArgs,
 }
 
 fn emit(text: &str) {
@@ -173,14 +185,42 @@ pub fn apply_command(args: &ApplyArgs) -> i32 {
         Ok(rt) => rt,
         Err(e) => return usage(&format!("cannot start the async runtime: {e}")),
     };
+    let target = match args.target.resolve() {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("odac-agent: {e}");
+            return EXIT_CONFIG;
+        }
+    };
+    // a running agent (or another apply) on this instance and engine: change nothing
+    let _lock = match InstanceLock::acquire(
+        &target.apps.lock_dir,
+        &target.engine_endpoint(),
+        &target.apps.instance,
+        "odac-agent apply",
+    ) {
+        Ok(lock) => lock,
+        Err(e @ LockError::Held { .. }) => {
+            eprintln!("odac-agent: refusing to apply: {e}");
+            return EXIT_FAILURE;
+        }
+        Err(e) => {
+            eprintln!("odac-agent: {e} (choose another with --lock-dir)");
+            return EXIT_FAILURE;
+        }
+    };
+    let mut config = target.apps.clone();
+    config.owner = match crate::uplink::identity::load_or_create(&target.identity_dir) {
+        Ok(id) => id,
+        Err(e) => {
+            eprintln!("odac-agent: {e}");
+            return EXIT_FAILURE;
+        }
+    };
     runtime.block_on(async {
-        let engine = match DockerEngine::lazy(args.docker_host.as_deref()) {
+        let engine = match DockerEngine::lazy(target.docker_host.as_deref()) {
             Ok(e) => e,
             Err(e) => return usage(&e.to_string()),
-        };
-        let config = AppManagerConfig {
-            state_dir: args.state_dir.clone(),
-            ..AppManagerConfig::default()
         };
         let bound = config.build.git_timeout() + config.build.build_timeout();
         let manager = match AppManager::open(config, Arc::new(engine), args.root.clone()) {
@@ -217,18 +257,119 @@ pub fn apply_command(args: &ApplyArgs) -> i32 {
 
 /// `odac-agent status`.
 pub fn status_command(args: &StatusArgs) -> i32 {
-    let store = match Store::open(&args.state_dir) {
-        Ok(s) => s,
-        Err(e) => return usage(&e.to_string()),
+    let target = match args.target.resolve() {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("odac-agent: {e}");
+            return EXIT_CONFIG;
+        }
     };
-    let statuses = match store.load_statuses() {
-        Ok(s) => s,
-        Err(e) => return usage(&e.to_string()),
-    };
-    match print(&statuses, args.json) {
-        Ok(()) => 0,
-        Err(e) => usage(&e),
+    let dir = &target.apps.state_dir;
+    if !dir.is_dir() {
+        eprintln!(
+            "odac-agent: state dir {} does not exist: no agent or apply has used it (choose one with --state-dir or --config)",
+            dir.display()
+        );
+        return EXIT_FAILURE;
     }
+    let statuses = match Store::open(dir).and_then(|s| s.load_statuses()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("odac-agent: {e}");
+            return EXIT_FAILURE;
+        }
+    };
+    let live = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt.block_on(engine_view(&target)),
+        Err(e) => Err(format!("cannot start the async runtime: {e}")),
+    };
+    let holder = InstanceLock::holder(
+        &target.apps.lock_dir,
+        &target.engine_endpoint(),
+        &target.apps.instance,
+    );
+    let printed = if args.json {
+        print(&statuses, true)
+    } else {
+        emit(&render_with_engine(&statuses, live.as_ref().ok()));
+        Ok(())
+    };
+    if let Err(e) = printed {
+        return usage(&e);
+    }
+    let instance = &target.apps.instance;
+    match &live {
+        Err(e) => {
+            eprintln!("odac-agent: the engine could not be asked ({e}): this record may be stale")
+        }
+        Ok(live) => {
+            for c in unrecorded(&statuses, live) {
+                eprintln!(
+                    "odac-agent: the engine also runs {} (app {}, {}) for instance {instance}, not in this record",
+                    c.name,
+                    c.labels.get(super::labels::APP).map_or("?", String::as_str),
+                    c.state.as_str()
+                );
+            }
+        }
+    }
+    match holder {
+        Some(h) => eprintln!("odac-agent: instance {instance} is managed by a running agent ({h})"),
+        None => eprintln!(
+            "odac-agent: no agent runs for instance {instance} on this engine: this record may be stale"
+        ),
+    }
+    0
+}
+
+/// The instance's containers the record does not mention.
+fn unrecorded<'a>(
+    statuses: &[AppStatus],
+    live: &'a BTreeMap<String, ContainerSummary>,
+) -> Vec<&'a ContainerSummary> {
+    live.values()
+        .filter(|c| {
+            !statuses
+                .iter()
+                .any(|s| s.container_id.as_deref() == Some(c.id.as_str()))
+        })
+        .collect()
+}
+
+/// The ENGINE cell: the recorded container's state on the engine now.
+fn engine_cell(s: &AppStatus, live: Option<&BTreeMap<String, ContainerSummary>>) -> String {
+    match (live, &s.container_id) {
+        (None, _) => "?".into(),
+        (Some(_), None) => "-".into(),
+        (Some(live), Some(id)) => live
+            .get(id)
+            .map_or_else(|| "missing".to_owned(), |c| c.state.as_str().to_owned()),
+    }
+}
+
+/// The status table with an ENGINE column (`?` when the engine was not asked).
+pub fn render_with_engine(
+    statuses: &[AppStatus],
+    live: Option<&BTreeMap<String, ContainerSummary>>,
+) -> String {
+    let cells: Vec<String> = statuses.iter().map(|s| engine_cell(s, live)).collect();
+    let table = render_table(statuses);
+    let mut lines = table.lines();
+    let Some(header) = lines.next() else {
+        return table;
+    };
+    let width = cells.iter().map(String::len).max().unwrap_or(0).max(6);
+    let mut out = format!("{:<width$}  {header}\n", "ENGINE");
+    for (i, line) in lines.enumerate() {
+        let cell = cells.get(i).map_or("", String::as_str);
+        let cell = if statuses.is_empty() { "" } else { cell };
+        out.push_str(format!("{cell:<width$}  {line}").trim_end());
+        out.push('\n');
+    }
+    out
 }
 
 #[cfg(test)]
@@ -259,5 +400,26 @@ mod tests {
             "{table}"
         );
         assert!(render_table(&[]).contains("(no apps)"));
+        let mut s = AppStatus {
+            name: "web".into(),
+            container_id: Some("c1".into()),
+            ..AppStatus::default()
+        };
+        let live = BTreeMap::from([(
+            "c1".to_owned(),
+            ContainerSummary {
+                id: "c1".into(),
+                state: crate::engine::ContainerState::Exited,
+                ..ContainerSummary::default()
+            },
+        )]);
+        let t = render_with_engine(std::slice::from_ref(&s), Some(&live));
+        assert!(t.starts_with("ENGINE  NAME"), "{t}");
+        assert!(t.lines().nth(1).unwrap().starts_with("exited  web"), "{t}");
+        s.container_id = Some("gone".into());
+        let t = render_with_engine(std::slice::from_ref(&s), Some(&live));
+        assert!(t.lines().nth(1).unwrap().starts_with("missing  web"), "{t}");
+        let t = render_with_engine(&[s], None);
+        assert!(t.lines().nth(1).unwrap().starts_with("?"), "{t}");
     }
 }

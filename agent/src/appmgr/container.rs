@@ -1,7 +1,13 @@
 //! From an app spec to the engine's container spec (without GPU devices: the plan adds those):
-//! container name `<instance>-<app>`, env, command, ports, resources, labels, and volumes —
-//! a named volume `models` of app `ollama` becomes the engine volume `<instance>-ollama-models`,
+//! container name `<instance>_<app>`, env, command, ports, resources, labels, and volumes —
+//! a named volume `models` of app `ollama` becomes the engine volume `<instance>_ollama_models`,
 //! created before the container and kept across recreations and removals.
+//!
+//! Names are injective: app names are DNS labels and instance names contain no `_` either, so
+//! the first `_` ends the instance and the second the app, whatever the volume name holds. The
+//! earlier scheme (`<instance>-<app>-<volume>`) was not: app `fa` with volume `b-data` and app
+//! `fa-b` with volume `data` shared one volume. [`legacy_volume_name`] is that scheme's name,
+//! which [`volumes`](super::volumes) keeps using for a volume made before the change.
 
 use std::collections::BTreeMap;
 
@@ -10,39 +16,75 @@ use odac_protocol::{AppSpec, PortProtocol};
 use super::labels::{self, Identity};
 use crate::engine::{Bind, ContainerSpec, PortMapping};
 
+/// What separates instance, app and volume in engine names; no instance or app name has it.
+pub const SEPARATOR: char = '_';
+
 /// Container name of an app.
 pub fn container_name(instance: &str, app: &str) -> String {
-    format!("{instance}-{app}")
+    format!("{instance}{SEPARATOR}{app}")
 }
 
 /// Engine name of an app's named volume.
 pub fn volume_name(instance: &str, app: &str, source: &str) -> String {
+    format!("{instance}{SEPARATOR}{app}{SEPARATOR}{source}")
+}
+
+/// The engine name the same volume had before names were made injective.
+pub fn legacy_volume_name(instance: &str, app: &str, source: &str) -> String {
     format!("{instance}-{app}-{source}")
 }
 
-/// The engine volumes an app needs (named volumes only).
-pub fn volumes(instance: &str, spec: &AppSpec) -> Vec<String> {
+/// The named volumes of an app (their `source` in the spec), in spec order.
+pub fn volume_sources(spec: &AppSpec) -> Vec<String> {
     spec.volumes
         .iter()
         .filter(|v| !v.is_bind())
-        .map(|v| volume_name(instance, &spec.name, &v.source))
+        .map(|v| v.source.clone())
         .collect()
 }
 
-/// The container spec of an app on the CPU. `image` is the image to run.
+/// The engine volumes an app needs (named volumes only), by the current scheme.
+pub fn volumes(instance: &str, spec: &AppSpec) -> Vec<String> {
+    volume_sources(spec)
+        .iter()
+        .map(|source| volume_name(instance, &spec.name, source))
+        .collect()
+}
+
+/// Point the named-volume binds of `container` (made by [`container_spec`] from `spec`) at
+/// the engine volumes in `engine_names` (by spec source); others keep their names.
+pub fn use_volumes(
+    container: &mut ContainerSpec,
+    spec: &AppSpec,
+    engine_names: &BTreeMap<String, String>,
+) {
+    for (bind, mount) in container.binds.iter_mut().zip(&spec.volumes) {
+        if !mount.is_bind()
+            && let Some(name) = engine_names.get(&mount.source)
+        {
+            bind.source = name.clone();
+        }
+    }
+}
+
+/// The container spec of an app on the CPU, owned by agent `owner`. `image` is the image to
+/// run.
 pub fn container_spec(
     instance: &str,
+    owner: &str,
     spec: &AppSpec,
     image: &str,
     extra_labels: &BTreeMap<String, String>,
 ) -> ContainerSpec {
     let identity = Identity::of(spec);
+    let mut labels = labels::container_labels(instance, &spec.name, &identity, extra_labels);
+    labels::set_owner(&mut labels, owner);
     ContainerSpec {
         name: container_name(instance, &spec.name),
         image: image.to_owned(),
         env: spec.env.clone(),
         command: (!spec.command.is_empty()).then(|| spec.command.clone()),
-        labels: labels::container_labels(instance, &spec.name, &identity, extra_labels),
+        labels,
         ports: spec
             .ports
             .iter()
@@ -103,12 +145,19 @@ mod tests {
             memory_bytes: Some(1 << 30),
             cpus: Some(1.5),
         };
-        let c = container_spec("odac", &spec, "ollama/ollama:0.6.2", &BTreeMap::new());
-        assert_eq!(c.name, "odac-ollama");
+        let c = container_spec(
+            "odac",
+            "agent-1",
+            &spec,
+            "ollama/ollama:0.6.2",
+            &BTreeMap::new(),
+        );
+        assert_eq!(c.name, "odac_ollama");
+        assert_eq!(c.labels[labels::OWNER], "agent-1");
         assert_eq!(c.command, Some(vec!["serve".to_owned()]));
         assert_eq!(c.ports[0].key(), "11434/tcp");
         assert_eq!(c.ports[0].host_port, Some(11434));
-        assert_eq!(c.binds[0].source, "odac-ollama-models");
+        assert_eq!(c.binds[0].source, "odac_ollama_models");
         assert_eq!(c.memory_bytes, Some(1 << 30));
         assert_eq!(c.nano_cpus, Some(1_500_000_000));
         assert_eq!(c.labels[labels::APP], "ollama");
@@ -116,7 +165,47 @@ mod tests {
         assert!(c.devices.is_empty() && c.device_requests.is_empty());
         assert_eq!(
             volumes("odac", &spec),
-            vec!["odac-ollama-models".to_owned()]
+            vec!["odac_ollama_models".to_owned()]
         );
+        let mut moved = c.clone();
+        let old = legacy_volume_name("odac", "ollama", "models");
+        use_volumes(
+            &mut moved,
+            &spec,
+            &BTreeMap::from([("models".to_owned(), old.clone())]),
+        );
+        assert_eq!(moved.binds[0].source, old);
+        assert_eq!(old, "odac-ollama-models");
+    }
+
+    #[test]
+    fn names_of_different_triples_differ() {
+        // the pair that collided under the earlier scheme
+        assert_eq!(
+            legacy_volume_name("odac", "fa", "b-data"),
+            legacy_volume_name("odac", "fa-b", "data")
+        );
+        assert_ne!(
+            volume_name("odac", "fa", "b-data"),
+            volume_name("odac", "fa-b", "data")
+        );
+        assert_ne!(container_name("a-b", "c"), container_name("a", "b-c"));
+        assert_ne!(
+            volume_name("odac", "fa", "b_data"),
+            volume_name("odac", "fa-b", "data")
+        );
+        // exhaustive over short names: instance, app and volume come back out of a name
+        let instances = ["o", "o-a", "a"];
+        let apps = ["f", "f-a", "a", "a-b"];
+        let vols = ["d", "a-d", "b_d", "a.d", "a_b-d"];
+        let mut seen = std::collections::BTreeSet::new();
+        for i in instances {
+            for a in apps {
+                assert!(seen.insert(container_name(i, a)));
+                for v in vols {
+                    assert!(seen.insert(volume_name(i, a, v)), "{i} {a} {v}");
+                }
+            }
+        }
     }
 }

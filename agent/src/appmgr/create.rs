@@ -1,6 +1,6 @@
 //! Creating an app's container: the held refusals (policy, pre-flight, a required GPU the
 //! engine refused) that are not retried until the spec or the plan changes, the retry of
-//! other failures on the crash-loop backoff, named volumes, the GPU plan applied to the
+//! other failures on the crash-loop backoff, named volumes ([`volumes`](super::volumes)), the GPU plan applied to the
 //! container spec, and [`start_with_gpu_fallback`]. Every GPU fallback decision is also an
 //! event (once per decision: held refusals are not repeated).
 
@@ -69,6 +69,7 @@ impl Pass<'_> {
         };
         let mut base = container_spec(
             &self.config.instance,
+            &self.config.owner,
             spec,
             &image,
             &self.config.extra_labels,
@@ -109,14 +110,10 @@ impl Pass<'_> {
             return Ok(status);
         }
 
-        let mut volume_labels = self.config.extra_labels.clone();
-        volume_labels.insert(labels::INSTANCE.into(), self.config.instance.clone());
-        volume_labels.insert(labels::APP.into(), spec.name.clone());
-        for volume in container::volumes(&self.config.instance, spec) {
-            if let Err(e) = self.engine.ensure_volume(&volume, &volume_labels).await {
-                if e.is_unavailable() {
-                    return Err(e);
-                }
+        match self.ensure_volumes(spec).await {
+            Ok(names) => container::use_volumes(&mut base, spec, &names),
+            Err(e) if e.is_unavailable() => return Err(e),
+            Err(e) => {
                 return Ok(self.retry_later(rec, spec, identity, clip(e.engine_message()), None));
             }
         }

@@ -16,6 +16,9 @@ pub enum AppMgrError {
     /// The state directory could not be read or written.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The agent id (the owner recorded on containers) could not be read or created.
+    #[error(transparent)]
+    Identity(#[from] crate::uplink::identity::IdentityError),
 }
 
 /// A state file problem.

@@ -2,7 +2,8 @@
 //! about them after an agent restart: the app, the spec hash (everything but the GPU intent
 //! and the restart token), the GPU-intent hash, the restart token, the GPUs held (for
 //! allocations), the vendor attached, and the fallback taken. Containers without
-//! [`INSTANCE`] set to this agent's instance are never touched.
+//! [`INSTANCE`] set to this agent's instance are never touched, nor are those whose
+//! [`OWNER`] is another agent (see [`ownership`](super::ownership)).
 
 use std::collections::BTreeMap;
 
@@ -11,6 +12,8 @@ use sha2::{Digest, Sha256};
 
 /// This agent's instance (value: the configured instance name).
 pub const INSTANCE: &str = "odac.instance";
+/// The agent that created it (value: its agent id).
+pub const OWNER: &str = "odac.owner";
 /// App name.
 pub const APP: &str = "odac.app";
 /// Hash of the spec without its GPU intent and restart token.
@@ -102,6 +105,18 @@ pub fn container_labels(
     labels.insert(GPU_HASH.into(), identity.gpu_hash.clone());
     labels.insert(RESTART_TOKEN.into(), identity.restart_token.clone());
     labels
+}
+
+/// Record the owning agent (nothing when `owner` is empty).
+pub fn set_owner(labels: &mut BTreeMap<String, String>, owner: &str) {
+    if !owner.is_empty() {
+        labels.insert(OWNER.into(), owner.into());
+    }
+}
+
+/// The owner recorded on a container or volume, if any.
+pub fn owner(labels: &BTreeMap<String, String>) -> Option<&str> {
+    labels.get(OWNER).map(String::as_str)
 }
 
 /// Record the GPUs held and their vendor.

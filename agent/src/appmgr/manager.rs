@@ -109,7 +109,8 @@ fn engine_backoff() -> ExponentialBackoff {
 
 impl AppManager {
     /// Open the manager: create the state directory and load the persisted desired state and
-    /// statuses. A corrupt state file is moved aside, logged and listed in
+    /// statuses. Without `config.owner`, the owner recorded on containers is the agent id in
+    /// `<state_dir>/agent_id` (created if missing). A corrupt state file is moved aside, logged and listed in
     /// [`AppManager::problems`]; the manager goes on empty. Host facts are read under
     /// `host_root` (`/` in production).
     pub fn open(
@@ -127,6 +128,10 @@ impl AppManager {
         host: HostSource,
     ) -> Result<AppManager, AppMgrError> {
         let store = Store::open(&config.state_dir)?;
+        let mut config = config;
+        if config.owner.is_empty() {
+            config.owner = crate::uplink::identity::load_or_create(&config.state_dir)?;
+        }
         let mut problems = Vec::new();
         let desired = store.load_desired().unwrap_or_else(|e| {
             tracing::error!(error = %e, "desired state not loaded; starting with none");

@@ -3,7 +3,8 @@
 //!
 //! [`AppManager`] is the handle; [`AppManagerConfig`] its configuration (embedded in the
 //! agent's). The pieces: [`store`] (atomic state files), [`labels`] (how containers are
-//! recognised and what they remember), [`policy`], [`container`] (spec → container spec),
+//! recognised and what they remember), [`ownership`] (which of them are this agent's),
+//! [`policy`], [`container`] (spec → container spec),
 //! [`fallback`] (`start_with_gpu_fallback` and the engine-refusal classifier),
 //! [`crashloop`], `reconcile` (one pass), [`build`] and `source` (apps built from git
 //! sources), [`events`] (diagnostic events), and [`cli`] (`apply` and `status`).
@@ -18,13 +19,16 @@ pub mod events;
 pub mod fallback;
 mod host;
 pub mod labels;
+pub mod local;
 mod manager;
+pub mod ownership;
 pub mod policy;
 mod reconcile;
 mod removal;
 mod settings;
 mod source;
 pub mod store;
+mod volumes;
 
 pub use error::{AppMgrError, StoreError};
 pub use events::AppEvent;

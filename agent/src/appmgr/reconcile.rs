@@ -1,7 +1,9 @@
 //! One reconcile pass: make the engine's containers match the desired state.
 //!
-//! - The agent's containers are those labelled `odac.instance=<instance>`; nothing else is
-//!   touched, and nothing at all before a desired state is known. Containers of apps no
+//! - The agent's containers are those labelled `odac.instance=<instance>` and owned by it
+//!   ([`ownership`](super::ownership): its `odac.owner`, or no owner and an app its desired
+//!   state names); nothing else is touched, and nothing at all before a desired state is
+//!   known. Other containers of the instance are reported as conflicts. Containers of apps no
 //!   longer desired are stopped and removed (their named volumes stay).
 //! - An app whose container carries the spec hash and restart token of its spec is left
 //!   alone; if only the GPU intent changed, `restart_required` is set and the container keeps
@@ -40,6 +42,7 @@ use super::events::EventTx;
 use super::fallback::{clip, is_device_refusal};
 use super::host::HostSource;
 use super::labels::{self, Identity};
+use super::ownership::{self, Ownership};
 use super::policy;
 use super::settings::AppManagerConfig;
 use super::source::{GitImage, with_build};
@@ -113,6 +116,7 @@ impl Facts {
 #[derive(Debug, Default)]
 pub(crate) struct Reconciler {
     apps: BTreeMap<String, AppRecord>,
+    ownership: Ownership,
 }
 
 /// The inputs of a pass.
@@ -199,12 +203,18 @@ impl Reconciler {
             quiet: input.quiet,
         };
 
-        let mut by_app: BTreeMap<String, Vec<ContainerSummary>> = BTreeMap::new();
-        for c in containers {
-            if let Some(app) = c.labels.get(labels::APP).cloned() {
-                by_app.entry(app).or_default().push(c);
-            }
+        let named: std::collections::BTreeSet<&str> =
+            apps.iter().map(|a| a.name.as_str()).collect();
+        let split = self
+            .ownership
+            .split(containers, &input.config.owner, &named);
+        for conflict in self.ownership.unreported(&split.conflicts) {
+            input
+                .events
+                .warn(&conflict.app, conflict.message(&input.config.instance));
         }
+        pass.allocations.add(&split.foreign_gpus);
+        let mut by_app: BTreeMap<String, Vec<ContainerSummary>> = ownership::by_app(split.ours);
         for (app, cs) in &by_app {
             if !apps.iter().any(|a| &a.name == app) {
                 for c in cs {

@@ -18,8 +18,17 @@ pub struct AppManagerConfig {
     /// Directory of `desired.json` and `statuses.json` (created if missing).
     pub state_dir: PathBuf,
     /// Name of this agent's set of containers: the prefix of container and volume names
-    /// (`<instance>-<app>`) and the value of the `odac.instance` label that marks them.
+    /// (`<instance>_<app>`, see [`container`](super::container)) and the value of the
+    /// `odac.instance` label that marks them.
     pub instance: String,
+    /// Directory of the per-(engine, instance) lock files that keep a second agent off the
+    /// same set ([`instance_lock`](crate::instance_lock)); shared by every state dir.
+    pub lock_dir: PathBuf,
+    /// The agent id recorded on every container and volume as `odac.owner` (not a
+    /// configuration key: the agent sets it from its identity; empty: the manager reads or
+    /// creates `<state_dir>/agent_id` when it opens).
+    #[serde(skip)]
+    pub owner: String,
     /// Local policy: what app specs may ask of this host.
     pub policy: PolicyConfig,
     /// GPU choice.
@@ -41,6 +50,8 @@ impl Default for AppManagerConfig {
         Self {
             state_dir: PathBuf::from("/var/lib/odac-agent"),
             instance: "odac".into(),
+            lock_dir: PathBuf::from(crate::instance_lock::DEFAULT_LOCK_DIR),
+            owner: String::new(),
             policy: PolicyConfig::default(),
             gpu: ResolveOptions::default(),
             crash_loop: CrashLoopConfig::default(),

@@ -57,6 +57,12 @@ pub trait ContainerEngine: Send + Sync {
         labels: &BTreeMap<String, String>,
     ) -> Result<(), EngineError>;
 
+    /// The labels of a named volume; `None` when there is no volume of that name.
+    async fn volume_labels(
+        &self,
+        name: &str,
+    ) -> Result<Option<BTreeMap<String, String>>, EngineError>;
+
     /// Remove a named volume.
     async fn remove_volume(&self, name: &str) -> Result<(), EngineError>;
 

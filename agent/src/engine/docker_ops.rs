@@ -172,6 +172,18 @@ impl ContainerEngine for DockerEngine {
         )
     }
 
+    async fn volume_labels(
+        &self,
+        name: &str,
+    ) -> Result<Option<BTreeMap<String, String>>, EngineError> {
+        let docker = self.docker().await?;
+        match self.observe(docker.inspect_volume(name).await.map_err(map_error)) {
+            Ok(v) => Ok(Some(v.labels.into_iter().collect())),
+            Err(EngineError::NotFound(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     async fn remove_volume(&self, name: &str) -> Result<(), EngineError> {
         let docker = self.docker().await?;
         let removed = docker

@@ -417,6 +417,14 @@ impl ContainerEngine for FakeEngine {
         Ok(())
     }
 
+    async fn volume_labels(
+        &self,
+        name: &str,
+    ) -> Result<Option<BTreeMap<String, String>>, EngineError> {
+        let state = self.enter(EngineCall::InspectVolume(name.to_owned()))?;
+        Ok(state.volumes.get(name).cloned())
+    }
+
     async fn remove_volume(&self, name: &str) -> Result<(), EngineError> {
         let mut state = self.enter(EngineCall::RemoveVolume(name.to_owned()))?;
         state

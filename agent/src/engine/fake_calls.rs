@@ -29,6 +29,8 @@ pub enum Op {
     ListByLabel,
     /// `ensure_volume`
     EnsureVolume,
+    /// `volume_labels`
+    InspectVolume,
     /// `remove_volume`
     RemoveVolume,
     /// `logs_tail`
@@ -71,6 +73,8 @@ pub enum EngineCall {
     ListByLabel(String),
     /// `ensure_volume(name, labels)`
     EnsureVolume(String, BTreeMap<String, String>),
+    /// `volume_labels(name)`
+    InspectVolume(String),
     /// `remove_volume(name)`
     RemoveVolume(String),
     /// `logs_tail(id, lines)`
@@ -106,6 +110,7 @@ impl EngineCall {
             Self::Inspect(_) => Op::Inspect,
             Self::ListByLabel(_) => Op::ListByLabel,
             Self::EnsureVolume(..) => Op::EnsureVolume,
+            Self::InspectVolume(_) => Op::InspectVolume,
             Self::RemoveVolume(_) => Op::RemoveVolume,
             Self::LogsTail(..) => Op::LogsTail,
             Self::BuildImage { .. } => Op::BuildImage,
