@@ -40,7 +40,7 @@ use super::events::EventTx;
 use super::fallback::{clip, is_device_refusal};
 use super::host::HostSource;
 use super::labels::{self, Identity};
-use super::policy;
+use super::binds::{HostUse, desired_uses};
 use super::settings::AppManagerConfig;
 use super::source::{GitImage, with_build};
 use crate::engine::{
@@ -139,6 +139,10 @@ pub(super) struct Pass<'a> {
     pub(super) builds: &'a Builds,
     pub(super) events: &'a EventTx,
     pub(super) quiet: bool,
+    /// Host paths the desired apps bind, by app.
+    pub(super) desired_binds: Vec<(String, HostUse)>,
+    /// Host paths the engine's containers bind, read once per pass when an app needs them.
+    pub(super) engine_binds: Option<Vec<HostUse>>,
 }
 
 impl Reconciler {
@@ -197,6 +201,8 @@ impl Reconciler {
             builds: input.builds,
             events: input.events,
             quiet: input.quiet,
+            desired_binds: desired_uses(&apps, &input.config.policy.allowed_bind_prefixes),
+            engine_binds: None,
         };
 
         let mut by_app: BTreeMap<String, Vec<ContainerSummary>> = BTreeMap::new();
@@ -299,7 +305,8 @@ impl Pass<'_> {
         mut existing: Vec<ContainerSummary>,
     ) -> Result<AppStatus, EngineError> {
         let identity = Identity::of(spec);
-        if let Err(v) = policy::check(spec, &self.config.policy) {
+        let binds = self.check_policy(spec).await?;
+        if let Err(v) = &binds {
             for c in &existing {
                 self.remove(&c.id).await?;
             }
@@ -374,7 +381,10 @@ impl Pass<'_> {
             rec.container_id = None;
             rec.guard = CrashGuard::default();
         }
-        let status = self.create(rec, spec, &identity, built.as_ref()).await?;
+        let binds = binds.unwrap_or_default();
+        let status = self
+            .create(rec, spec, &identity, built.as_ref(), &binds)
+            .await?;
         Ok(with_build(status, built.as_ref()))
     }
 

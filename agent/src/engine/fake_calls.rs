@@ -27,6 +27,8 @@ pub enum Op {
     Inspect,
     /// `list_by_label`
     ListByLabel,
+    /// `list_all`
+    ListAll,
     /// `ensure_volume`
     EnsureVolume,
     /// `remove_volume`
@@ -69,6 +71,8 @@ pub enum EngineCall {
     Inspect(String),
     /// `list_by_label(label)`
     ListByLabel(String),
+    /// `list_all()`
+    ListAll,
     /// `ensure_volume(name, labels)`
     EnsureVolume(String, BTreeMap<String, String>),
     /// `remove_volume(name)`
@@ -105,6 +109,7 @@ impl EngineCall {
             Self::Remove(..) => Op::Remove,
             Self::Inspect(_) => Op::Inspect,
             Self::ListByLabel(_) => Op::ListByLabel,
+            Self::ListAll => Op::ListAll,
             Self::EnsureVolume(..) => Op::EnsureVolume,
             Self::RemoveVolume(_) => Op::RemoveVolume,
             Self::LogsTail(..) => Op::LogsTail,
