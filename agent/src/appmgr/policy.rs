@@ -118,7 +118,6 @@ pub fn check_container(
 mod tests {
     use super::*;
     use odac_protocol::VolumeMount;
-    use std::path::PathBuf;
 
     fn with_volume(source: &str) -> AppSpec {
         let mut spec = AppSpec::new("web", "busybox");
