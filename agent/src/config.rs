@@ -232,6 +232,7 @@ impl Config {
                 path: file.clone(),
                 message: e.to_string(),
             })?;
+        crate::config_check::no_fractions("", &raw.cache)?;
         let apps_state_dir_set = raw.get::<String>("apps.state_dir").is_ok();
         let mut config: Config = serde_path_to_error::deserialize(raw).map_err(|e| {
             let path = e.path().to_string();
@@ -332,8 +333,8 @@ impl Config {
             1,
             10,
         )?;
-        tracing_subscriber::EnvFilter::try_new(&self.log_level)
-            .map_err(|e| ConfigError::key("log_level", format!("{:?}: {e}", self.log_level)))?;
+        crate::config_check::log_filter(&self.log_level)?;
+        crate::config_check::apps(&self.apps)?;
         if let Some(h) = &self.docker.host
             && h.trim().is_empty()
         {
@@ -556,12 +557,54 @@ mod tests {
                 "fast",
                 "apps.poll_interval_ms",
             ),
+            ("ODAC_AGENT__LOG_LEVEL", "infoo", "log_level"),
+            (
+                "ODAC_AGENT__APPS__POLL_INTERVAL_MS",
+                "0",
+                "apps.poll_interval_ms",
+            ),
+            (
+                "ODAC_AGENT__APPS__BUILD__KEEP_IMAGES",
+                "0",
+                "apps.build.keep_images",
+            ),
+            ("ODAC_AGENT__APPS__INSTANCE", "Bad Name!", "apps.instance"),
+            ("ODAC_AGENT__APPS__PIDS_LIMIT", "3", "apps.pids_limit"),
+            (
+                "ODAC_AGENT__APPS__CRASH_LOOP__MAX_BACKOFF_SECS",
+                "0",
+                "apps.crash_loop.max_backoff_secs",
+            ),
         ];
         for (k, v, want) in cases {
             let e = load(ok, &[(k, v)]).unwrap_err();
             let text = e.to_string();
             assert_eq!(key_of(e), *want, "{k}={v}: {text}");
             assert!(text.contains(want), "{text}");
+        }
+    }
+
+    #[test]
+    fn fractions_and_relative_paths_in_the_file_are_refused() {
+        let ok = "[control_plane]\nurl = \"wss://a/agent/v1\"\n";
+        let cases: &[(&str, &str)] = &[
+            ("heartbeat_secs = 1.5\n", "control_plane.heartbeat_secs"),
+            (
+                "[apps]\npoll_interval_ms = 0\n",
+                "apps.poll_interval_ms",
+            ),
+            ("[apps.build]\nkeep_images = 0\n", "apps.build.keep_images"),
+            (
+                "[apps.policy]\nallowed_bind_prefixes = [\"/srv\", \"data\"]\n",
+                "apps.policy.allowed_bind_prefixes[1]",
+            ),
+            ("[apps]\ninstance = \"Bad Name!\"\n", "apps.instance"),
+            ("[apps]\nstate_dir = \"rel\"\n", "apps.state_dir"),
+        ];
+        for (extra, want) in cases {
+            let e = load(&format!("{ok}{extra}"), &[]).unwrap_err();
+            let text = e.to_string();
+            assert_eq!(key_of(e), *want, "{extra}: {text}");
         }
     }
 

@@ -3,6 +3,7 @@
 
 pub mod appmgr;
 pub mod config;
+mod config_check;
 pub mod engine;
 pub mod enroll;
 pub mod gpu;

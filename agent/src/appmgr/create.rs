@@ -6,6 +6,7 @@
 
 use odac_protocol::{AppSpec, AppStatus, Fallback, FallbackTier, Mechanism, Reason};
 
+use super::binds::HostBind;
 use super::build::Built;
 use super::container::{self, container_spec};
 use super::crashloop::CrashGuard;
@@ -23,6 +24,7 @@ impl Pass<'_> {
         spec: &AppSpec,
         identity: &Identity,
         built: Option<&Built>,
+        binds: &[HostBind],
     ) -> Result<AppStatus, EngineError> {
         let now = self.now;
         let plan = spec
@@ -74,6 +76,14 @@ impl Pass<'_> {
             &image,
             &self.config.extra_labels,
         );
+        // the engine mounts the paths the policy resolved and checked
+        for bind in binds {
+            if let Some(b) = base.binds.get_mut(bind.index) {
+                b.source = bind.source.display().to_string();
+            }
+        }
+        base.security_opt = self.config.security_opt();
+        base.pids_limit = self.config.pids_limit();
         if let Some(built) = built {
             base.labels
                 .insert(labels::GIT_COMMIT.into(), built.commit.clone());

@@ -4,11 +4,13 @@
 //! [`AppManager`] is the handle; [`AppManagerConfig`] its configuration (embedded in the
 //! agent's). The pieces: [`store`] (atomic state files), [`labels`] (how containers are
 //! recognised and what they remember), [`ownership`] (which of them are this agent's),
-//! [`policy`], [`container`] (spec → container spec),
+//! [`policy`] and [`binds`] (which host paths may be mounted), [`container`] (spec →
+//! container spec),
 //! [`fallback`] (`start_with_gpu_fallback` and the engine-refusal classifier),
 //! [`crashloop`], `reconcile` (one pass), [`build`] and `source` (apps built from git
 //! sources), [`events`] (diagnostic events), and [`cli`] (`apply` and `status`).
 
+pub mod binds;
 pub mod build;
 pub mod cli;
 pub mod container;

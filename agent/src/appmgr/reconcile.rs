@@ -4,7 +4,8 @@
 //!   ([`ownership`](super::ownership): its `odac.owner`, or no owner and an app its desired
 //!   state names); nothing else is touched, and nothing at all before a desired state is
 //!   known. Other containers of the instance are reported as conflicts. Containers of apps no
-//!   longer desired are stopped and removed (their named volumes stay).
+//!   longer desired are stopped and removed (their named volumes stay), up to eight at a time
+//!   and alongside the creations of the pass.
 //! - An app whose container carries the spec hash and restart token of its spec is left
 //!   alone; if only the GPU intent changed, `restart_required` is set and the container keeps
 //!   running until a new restart token arrives (devices are bound at creation). Any other
@@ -34,6 +35,7 @@ use std::time::Duration;
 use odac_protocol::{
     AppSpec, AppState, AppStatus, DesiredState, Fallback, FallbackTier, GpuStatus, Reason,
 };
+use futures_util::StreamExt;
 use tokio::time::Instant;
 
 use super::build::Builds;
@@ -42,6 +44,7 @@ use super::events::EventTx;
 use super::fallback::{clip, is_device_refusal};
 use super::host::HostSource;
 use super::labels::{self, Identity};
+use super::binds::{HostUse, desired_uses};
 use super::ownership::{self, Ownership};
 use super::policy;
 use super::settings::AppManagerConfig;
@@ -143,6 +146,10 @@ pub(super) struct Pass<'a> {
     pub(super) builds: &'a Builds,
     pub(super) events: &'a EventTx,
     pub(super) quiet: bool,
+    /// Host paths the desired apps bind, by app.
+    pub(super) desired_binds: Vec<(String, HostUse)>,
+    /// Host paths the engine's containers bind, read once per pass when an app needs them.
+    pub(super) engine_binds: Option<Vec<HostUse>>,
 }
 
 impl Reconciler {
@@ -201,6 +208,8 @@ impl Reconciler {
             builds: input.builds,
             events: input.events,
             quiet: input.quiet,
+            desired_binds: desired_uses(&apps, &input.config.policy.allowed_bind_prefixes),
+            engine_binds: None,
         };
 
         let named: std::collections::BTreeSet<&str> =
@@ -215,15 +224,23 @@ impl Reconciler {
         }
         pass.allocations.add(&split.foreign_gpus);
         let mut by_app: BTreeMap<String, Vec<ContainerSummary>> = ownership::by_app(split.ours);
-        for (app, cs) in &by_app {
-            if !apps.iter().any(|a| &a.name == app) {
-                for c in cs {
-                    tracing::info!(app = %app, container = %c.id, "removing the container of an app no longer desired");
-                    pass.remove(&c.id).await?;
-                }
-                pass.remove_built_images(app).await?;
-            }
-        }
+        // Apps no longer desired: their containers are stopped and removed in parallel
+        // (bounded), alongside the creations below, so a stubborn container never holds up
+        // another app by more than its own stop timeout.
+        let gone: Vec<(String, String)> = by_app
+            .iter()
+            .filter(|(app, _)| !apps.iter().any(|a| &a.name == *app))
+            .flat_map(|(app, cs)| cs.iter().map(|c| (app.clone(), c.id.clone())))
+            .collect();
+        let stop_timeout = Duration::from_secs(input.config.stop_timeout_secs);
+        let engine = input.engine;
+        let removals = futures_util::stream::iter(gone.clone())
+            .map(move |(app, id)| async move {
+                tracing::info!(app = %app, container = %id, "removing the container of an app no longer desired");
+                stop_and_remove(engine, &id, stop_timeout).await
+            })
+            .buffer_unordered(MAX_PARALLEL_REMOVALS)
+            .collect::<Vec<Result<(), EngineError>>>();
         let names: Vec<&str> = apps.iter().map(|a| a.name.as_str()).collect();
         input.builds.retain(&names);
         by_app.retain(|app, _| apps.iter().any(|a| &a.name == app));
@@ -233,11 +250,22 @@ impl Reconciler {
             pass.allocations.add(&labels::gpus(&c.labels));
         }
 
-        let mut out = Vec::with_capacity(apps.len());
-        for spec in apps {
-            let existing = by_app.remove(&spec.name).unwrap_or_default();
-            let rec = self.apps.entry(spec.name.clone()).or_default();
-            out.push(pass.app(rec, spec, existing).await?);
+        let creations = async {
+            let mut out = Vec::with_capacity(apps.len());
+            for spec in apps {
+                let existing = by_app.remove(&spec.name).unwrap_or_default();
+                let rec = self.apps.entry(spec.name.clone()).or_default();
+                out.push(pass.app(rec, spec, existing).await?);
+            }
+            Ok::<_, EngineError>(out)
+        };
+        let (removed, out) = tokio::join!(removals, creations);
+        removed.into_iter().collect::<Result<(), EngineError>>()?;
+        let out = out?;
+        let mut gone_apps: Vec<&String> = gone.iter().map(|(app, _)| app).collect();
+        gone_apps.dedup();
+        for app in gone_apps {
+            pass.remove_built_images(app).await?;
         }
         Ok(out)
     }
@@ -245,6 +273,31 @@ impl Reconciler {
     /// The earliest scheduled restart or retry.
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
         self.apps.values().filter_map(|r| r.guard.next_start).min()
+    }
+}
+
+/// Removals of containers of apps no longer desired running at the same time.
+const MAX_PARALLEL_REMOVALS: usize = 8;
+
+/// Stop a container (killed after `timeout`) and remove it; only an unreachable engine is an
+/// error (a container already gone is fine, anything else is logged).
+async fn stop_and_remove(
+    engine: &dyn ContainerEngine,
+    id: &str,
+    timeout: Duration,
+) -> Result<(), EngineError> {
+    match engine.stop(id, timeout).await {
+        Err(e) if e.is_unavailable() => return Err(e),
+        _ => {}
+    }
+    match engine.remove(id, true).await {
+        Ok(()) => Ok(()),
+        Err(e) if e.is_not_found() => Ok(()),
+        Err(e) if e.is_unavailable() => Err(e),
+        Err(e) => {
+            tracing::warn!(container = %id, error = %e, "could not remove container");
+            Ok(())
+        }
     }
 }
 
@@ -284,20 +337,7 @@ impl Pass<'_> {
             Err(e) if e.is_unavailable() => return Err(e),
             Err(_) => Vec::new(),
         };
-        match self.engine.stop(id, timeout).await {
-            Err(e) if e.is_unavailable() => return Err(e),
-            _ => {}
-        }
-        match self.engine.remove(id, true).await {
-            Ok(()) => {}
-            Err(e) if e.is_not_found() => {}
-            Err(e) => {
-                if e.is_unavailable() {
-                    return Err(e);
-                }
-                tracing::warn!(container = %id, error = %e, "could not remove container");
-            }
-        }
+        stop_and_remove(self.engine, id, timeout).await?;
         self.allocations.remove(&gpus);
         Ok(())
     }
@@ -309,7 +349,8 @@ impl Pass<'_> {
         mut existing: Vec<ContainerSummary>,
     ) -> Result<AppStatus, EngineError> {
         let identity = Identity::of(spec);
-        if let Err(v) = policy::check(spec, &self.config.policy) {
+        let binds = self.check_policy(spec).await?;
+        if let Err(v) = &binds {
             for c in &existing {
                 self.remove(&c.id).await?;
             }
@@ -384,7 +425,10 @@ impl Pass<'_> {
             rec.container_id = None;
             rec.guard = CrashGuard::default();
         }
-        let status = self.create(rec, spec, &identity, built.as_ref()).await?;
+        let binds = binds.unwrap_or_default();
+        let status = self
+            .create(rec, spec, &identity, built.as_ref(), &binds)
+            .await?;
         Ok(with_build(status, built.as_ref()))
     }
 

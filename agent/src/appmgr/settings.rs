@@ -43,6 +43,12 @@ pub struct AppManagerConfig {
     pub extra_labels: BTreeMap<String, String>,
     /// Apps built from git sources.
     pub build: BuildConfig,
+    /// Containers run with `no-new-privileges`: setuid binaries and file capabilities
+    /// cannot raise a process's privileges (images that need `sudo` inside break).
+    pub no_new_privileges: bool,
+    /// Most processes and threads per container (a fork bomb stays in its container);
+    /// 0 leaves the engine's default (unlimited).
+    pub pids_limit: u32,
 }
 
 impl Default for AppManagerConfig {
@@ -59,11 +65,27 @@ impl Default for AppManagerConfig {
             stop_timeout_secs: 10,
             extra_labels: BTreeMap::new(),
             build: BuildConfig::default(),
+            no_new_privileges: true,
+            pids_limit: 4096,
         }
     }
 }
 
 impl AppManagerConfig {
+    /// The security options every container gets.
+    pub fn security_opt(&self) -> Vec<String> {
+        if self.no_new_privileges {
+            vec!["no-new-privileges".into()]
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// The pids limit every container gets.
+    pub fn pids_limit(&self) -> Option<i64> {
+        (self.pids_limit > 0).then_some(i64::from(self.pids_limit))
+    }
+
     /// The poll interval.
     pub fn poll_interval(&self) -> Duration {
         Duration::from_millis(self.poll_interval_ms.max(10))

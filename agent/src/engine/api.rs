@@ -50,6 +50,16 @@ pub trait ContainerEngine: Send + Sync {
     /// Containers in any state carrying a label `key` or `key=value`.
     async fn list_by_label(&self, label: &str) -> Result<Vec<ContainerSummary>, EngineError>;
 
+    /// Every container of the engine in any state, whoever made it, with its host bind
+    /// mounts: the bind policy reads which host directories containers can write. It never
+    /// changes anything. The default refuses, so a policy check through an engine that cannot
+    /// list fails closed.
+    async fn list_all(&self) -> Result<Vec<ContainerSummary>, EngineError> {
+        Err(EngineError::Other(
+            "this container engine cannot list all containers".into(),
+        ))
+    }
+
     /// Create a named volume unless it exists; an existing one is left as is.
     async fn ensure_volume(
         &self,

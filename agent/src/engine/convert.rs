@@ -96,6 +96,8 @@ pub(crate) fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
         group_add: non_empty(spec.group_add.clone()),
         memory: spec.memory_bytes,
         nano_cpus: spec.nano_cpus,
+        security_opt: non_empty(spec.security_opt.clone()),
+        pids_limit: spec.pids_limit,
         restart_policy: Some(RestartPolicy {
             name: Some(RestartPolicyNameEnum::NO),
             maximum_retry_count: None,
@@ -163,6 +165,8 @@ pub(crate) fn details(resp: ContainerInspectResponse) -> ContainerDetails {
             .collect(),
         group_add: host.group_add.unwrap_or_default(),
         binds: host.binds.unwrap_or_default(),
+        security_opt: host.security_opt.unwrap_or_default(),
+        pids_limit: host.pids_limit,
     }
 }
 
@@ -182,6 +186,16 @@ pub(crate) fn summary(s: BollardSummary) -> ContainerSummary {
             .state
             .map(|st| ContainerState::parse(st.as_ref()))
             .unwrap_or_default(),
+        binds: s
+            .mounts
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|m| m.typ.as_deref() == Some("bind"))
+            .filter_map(|m| {
+                let mode = if m.rw == Some(false) { ":ro" } else { "" };
+                Some(format!("{}:{}{mode}", m.source?, m.destination?))
+            })
+            .collect(),
     }
 }
 

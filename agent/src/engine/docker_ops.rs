@@ -147,6 +147,19 @@ impl ContainerEngine for DockerEngine {
         Ok(self.observe(list)?.into_iter().map(summary).collect())
     }
 
+    async fn list_all(&self) -> Result<Vec<ContainerSummary>, EngineError> {
+        let docker = self.docker().await?;
+        let options = ListContainersOptions {
+            all: true,
+            ..ListContainersOptions::default()
+        };
+        let list = docker
+            .list_containers(Some(options))
+            .await
+            .map_err(map_error);
+        Ok(self.observe(list)?.into_iter().map(summary).collect())
+    }
+
     async fn ensure_volume(
         &self,
         name: &str,

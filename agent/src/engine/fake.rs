@@ -314,6 +314,16 @@ impl ContainerEngine for FakeEngine {
             device_requests: spec.device_requests.clone(),
             devices: spec.devices.clone(),
             group_add: spec.group_add.clone(),
+            binds: spec
+                .binds
+                .iter()
+                .map(|b| {
+                    let mode = if b.read_only { ":ro" } else { "" };
+                    format!("{}:{}{mode}", b.source, b.target)
+                })
+                .collect(),
+            security_opt: spec.security_opt.clone(),
+            pids_limit: spec.pids_limit,
             ..ContainerDetails::default()
         };
         let container = FakeContainer {
@@ -400,6 +410,29 @@ impl ContainerEngine for FakeEngine {
                 image: c.details.image.clone(),
                 labels: c.details.labels.clone(),
                 state: c.details.status,
+                binds: Vec::new(),
+            })
+            .collect())
+    }
+
+    async fn list_all(&self) -> Result<Vec<ContainerSummary>, EngineError> {
+        let state = self.enter(EngineCall::ListAll)?;
+        Ok(state
+            .containers
+            .values()
+            .map(|c| ContainerSummary {
+                id: c.details.id.clone(),
+                name: c.details.name.clone(),
+                image: c.details.image.clone(),
+                labels: c.details.labels.clone(),
+                state: c.details.status,
+                binds: c
+                    .details
+                    .binds
+                    .iter()
+                    .filter(|b| b.starts_with('/'))
+                    .cloned()
+                    .collect(),
             })
             .collect())
     }

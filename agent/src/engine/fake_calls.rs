@@ -27,6 +27,8 @@ pub enum Op {
     Inspect,
     /// `list_by_label`
     ListByLabel,
+    /// `list_all`
+    ListAll,
     /// `ensure_volume`
     EnsureVolume,
     /// `volume_labels`
@@ -71,6 +73,8 @@ pub enum EngineCall {
     Inspect(String),
     /// `list_by_label(label)`
     ListByLabel(String),
+    /// `list_all()`
+    ListAll,
     /// `ensure_volume(name, labels)`
     EnsureVolume(String, BTreeMap<String, String>),
     /// `volume_labels(name)`
@@ -109,6 +113,7 @@ impl EngineCall {
             Self::Remove(..) => Op::Remove,
             Self::Inspect(_) => Op::Inspect,
             Self::ListByLabel(_) => Op::ListByLabel,
+            Self::ListAll => Op::ListAll,
             Self::EnsureVolume(..) => Op::EnsureVolume,
             Self::InspectVolume(_) => Op::InspectVolume,
             Self::RemoveVolume(_) => Op::RemoveVolume,

@@ -121,6 +121,10 @@ pub struct ContainerSpec {
     pub memory_bytes: Option<i64>,
     /// CPU limit in units of 1e-9 CPUs.
     pub nano_cpus: Option<i64>,
+    /// Security options (`no-new-privileges`).
+    pub security_opt: Vec<String>,
+    /// Most processes (threads included) in the container; `None`: the engine's default.
+    pub pids_limit: Option<i64>,
 }
 
 /// A container's state as the engine reports it.
@@ -211,6 +215,10 @@ pub struct ContainerDetails {
     pub group_add: Vec<String>,
     /// Binds as the engine reports them (`source:target[:ro]`).
     pub binds: Vec<String>,
+    /// Security options as the engine reports them.
+    pub security_opt: Vec<String>,
+    /// The pids limit as the engine reports it (`None` or `0`: unlimited).
+    pub pids_limit: Option<i64>,
 }
 
 /// One line of `list_by_label`.
@@ -226,6 +234,11 @@ pub struct ContainerSummary {
     pub labels: BTreeMap<String, String>,
     /// State.
     pub state: ContainerState,
+    /// Its host bind mounts as `source:target[:ro]` (filled by [`list_all`]; may be empty in
+    /// other listings).
+    ///
+    /// [`list_all`]: super::ContainerEngine::list_all
+    pub binds: Vec<String>,
 }
 
 /// What a successful image build returns.
