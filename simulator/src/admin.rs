@@ -1,4 +1,4 @@
-//! Admin endpoints: fault injection (`/api/admin/faults`) and enrolment (`POST /api/enroll`
+//! Admin endpoints: fault injection (`/api/admin/faults`) and enrollment (`POST /api/enroll`
 //! trades a one-time code for an agent token; `POST /api/enroll/codes` issues a code).
 
 use std::sync::Arc;
@@ -112,13 +112,13 @@ pub async fn enroll(
     let agent_id = v.get("agent_id").and_then(Value::as_str);
     let token = hub.redeem(code.trim(), agent_id).ok_or_else(|| ApiError {
         status: StatusCode::UNAUTHORIZED,
-        error: "code: unknown or already used enrolment code".to_owned(),
+        error: "code: unknown or already used enrollment code".to_owned(),
         field: Some("code".to_owned()),
     })?;
     Ok((StatusCode::CREATED, Json(Enrolled { token })))
 }
 
-/// `POST /api/enroll/codes`: issues a one-time enrolment code.
+/// `POST /api/enroll/codes`: issues a one-time enrollment code.
 pub async fn new_enroll_code(State(hub): State<Arc<Hub>>) -> (StatusCode, Json<Value>) {
     let code = format!("enr_{}", uuid::Uuid::new_v4().simple());
     hub.add_enroll_code(&code);

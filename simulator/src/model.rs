@@ -1,5 +1,5 @@
 //! The fleet's data as the simulator keeps and persists it: hosts (identity, inventory,
-//! desired generation, reported statuses), apps (spec + host), the event log and enrolment
+//! desired generation, reported statuses), apps (spec + host), the event log and enrollment
 //! secrets (stored as SHA-256 hashes, never in clear).
 
 use std::collections::{BTreeMap, VecDeque};
@@ -79,7 +79,7 @@ pub struct EventRecord {
     pub message: String,
 }
 
-/// An enrolment code or token, by hash.
+/// An enrollment code or token, by hash.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Secret {
     /// SHA-256 of the secret, hex.
@@ -109,10 +109,10 @@ pub struct FleetData {
     /// Next event id.
     #[serde(default)]
     pub next_event_id: u64,
-    /// Unused enrolment codes.
+    /// Unused enrollment codes.
     #[serde(default)]
     pub enroll_codes: Vec<Secret>,
-    /// Tokens issued by enrolment.
+    /// Tokens issued by enrollment.
     #[serde(default)]
     pub enrolled_tokens: Vec<Secret>,
     /// Restart tokens issued so far (makes each one unique).

@@ -38,7 +38,7 @@ pub struct ServeConfig {
     pub state_dir: PathBuf,
     /// Agent bearer tokens accepted; empty = generate one into `DIR/agent-token`.
     pub tokens: Vec<String>,
-    /// One-time enrolment codes to accept.
+    /// One-time enrollment codes to accept.
     pub enroll_codes: Vec<String>,
     /// Bearer token the REST API requires (none = open API).
     pub api_token: Option<String>,
