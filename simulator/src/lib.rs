@@ -25,6 +25,7 @@ pub mod inventories;
 pub mod listener;
 pub mod model;
 pub mod placement;
+pub mod reasons;
 pub mod server;
 pub mod sim_agent;
 pub mod sse;

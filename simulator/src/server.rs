@@ -127,6 +127,7 @@ pub fn router(hub: Arc<Hub>) -> Router {
         .route("/api/events", get(sse::events))
         .route("/api/events/log", get(api::event_log))
         .route("/api/catalog", get(api::list_catalog))
+        .route("/api/reasons", get(crate::reasons::list_reasons))
         .route("/api/enroll/codes", post(admin::new_enroll_code))
         .route(
             "/api/admin/faults",
