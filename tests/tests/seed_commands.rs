@@ -149,6 +149,7 @@ fn the_seed_commands_run_as_written() {
     );
 
     // odac app restart my-app: a required NVIDIA GPU the host cannot pass: failed, with why
+    let t = Instant::now();
     sim.odac_line("odac app restart my-app", None).unwrap();
     let failed = stack
         .wait_app(
@@ -175,6 +176,7 @@ fn the_seed_commands_run_as_written() {
         "{}",
         out.stdout
     );
+    let t = Instant::now();
     sim.odac_line("odac app restart my-app", None).unwrap();
     let cpu = stack
         .wait_app(
@@ -184,9 +186,11 @@ fn the_seed_commands_run_as_written() {
             |a| a.state == "running" && a.reason.is_some() && !a.restart_required,
         )
         .unwrap();
+    figure(SCENARIO, "optional_gpu_restart_to_cpu", secs(t.elapsed()));
     assert_eq!(cpu.attached, None);
 
     // odac app create -f payload.json: ODAC's payload as is
+    let t = Instant::now();
     let payload = stack.dir().join("payload.json");
     std::fs::write(&payload, PAYLOAD).unwrap();
     let out = sim
@@ -219,6 +223,7 @@ fn the_seed_commands_run_as_written() {
             },
         )
         .unwrap();
+    figure(SCENARIO, "payload_to_pull_failure", secs(t.elapsed()));
     let error = pulled.status.and_then(|s| s.last_error).unwrap_or_default();
 
     // odac app list

@@ -81,8 +81,9 @@ pub fn commit(a: &AppView) -> String {
 /// Longest failure text shown in a table cell (`--json` has it whole).
 const MAX_ERROR_CHARS: usize = 100;
 
-/// The REASON cell: the fallback's code (`(on CPU)` when the app runs without its GPU) and,
-/// for an app that failed for any reason, the failure itself (`last_error`).
+/// The REASON cell: the fallback's code (`(on CPU)` when the app runs without its GPU) or, for
+/// an app that failed for any reason, the failure itself (`last_error`) with the GPU reason
+/// after it when that is not what the failure says.
 pub fn reason(a: &AppView) -> String {
     let code = a.reason.map(|r| {
         if a.attached.is_none() && a.state == "running" {
@@ -107,7 +108,9 @@ pub fn reason(a: &AppView) -> String {
             }
         });
     match (code, error) {
-        (Some(c), Some(e)) => format!("{c}: {e}"),
+        // the agent's error often is the reason already (`no_container_runtime: …`)
+        (Some(c), Some(e)) if e.starts_with(&c) => e,
+        (Some(c), Some(e)) => format!("{e} (gpu: {c})"),
         (Some(c), None) => c,
         (None, Some(e)) => e,
         (None, None) => "-".to_owned(),
@@ -289,8 +292,13 @@ mod tests {
         view.reason = Some(odac_protocol::Reason::BuildFailed);
         assert_eq!(
             reason(&view),
-            "build_failed: git clone failed: could not resolve host"
+            "git clone failed: could not resolve host (gpu: build_failed)"
         );
+        view.status = Some(status(
+            odac_protocol::AppState::Failed,
+            Some("build_failed: git clone failed"),
+        ));
+        assert_eq!(reason(&view), "build_failed: git clone failed", "said once");
         view.state = "running".into();
         view.status = Some(status(odac_protocol::AppState::Running, Some("old")));
         assert_eq!(
