@@ -159,6 +159,11 @@ fn the_seed_commands_run_as_written() {
             |a| a.state == "failed" && a.reason.is_some(),
         )
         .unwrap();
+    figure(
+        SCENARIO,
+        "required_gpu_restart_to_failed",
+        secs(t.elapsed()),
+    );
     assert_eq!(
         failed.reason.map(|r| r.to_string()).as_deref(),
         Some(reason)
