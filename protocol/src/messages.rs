@@ -61,7 +61,7 @@ pub enum ControlMessage {
 /// `hello`: who the agent is and where it stands.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub struct Hello {
-    /// Stable agent id (from enrolment).
+    /// Stable agent id (from enrollment).
     pub agent_id: String,
     /// Host name.
     pub hostname: String,

@@ -1,4 +1,4 @@
-//! Admin endpoints: fault injection (`/api/admin/faults`) and enrolment (`POST /api/enroll`
+//! Admin endpoints: fault injection (`/api/admin/faults`) and enrollment (`POST /api/enroll`
 //! trades a one-time code for an agent token; `POST /api/enroll/codes` issues a code).
 
 use std::sync::Arc;
@@ -118,13 +118,13 @@ pub async fn enroll(
         .redeem(code, req.agent_id.as_deref())
         .ok_or_else(|| ApiError {
             status: StatusCode::UNAUTHORIZED,
-            error: "code: unknown or already used enrolment code".to_owned(),
+            error: "code: unknown or already used enrollment code".to_owned(),
             field: Some("code".to_owned()),
         })?;
     Ok((StatusCode::CREATED, Json(Enrolled { token })))
 }
 
-/// `POST /api/enroll/codes`: issues a one-time enrolment code (no body, or `{}`).
+/// `POST /api/enroll/codes`: issues a one-time enrollment code (no body, or `{}`).
 pub async fn new_enroll_code(
     State(hub): State<Arc<Hub>>,
     body: Bytes,

@@ -42,7 +42,14 @@ pub fn parse_create(body: &[u8]) -> ApiResult<(Option<String>, AppSpec)> {
         }
     };
     let mut spec: AppSpec = typed(value, "")?;
+    // a required request without a vendor is legal here: it is resolved from the host's
+    // inventory once the host is known (`gpu_auto`)
+    let gpu = spec.gpu.take();
     spec.validate()?;
+    if let Some(g) = &gpu {
+        crate::gpu_auto::validate_fields(g)?;
+    }
+    spec.gpu = gpu;
     resolve_catalog(&mut spec)?;
     Ok((host, spec))
 }
@@ -68,7 +75,8 @@ pub fn resolve_catalog(spec: &mut AppSpec) -> ApiResult<()> {
 }
 
 /// Parses a `PUT /api/apps/{name}/gpu` body: a GPU request, `true` (optional, any vendor),
-/// or `false` / `null` / `{}` (no GPU).
+/// or `false` / `null` / `{}` (no GPU). A required request without a vendor
+/// (`{"runtime":"auto"}`, `{"count":2}`) passes here and is resolved by [`set_gpu`].
 pub fn parse_gpu(body: &[u8]) -> ApiResult<Option<GpuRequest>> {
     let value = if body.iter().all(u8::is_ascii_whitespace) {
         Value::Null
@@ -90,7 +98,7 @@ pub fn parse_gpu(body: &[u8]) -> ApiResult<Option<GpuRequest>> {
         }
     };
     if let Some(g) = &gpu {
-        g.validate()?;
+        crate::gpu_auto::validate_fields(g)?;
     }
     Ok(gpu)
 }
@@ -112,8 +120,21 @@ pub async fn get_host(
 
 /// `POST /api/apps`.
 pub async fn create_app(State(hub): State<Arc<Hub>>, body: Bytes) -> ApiResult<Response> {
-    let (host, spec) = parse_create(&body)?;
-    let view = hub.create_app(host.as_deref(), spec)?;
+    let (host, mut spec) = parse_create(&body)?;
+    let host = crate::placement::pick_host(&hub, host.as_deref())?;
+    if spec
+        .gpu
+        .as_ref()
+        .is_some_and(crate::gpu_auto::needs_detection)
+    {
+        let target = hub
+            .host(&host)
+            .ok_or_else(|| ApiError::unknown_host(&host))?;
+        let label = crate::placement::label(&target);
+        (spec.gpu, _) =
+            crate::gpu_auto::resolve(spec.gpu.take(), &label, target.inventory.as_deref())?;
+    }
+    let view = hub.create_app(Some(&host), spec)?;
     Ok((StatusCode::CREATED, Json(view)).into_response())
 }
 
@@ -148,6 +169,10 @@ pub struct GpuChange {
     pub app: AppView,
     /// The app is running: the new request applies at the next restart.
     pub restart_required_to_apply: bool,
+    /// What automatic vendor detection chose, when the request named no vendor and was not
+    /// optional.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detected: Option<crate::placement::Detection>,
 }
 
 /// `PUT /api/apps/{name}/gpu`.
@@ -156,10 +181,24 @@ pub async fn set_gpu(
     Path(name): Path<String>,
     body: Bytes,
 ) -> ApiResult<Json<GpuChange>> {
-    if hub.app(&name).is_none() {
+    let Some(current) = hub.app(&name) else {
         return Err(ApiError::unknown_app(&name));
+    };
+    let mut gpu = parse_gpu(&body)?;
+    let mut detected = None;
+    if gpu.as_ref().is_some_and(crate::gpu_auto::needs_detection) {
+        let target = hub.host(&current.host);
+        let label = target
+            .as_ref()
+            .map_or_else(|| current.host.clone(), crate::placement::label);
+        let (resolved, d) = crate::gpu_auto::resolve(
+            gpu.take(),
+            &label,
+            target.as_ref().and_then(|t| t.inventory.as_deref()),
+        )?;
+        gpu = resolved;
+        detected = d.map(|d| crate::placement::Detection::new(d, &label));
     }
-    let gpu = parse_gpu(&body)?;
     let app = hub.set_gpu(&name, gpu)?;
     let running = matches!(
         app.state.as_str(),
@@ -168,6 +207,7 @@ pub async fn set_gpu(
     Ok(Json(GpuChange {
         app,
         restart_required_to_apply: running,
+        detected,
     }))
 }
 

@@ -1,5 +1,5 @@
 //! The fleet's data as the simulator keeps and persists it: hosts (identity, inventory,
-//! desired generation, reported statuses), apps (spec + host), the event log, enrolment
+//! desired generation, reported statuses), apps (spec + host), the event log, enrollment
 //! secrets (stored as SHA-256 hashes, never in clear) and which credential each agent id is
 //! bound to.
 
@@ -80,7 +80,7 @@ pub struct EventRecord {
     pub message: String,
 }
 
-/// An enrolment code or token, by hash.
+/// An enrollment code or token, by hash.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Secret {
     /// SHA-256 of the secret, hex.
@@ -110,10 +110,10 @@ pub struct FleetData {
     /// Next event id.
     #[serde(default)]
     pub next_event_id: u64,
-    /// Unused enrolment codes.
+    /// Unused enrollment codes.
     #[serde(default)]
     pub enroll_codes: Vec<Secret>,
-    /// Tokens issued by enrolment.
+    /// Tokens issued by enrollment.
     #[serde(default)]
     pub enrolled_tokens: Vec<Secret>,
     /// Agent id → SHA-256 of the one credential allowed to speak for it (see `identity.rs`).

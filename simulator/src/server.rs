@@ -39,7 +39,7 @@ pub struct ServeConfig {
     pub state_dir: PathBuf,
     /// Agent bearer tokens accepted; empty = generate one into `DIR/agent-token`.
     pub tokens: Vec<String>,
-    /// One-time enrolment codes to accept.
+    /// One-time enrollment codes to accept.
     pub enroll_codes: Vec<String>,
     /// Bearer token the REST API requires (none = open API).
     pub api_token: Option<String>,
@@ -134,6 +134,7 @@ pub fn router(hub: Arc<Hub>) -> Router {
         .route("/api/events", get(sse::events))
         .route("/api/events/log", get(api::event_log))
         .route("/api/catalog", get(api::list_catalog))
+        .route("/api/reasons", get(crate::reasons::list_reasons))
         .route("/api/enroll/codes", post(admin::new_enroll_code))
         .route(
             "/api/admin/faults",

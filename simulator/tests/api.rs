@@ -1,6 +1,6 @@
 //! REST API against an in-process simulator with protocol-level fake agents: hosts, app
 //! create (ODAC payload, catalog, host resolution), validation errors naming the protocol's
-//! fields, 404s, GPU changes, restart tokens, delete, SSE, enrolment, API token, persistence.
+//! fields, 404s, GPU changes, restart tokens, delete, SSE, enrollment, API token, persistence.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
@@ -348,7 +348,7 @@ fn sse_streams_fleet_changes() {
 }
 
 #[test]
-fn enrolment_codes_work_once_and_their_tokens_open_sessions() {
+fn enrollment_codes_work_once_and_their_tokens_open_sessions() {
     let sim = Sim::start_with(|c| c.enroll_codes = vec!["code-1".into()]);
     let (s, e) = sim.call("POST", "/api/enroll", Some(r#"{"code":"wrong"}"#));
     assert_eq!((s, e["field"].clone()), (401, json!("code")));

@@ -235,11 +235,13 @@ fn api_refusals_exit_1_with_the_apis_message() {
         ),
         (
             vec!["app", "create", "-n", "Bad_Name", "--image", "x"],
-            "error: name: \"Bad_Name\" is not a lowercase DNS label (only a-z, 0-9 and '-' are allowed)\n",
+            "error: -n/--name: \"Bad_Name\" is not a lowercase DNS label (only a-z, 0-9 and '-' are allowed)\n",
         ),
         (
             vec!["app", "create", "-n", "a", "--image", "x", "--gpu-auto"],
-            "error: gpu.runtime: gpu needs a runtime or a vendor unless optional\n",
+            "error: automatic vendor detection found no GPU: host a has none; name a vendor \
+             (--nvidia, --amd or --intel) to require one anyway, or use --optional to take any \
+             vendor when one appears and run on the CPU until then\n",
         ),
         (
             vec![

@@ -53,6 +53,8 @@ pub struct AgentOptions {
     pub inventory_secs: u64,
     /// `log_level`.
     pub log_level: String,
+    /// Extra environment of the agent process (e.g. `GIT_CONFIG_GLOBAL` for its git runs).
+    pub env: Vec<(String, String)>,
 }
 
 impl AgentOptions {
@@ -74,6 +76,7 @@ impl AgentOptions {
             stop_timeout_secs: 2,
             inventory_secs: 2,
             log_level: "info,odac_agent=debug".to_owned(),
+            env: Vec::new(),
         }
     }
 
@@ -189,6 +192,7 @@ impl Agent {
                 cmd.env_remove(k);
             }
         }
+        cmd.envs(self.options.env.iter().map(|(k, v)| (k, v)));
         self.process = Some(Process::spawn(&name, &mut cmd, &self.dir.join("logs"))?);
         Ok(())
     }

@@ -35,8 +35,11 @@ pub enum Error {
         /// The last observation.
         last: String,
     },
-    /// Docker is required (`ODAC_REQUIRE_DOCKER=1`) but unreachable.
-    #[error("the docker engine is required (ODAC_REQUIRE_DOCKER=1) but unreachable: {0}")]
+    /// Docker is unreachable and the developer did not opt out (`ODAC_ALLOW_SKIP=1`).
+    #[error(
+        "the docker engine is unreachable: {0}; start Docker, or set ODAC_ALLOW_SKIP=1 to skip \
+         the tests that need it"
+    )]
     DockerRequired(String),
     /// Anything else, described.
     #[error("{0}")]

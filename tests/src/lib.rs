@@ -8,6 +8,7 @@
 //!   the tests cut, blackhole and restore;
 //! - [`docker`], [`image`]: the test's own view of the engine, cleanup by label, the test image;
 //! - [`tls`]: certificates made at test time;
+//! - [`git_repo`]: a local repository a public git URL is rewritten to, built-image cleanup;
 //! - [`sim`], [`agent`], [`stack`]: the simulator, the agent and a scenario's whole world;
 //! - [`backoff`]: the agent's logged reconnect schedule against its envelope;
 //! - [`figures`]: the numbers each scenario prints.
@@ -18,6 +19,7 @@ pub mod bins;
 pub mod docker;
 pub mod error;
 pub mod figures;
+pub mod git_repo;
 pub mod image;
 pub mod poll;
 pub mod ports;

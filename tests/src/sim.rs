@@ -239,6 +239,51 @@ impl Sim {
         })
     }
 
+    /// Runs a command line exactly as a user types it (`odac app gpu my-app`, split on
+    /// spaces; `stdin` fed to it), with the simulator given through `ODAC_API` and
+    /// `ODAC_CA_FILE` as a user's shell would, so that the arguments are the line's own.
+    pub fn odac_line(&self, line: &str, stdin: Option<&str>) -> Result<CliOutput> {
+        let mut words = line.split_whitespace();
+        if words.next() != Some("odac") {
+            return Err(Error::Other(format!("not an odac command line: {line}")));
+        }
+        let mut child = Command::new(bin(CLI)?)
+            .args(words)
+            .env("ODAC_API", format!("{}/api/", self.api_url()))
+            .env("ODAC_CA_FILE", self.ca_path())
+            .env_remove("ODAC_TOKEN")
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| Error::command(line, e.to_string()))?;
+        if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+            use std::io::Write;
+            pipe.write_all(text.as_bytes())
+                .map_err(|e| Error::command(line, format!("cannot write stdin: {e}")))?;
+        }
+        let out = child
+            .wait_with_output()
+            .map_err(|e| Error::command(line, e.to_string()))?;
+        let out = CliOutput {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        };
+        if out.code == 0 {
+            Ok(out)
+        } else {
+            Err(Error::command(
+                line,
+                format!("exit {}: {}{}", out.code, out.stdout, out.stderr),
+            ))
+        }
+    }
+
     /// Runs the `odac` CLI and requires exit 0.
     pub fn odac_ok(&self, args: &[&str]) -> Result<CliOutput> {
         let out = self.odac(args)?;

@@ -12,10 +12,15 @@ pub fn fix(reason: Reason, vendor: Option<Vendor>) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// `<explanation>: <evidence>`, the text of a fallback's detail.
+/// The text of a fallback's detail, one sentence: `<explanation>: <evidence>`. For
+/// `no_device` the evidence already says what was missing and which vendor (the generic
+/// explanation speaks of "this vendor", which reads wrong for an automatic request), so it
+/// stands alone.
 pub fn detail(reason: Reason, evidence: &str) -> String {
     if evidence.is_empty() {
         reason.explanation().to_owned()
+    } else if reason == Reason::NoDevice {
+        evidence.to_owned()
     } else {
         format!("{}: {evidence}", reason.explanation())
     }
@@ -34,7 +39,16 @@ mod tests {
         assert_eq!(fix(Reason::NoDevice, None), None);
         assert_eq!(
             detail(Reason::NoDevice, "no nvidia gpu on the pci bus"),
-            "no GPU of this vendor was found on the PCI bus: no nvidia gpu on the pci bus"
+            "no nvidia gpu on the pci bus",
+            "said once"
+        );
+        assert_eq!(
+            detail(Reason::NoDevice, ""),
+            "no GPU of this vendor was found on the PCI bus"
+        );
+        assert_eq!(
+            detail(Reason::NoDriver, "no usable nvidia gpu"),
+            "a GPU is present but its kernel driver is not loaded: no usable nvidia gpu"
         );
     }
 }

@@ -136,7 +136,7 @@ fn auto(
     Err(Miss {
         reason: Reason::NoDevice,
         vendor: None,
-        evidence: format!("no usable gpu of any vendor ({})", names.join(", ")),
+        evidence: format!("no gpu of any vendor ({}) on the pci bus", names.join(", ")),
     })
 }
 

@@ -174,7 +174,7 @@ fn serve(
                 Some((_, Answer::Raw(status, body))) => (status, body),
                 None => (
                     401,
-                    r#"{"error":"code: unknown or already used enrolment code","field":"code"}"#
+                    r#"{"error":"code: unknown or already used enrollment code","field":"code"}"#
                         .to_owned(),
                 ),
             }

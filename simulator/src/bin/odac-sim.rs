@@ -20,7 +20,7 @@ struct Cli {
 enum Command {
     /// Serve the agents' WebSocket, the REST API and the dashboard on one TLS port.
     Serve {
-        /// Listen address.
+        /// Address to listen on (one TLS port for agents, API and dashboard).
         #[arg(long, default_value = DEFAULT_LISTEN)]
         listen: String,
         /// State dir (CA, fleet state); default $XDG_STATE_HOME/odac-sim.
@@ -44,7 +44,7 @@ enum Command {
             value_parser = clap::value_parser!(u32).range(1..=i64::from(odac_simulator::identity::MAX_HOSTS_PER_TOKEN))
         )]
         hosts_per_token: u32,
-        /// One-time enrolment code to accept (repeatable).
+        /// One-time enrollment code to accept (repeatable).
         #[arg(long = "enroll-code")]
         enroll_codes: Vec<String>,
         /// Require this bearer token on the REST API (visible in `ps`: prefer the file or env).
@@ -71,27 +71,28 @@ enum Command {
     },
     /// Run N protocol-level simulated agents (no Docker) against a control plane.
     Fleet {
-        /// Number of agents.
+        /// Number of simulated agents to run.
         #[arg(long, default_value_t = 10)]
         agents: usize,
         /// Control plane agent URL, e.g. wss://127.0.0.1:7443/agent/v1.
         #[arg(long)]
         cp: String,
-        /// CA certificate to trust (PEM).
+        /// CA certificate to trust (PEM), e.g. the simulator's DIR/ca.pem.
         #[arg(long)]
         ca_file: PathBuf,
-        /// Bearer token.
+        /// Agent bearer token the control plane accepts (`odac-sim serve --token`; not the
+        /// API token). `ODAC_TOKEN` is still read when neither this nor --token-file is given.
         #[arg(
             long,
-            env = "ODAC_TOKEN",
+            env = "ODAC_AGENT_TOKEN",
             hide_env_values = true,
             conflicts_with = "token_file"
         )]
         token: Option<String>,
-        /// File holding the bearer token.
+        /// File holding the agent bearer token (e.g. the simulator's DIR/agent-token).
         #[arg(long)]
         token_file: Option<PathBuf>,
-        /// Host name prefix.
+        /// Host name prefix: agents are named PREFIX-0000, PREFIX-0001, …
         #[arg(long, default_value = "sim")]
         prefix: String,
         /// Heartbeat (ping) interval in seconds.
@@ -103,7 +104,7 @@ enum Command {
     },
     /// Serve, start a local odac-agent, build the sample image and create a sample app.
     Demo {
-        /// Listen address.
+        /// Address to listen on (one TLS port for agents, API and dashboard).
         #[arg(long, default_value = DEFAULT_LISTEN)]
         listen: String,
         /// State dir; default $XDG_STATE_HOME/odac-sim-demo.
@@ -186,7 +187,18 @@ async fn main_async(cli: Cli) -> anyhow::Result<()> {
                     .map_err(|e| anyhow::anyhow!("cannot read token file {}: {e}", f.display()))?
                     .trim()
                     .to_owned(),
-                (None, None) => anyhow::bail!("give --token or --token-file"),
+                (None, None) => match std::env::var("ODAC_TOKEN") {
+                    Ok(t) if !t.is_empty() => {
+                        eprintln!(
+                            "warning: reading the agent token from ODAC_TOKEN, which is the API \
+                             token of `odac`; set ODAC_AGENT_TOKEN instead"
+                        );
+                        t
+                    }
+                    _ => anyhow::bail!(
+                        "give the agent token with --token, --token-file or ODAC_AGENT_TOKEN"
+                    ),
+                },
             };
             let fleet = Fleet::start(&FleetConfig {
                 agents,

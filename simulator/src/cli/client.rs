@@ -9,10 +9,37 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use ureq::tls::{Certificate, RootCerts, TlsConfig};
 
-/// A failed request: the message to print (one line).
+/// A failed request: the message to print (one line) and, for an API refusal, the request
+/// field the API named (`gpu.count`, `host`, …).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct ClientError(pub String);
+#[error("{message}")]
+pub struct ClientError {
+    /// What went wrong, one line.
+    pub message: String,
+    /// The API's `field`, when it named one.
+    pub field: Option<String>,
+}
+
+impl ClientError {
+    /// A failure that names no request field.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            field: None,
+        }
+    }
+}
+
+/// The API base from what a user may give: `https://HOST:PORT`, with or without a trailing
+/// `/`, or the `api:` URL `odac-sim serve` prints (`https://HOST:PORT/api/`).
+pub fn api_base(url: &str) -> String {
+    let trimmed = url.trim().trim_end_matches('/');
+    trimmed
+        .strip_suffix("/api")
+        .unwrap_or(trimmed)
+        .trim_end_matches('/')
+        .to_owned()
+}
 
 /// A client of one control plane's REST API.
 pub struct Client {
@@ -26,7 +53,8 @@ fn one_line(s: &str) -> String {
 }
 
 impl Client {
-    /// A client for `base` (e.g. `https://127.0.0.1:7443`), trusting `ca_file` if given.
+    /// A client for `base` (e.g. `https://127.0.0.1:7443`, or the same with `/api/`),
+    /// trusting `ca_file` if given.
     pub fn new(
         base: &str,
         ca_file: Option<&Path>,
@@ -34,8 +62,9 @@ impl Client {
     ) -> Result<Self, ClientError> {
         let mut tls = TlsConfig::builder();
         if let Some(path) = ca_file {
-            let pem = std::fs::read(path)
-                .map_err(|e| ClientError(format!("cannot read CA file {}: {e}", path.display())))?;
+            let pem = std::fs::read(path).map_err(|e| {
+                ClientError::new(format!("cannot read CA file {}: {e}", path.display()))
+            })?;
             let certs = ureq::tls::parse_pem(&pem)
                 .filter_map(|item| match item {
                     Ok(ureq::tls::PemItem::Certificate(c)) => Some(c),
@@ -43,7 +72,7 @@ impl Client {
                 })
                 .collect::<Vec<Certificate<'static>>>();
             if certs.is_empty() {
-                return Err(ClientError(format!(
+                return Err(ClientError::new(format!(
                     "CA file {} holds no PEM certificate",
                     path.display()
                 )));
@@ -59,7 +88,7 @@ impl Client {
             .into();
         Ok(Self {
             agent,
-            base: base.trim_end_matches('/').to_owned(),
+            base: api_base(base),
             token: token.filter(|t| !t.is_empty()),
         })
     }
@@ -73,14 +102,14 @@ impl Client {
         result: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
     ) -> Result<Value, ClientError> {
         let mut resp = result.map_err(|e| {
-            ClientError(one_line(&format!(
+            ClientError::new(one_line(&format!(
                 "cannot reach the API at {}: {e}",
                 self.base
             )))
         })?;
         let status = resp.status();
         let text = resp.body_mut().read_to_string().map_err(|e| {
-            ClientError(one_line(&format!(
+            ClientError::new(one_line(&format!(
                 "cannot read the answer of {}: {e}",
                 self.base
             )))
@@ -89,11 +118,12 @@ impl Client {
         if status.is_success() {
             return Ok(body);
         }
-        let msg = body
+        let message = body
             .get("error")
             .and_then(Value::as_str)
             .map_or_else(|| format!("http {status}: {}", one_line(&text)), one_line);
-        Err(ClientError(msg))
+        let field = body.get("field").and_then(Value::as_str).map(str::to_owned);
+        Err(ClientError { message, field })
     }
 
     fn auth<B>(&self, req: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
@@ -111,7 +141,7 @@ impl Client {
     /// `GET path`, typed.
     pub fn get_as<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
         serde_json::from_value(self.get(path)?)
-            .map_err(|e| ClientError(format!("unexpected answer from {path}: {e}")))
+            .map_err(|e| ClientError::new(format!("unexpected answer from {path}: {e}")))
     }
 
     /// `POST path` with a JSON body.
@@ -141,4 +171,26 @@ pub fn segment(s: &str) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_printed_api_url_and_the_base_are_the_same() {
+        for given in [
+            "https://127.0.0.1:7443",
+            "https://127.0.0.1:7443/",
+            "https://127.0.0.1:7443/api",
+            "https://127.0.0.1:7443/api/",
+            " https://127.0.0.1:7443/api// ",
+        ] {
+            assert_eq!(api_base(given), "https://127.0.0.1:7443", "{given:?}");
+        }
+        assert_eq!(
+            api_base("https://cp.example/odac"),
+            "https://cp.example/odac"
+        );
+    }
 }

@@ -1,180 +1,25 @@
 //! The `odac` command line client of the control plane's REST API:
 //! `odac app create|gpu|list|restart|remove` and `odac host list`. Exit codes: 0 success,
-//! 1 failed request (the API's message, or "cannot reach the API"), 2 usage error.
+//! 1 failed request (the API's message in terms of the flags given, or "cannot reach the
+//! API"), 2 usage error.
 
+pub mod args;
 pub mod client;
+pub mod flags;
 pub mod table;
 
-use std::path::PathBuf;
+use std::io::Read;
 
-use clap::{Args, Parser, Subcommand};
+use clap::Parser;
+
 use serde_json::{Map, Value, json};
 
+pub use self::args::{
+    AppCommand, Cli, Command, Count, CreateArgs, GpuArgs, GpuFlags, HostCommand, ListArgs, NameArg,
+    parse_count,
+};
 use self::client::{Client, ClientError, segment};
 use crate::views::{AppView, HostView};
-
-/// `odac`: drive an ODAC control plane.
-#[derive(Debug, Parser)]
-#[command(name = "odac", version, about = "ODAC command line client")]
-pub struct Cli {
-    /// Control plane API base URL.
-    #[arg(
-        long,
-        env = "ODAC_API",
-        global = true,
-        default_value = "https://127.0.0.1:7443"
-    )]
-    pub api: String,
-    /// CA certificate (PEM) to trust for the API, e.g. the simulator's `ca.pem`.
-    #[arg(long, env = "ODAC_CA_FILE", global = true)]
-    pub ca_file: Option<PathBuf>,
-    /// API bearer token.
-    #[arg(long, env = "ODAC_TOKEN", global = true, hide_env_values = true)]
-    pub token: Option<String>,
-    /// What to do.
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-/// Top-level commands.
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Apps: create, change GPU, list, restart, remove.
-    #[command(subcommand)]
-    App(AppCommand),
-    /// Hosts: the fleet inventory.
-    #[command(subcommand)]
-    Host(HostCommand),
-}
-
-/// `odac app …`.
-#[derive(Debug, Subcommand)]
-pub enum AppCommand {
-    /// Create an app from an image or a git URL.
-    Create(CreateArgs),
-    /// Set, change or remove an app's GPU request.
-    Gpu(GpuArgs),
-    /// List apps: requested GPU, attached devices and fallback reason side by side.
-    List(ListArgs),
-    /// Restart an app (applies a changed GPU request).
-    Restart(NameArg),
-    /// Remove an app.
-    Remove(NameArg),
-}
-
-/// `odac host …`.
-#[derive(Debug, Subcommand)]
-pub enum HostCommand {
-    /// List hosts: GPUs, schedulable vendors, reasons, engine.
-    List(ListArgs),
-}
-
-/// An app name.
-#[derive(Debug, Args)]
-pub struct NameArg {
-    /// App name.
-    pub name: String,
-}
-
-/// `--json`.
-#[derive(Debug, Args)]
-pub struct ListArgs {
-    /// Print JSON instead of a table.
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// A GPU count: 1..=64 or `all`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Count {
-    /// A number of GPUs.
-    N(u32),
-    /// Every GPU.
-    All,
-}
-
-/// Parses `--count`.
-pub fn parse_count(s: &str) -> Result<Count, String> {
-    if s.eq_ignore_ascii_case("all") {
-        return Ok(Count::All);
-    }
-    match s.parse::<u32>() {
-        Ok(n) if (1..=odac_protocol::MAX_GPU_COUNT).contains(&n) => Ok(Count::N(n)),
-        _ => Err(format!(
-            "expected a number of GPUs from 1 to {} or \"all\"",
-            odac_protocol::MAX_GPU_COUNT
-        )),
-    }
-}
-
-/// `odac app create`.
-#[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("what").required(true).args(["image", "url", "app"])))]
-#[command(group(clap::ArgGroup::new("vendor").args(["gpu_nvidia", "gpu_amd", "gpu_intel", "gpu_auto"])))]
-pub struct CreateArgs {
-    /// App name (a lowercase DNS label).
-    #[arg(short = 'n', long)]
-    pub name: String,
-    /// Container image.
-    #[arg(long)]
-    pub image: Option<String>,
-    /// Git repository URL to build from.
-    #[arg(short = 'u', long = "url")]
-    pub url: Option<String>,
-    /// Catalog app to run (e.g. ollama), resolved to an image by the control plane.
-    #[arg(long)]
-    pub app: Option<String>,
-    /// Git branch (with -u).
-    #[arg(long)]
-    pub branch: Option<String>,
-    /// Host id or host name (optional with one connected host).
-    #[arg(long)]
-    pub host: Option<String>,
-    /// Request NVIDIA GPUs.
-    #[arg(long)]
-    pub gpu_nvidia: bool,
-    /// Request AMD GPUs (ROCm).
-    #[arg(long)]
-    pub gpu_amd: bool,
-    /// Request Intel GPUs.
-    #[arg(long)]
-    pub gpu_intel: bool,
-    /// Request GPUs of whatever vendor the host has.
-    #[arg(long)]
-    pub gpu_auto: bool,
-    /// How many GPUs: 1..=64 or all.
-    #[arg(long, value_name = "N|all", value_parser = parse_count)]
-    pub count: Option<Count>,
-    /// Run on the CPU when no GPU can be had.
-    #[arg(long)]
-    pub optional: bool,
-}
-
-/// `odac app gpu`.
-#[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("vendor").args(["nvidia", "amd", "intel"])))]
-pub struct GpuArgs {
-    /// App name.
-    pub name: String,
-    /// NVIDIA.
-    #[arg(long)]
-    pub nvidia: bool,
-    /// AMD (ROCm).
-    #[arg(long)]
-    pub amd: bool,
-    /// Intel.
-    #[arg(long)]
-    pub intel: bool,
-    /// How many GPUs: 1..=64 or all.
-    #[arg(long, value_name = "N|all", value_parser = parse_count)]
-    pub count: Option<Count>,
-    /// Run on the CPU when no GPU can be had.
-    #[arg(long)]
-    pub optional: bool,
-    /// Remove the GPU request.
-    #[arg(long, conflicts_with_all = ["nvidia", "amd", "intel", "count", "optional"])]
-    pub off: bool,
-}
 
 fn gpu_json(runtime: &str, count: Option<Count>, optional: bool) -> Value {
     let mut m = Map::new();
@@ -194,11 +39,21 @@ fn gpu_json(runtime: &str, count: Option<Count>, optional: bool) -> Value {
     Value::Object(m)
 }
 
+impl GpuFlags {
+    /// The GPU request these flags make (`auto` without a vendor flag: the control plane
+    /// detects the vendor, or with --optional the agent does at every start).
+    pub fn request(&self) -> Value {
+        gpu_json(self.runtime(), self.count, self.optional)
+    }
+}
+
 impl CreateArgs {
-    /// The `POST /api/apps` body.
+    /// The `POST /api/apps` body built from the flags (not for `-f`).
     pub fn body(&self) -> Value {
         let mut m = Map::new();
-        m.insert("name".into(), json!(self.name));
+        if let Some(n) = &self.name {
+            m.insert("name".into(), json!(n));
+        }
         if let Some(i) = &self.image {
             m.insert("image".into(), json!(i));
         }
@@ -217,19 +72,8 @@ impl CreateArgs {
         if let Some(h) = &self.host {
             m.insert("host".into(), json!(h));
         }
-        let runtime = if self.gpu_nvidia {
-            Some("nvidia")
-        } else if self.gpu_amd {
-            Some("amd")
-        } else if self.gpu_intel {
-            Some("intel")
-        } else if self.gpu_auto || self.count.is_some() || self.optional {
-            Some("auto")
-        } else {
-            None
-        };
-        if let Some(r) = runtime {
-            m.insert("gpu".into(), gpu_json(r, self.count, self.optional));
+        if self.gpu.any() {
+            m.insert("gpu".into(), self.gpu.request());
         }
         Value::Object(m)
     }
@@ -241,17 +85,37 @@ impl GpuArgs {
         if self.off {
             return Value::Bool(false);
         }
-        let runtime = if self.nvidia {
-            "nvidia"
-        } else if self.amd {
-            "amd"
-        } else if self.intel {
-            "intel"
-        } else {
-            "auto"
-        };
-        gpu_json(runtime, self.count, self.optional)
+        self.gpu.request()
     }
+}
+
+/// Reads the JSON app spec of `odac app create -f FILE` (`-` = standard input); `host`
+/// (from --host) is added unless the spec names one.
+pub fn read_payload(file: &str, host: Option<&str>) -> Result<Value, ClientError> {
+    let (what, text) = if file == "-" {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .map_err(|e| ClientError::new(format!("cannot read the app spec from stdin: {e}")))?;
+        ("stdin".to_owned(), s)
+    } else {
+        let s = std::fs::read_to_string(file)
+            .map_err(|e| ClientError::new(format!("cannot read the app spec {file}: {e}")))?;
+        (file.to_owned(), s)
+    };
+    let mut v: Value = serde_json::from_str(&text)
+        .map_err(|e| ClientError::new(format!("{what}: not valid JSON: {e}")))?;
+    let Value::Object(m) = &mut v else {
+        return Err(ClientError::new(format!(
+            "{what}: expected a JSON object (an app spec such as {{\"name\":\"my-app\",\"image\":\"nginx\"}})"
+        )));
+    };
+    if let Some(h) = host
+        && !m.contains_key("host")
+    {
+        m.insert("host".into(), json!(h));
+    }
+    Ok(v)
 }
 
 fn print_json(v: &Value) {
@@ -265,43 +129,91 @@ fn app_path(name: &str) -> String {
     format!("/api/apps/{}", segment(name))
 }
 
+fn unexpected(e: serde_json::Error) -> ClientError {
+    ClientError::new(format!("unexpected answer: {e}"))
+}
+
+fn host_of(v: &AppView) -> &str {
+    if v.hostname.is_empty() {
+        &v.host
+    } else {
+        &v.hostname
+    }
+}
+
+/// `odac app create`: from flags (refusals in terms of the flags) or from `-f` (refusals in
+/// terms of the spec's own fields).
+fn create(client: &Client, args: &CreateArgs) -> Result<(), ClientError> {
+    let (body, from_flags) = match &args.file {
+        Some(file) => (read_payload(file, args.host.as_deref())?, false),
+        None => (args.body(), true),
+    };
+    let answer = client
+        .post("/api/apps", &body)
+        .map_err(|e| if from_flags { flags::in_flags(e) } else { e })?;
+    let v: AppView = serde_json::from_value(answer).map_err(unexpected)?;
+    println!("created app {} on {} ({})", v.name, host_of(&v), v.state);
+    let sent_auto = body
+        .get("gpu")
+        .and_then(|g| serde_json::from_value::<odac_protocol::GpuRequest>(g.clone()).ok())
+        .is_some_and(|g| crate::gpu_auto::needs_detection(&g));
+    if sent_auto && let Some(g) = &v.requested {
+        println!(
+            "gpu request {} (vendor detected on {})",
+            table::request(Some(g)),
+            host_of(&v)
+        );
+    }
+    Ok(())
+}
+
+/// `odac app gpu`.
+fn gpu(client: &Client, args: &GpuArgs) -> Result<(), ClientError> {
+    let v = client
+        .put(&format!("{}/gpu", app_path(&args.name)), &args.body())
+        .map_err(flags::in_flags)?;
+    let app: AppView =
+        serde_json::from_value(v.get("app").cloned().unwrap_or_default()).map_err(unexpected)?;
+    let detected: Option<crate::placement::Detection> = v
+        .get("detected")
+        .and_then(|d| serde_json::from_value(d.clone()).ok());
+    let how = detected
+        .as_ref()
+        .map(|d| format!(" (vendor detected on {})", d.host))
+        .unwrap_or_default();
+    println!(
+        "app {}: gpu request {}{how}",
+        app.name,
+        table::request(app.requested.as_ref())
+    );
+    if let Some(d) = &detected
+        && let Some(reason) = d.unusable
+    {
+        println!(
+            "note: the {} GPUs of {} cannot be used now ({reason}: {}); the app will report \
+             it, `odac host list` shows the host's reasons",
+            d.vendor,
+            d.host,
+            reason.explanation()
+        );
+    }
+    if v.get("restart_required_to_apply") == Some(&Value::Bool(true)) {
+        println!("restart required to apply: odac app restart {}", app.name);
+    }
+    Ok(())
+}
+
 fn execute(cli: &Cli) -> Result<(), ClientError> {
     let client = Client::new(&cli.api, cli.ca_file.as_deref(), cli.token.clone())?;
     match &cli.command {
-        Command::App(AppCommand::Create(args)) => {
-            let v: AppView = serde_json::from_value(client.post("/api/apps", &args.body())?)
-                .map_err(|e| ClientError(format!("unexpected answer: {e}")))?;
-            println!(
-                "created app {} on {} ({})",
-                v.name,
-                if v.hostname.is_empty() {
-                    &v.host
-                } else {
-                    &v.hostname
-                },
-                v.state
-            );
-        }
-        Command::App(AppCommand::Gpu(args)) => {
-            let v = client.put(&format!("{}/gpu", app_path(&args.name)), &args.body())?;
-            let app: AppView = serde_json::from_value(v.get("app").cloned().unwrap_or_default())
-                .map_err(|e| ClientError(format!("unexpected answer: {e}")))?;
-            println!(
-                "app {}: gpu request {}",
-                app.name,
-                table::request(app.requested.as_ref())
-            );
-            if v.get("restart_required_to_apply") == Some(&Value::Bool(true)) {
-                println!("restart required to apply: odac app restart {}", app.name);
-            }
-        }
+        Command::App(AppCommand::Create(args)) => create(&client, args)?,
+        Command::App(AppCommand::Gpu(args)) => gpu(&client, args)?,
         Command::App(AppCommand::List(args)) => {
             let v = client.get("/api/apps")?;
             if args.json {
                 print_json(&v);
             } else {
-                let apps: Vec<AppView> = serde_json::from_value(v)
-                    .map_err(|e| ClientError(format!("unexpected answer: {e}")))?;
+                let apps: Vec<AppView> = serde_json::from_value(v).map_err(unexpected)?;
                 print!("{}", table::apps(&apps));
             }
         }
@@ -309,7 +221,7 @@ fn execute(cli: &Cli) -> Result<(), ClientError> {
             let v: AppView = serde_json::from_value(
                 client.post(&format!("{}/restart", app_path(&a.name)), &json!({}))?,
             )
-            .map_err(|e| ClientError(format!("unexpected answer: {e}")))?;
+            .map_err(unexpected)?;
             println!(
                 "restart requested for app {} (restart token {})",
                 v.name,
@@ -325,8 +237,7 @@ fn execute(cli: &Cli) -> Result<(), ClientError> {
             if args.json {
                 print_json(&v);
             } else {
-                let hosts: Vec<HostView> = serde_json::from_value(v)
-                    .map_err(|e| ClientError(format!("unexpected answer: {e}")))?;
+                let hosts: Vec<HostView> = serde_json::from_value(v).map_err(unexpected)?;
                 print!("{}", table::hosts(&hosts));
             }
         }

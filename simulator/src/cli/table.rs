@@ -78,6 +78,45 @@ pub fn commit(a: &AppView) -> String {
         .map_or_else(|| "-".to_owned(), |c| c.chars().take(12).collect())
 }
 
+/// Longest failure text shown in a table cell (`--json` has it whole).
+const MAX_ERROR_CHARS: usize = 100;
+
+/// The REASON cell: the fallback's code (`(on CPU)` when the app runs without its GPU) or, for
+/// an app that failed for any reason, the failure itself (`last_error`) with the GPU reason
+/// after it when that is not what the failure says.
+pub fn reason(a: &AppView) -> String {
+    let code = a.reason.map(|r| {
+        if a.attached.is_none() && a.state == "running" {
+            format!("{r} (on CPU)")
+        } else {
+            r.to_string()
+        }
+    });
+    let failed = matches!(a.state.as_str(), "failed" | "crash_loop");
+    let error = a
+        .status
+        .as_ref()
+        .and_then(|s| s.last_error.as_deref())
+        .filter(|e| failed && !e.is_empty())
+        .map(|e| {
+            let one_line = e.split_whitespace().collect::<Vec<_>>().join(" ");
+            if one_line.chars().count() > MAX_ERROR_CHARS {
+                let cut: String = one_line.chars().take(MAX_ERROR_CHARS - 1).collect();
+                format!("{cut}…")
+            } else {
+                one_line
+            }
+        });
+    match (code, error) {
+        // the agent's error often is the reason already (`no_container_runtime: …`)
+        (Some(c), Some(e)) if e.starts_with(&c) => e,
+        (Some(c), Some(e)) => format!("{e} (gpu: {c})"),
+        (Some(c), None) => c,
+        (None, Some(e)) => e,
+        (None, None) => "-".to_owned(),
+    }
+}
+
 /// The `odac app list` table.
 pub fn apps(apps: &[AppView]) -> String {
     let rows: Vec<Vec<String>> = apps
@@ -87,16 +126,7 @@ pub fn apps(apps: &[AppView]) -> String {
             if a.restart_required {
                 state.push_str(" (restart required)");
             }
-            let reason = a.reason.map_or_else(
-                || "-".to_owned(),
-                |r| {
-                    if a.attached.is_none() && a.state == "running" {
-                        format!("{r} (on CPU)")
-                    } else {
-                        r.to_string()
-                    }
-                },
-            );
+            let reason = reason(a);
             vec![
                 a.name.clone(),
                 if a.hostname.is_empty() {
@@ -134,7 +164,7 @@ pub fn hosts(hosts: &[HostView]) -> String {
         .iter()
         .map(|h| {
             let gpus = if h.gpus.is_empty() {
-                "-".to_owned()
+                if h.inventory.is_some() { "none" } else { "-" }.to_owned()
             } else {
                 h.gpus
                     .iter()
@@ -151,12 +181,9 @@ pub fn hosts(hosts: &[HostView]) -> String {
                     .collect::<Vec<_>>()
                     .join(",")
             };
+            // the same as `--json`'s `reasons`: vendors present but not schedulable
             let reason = if h.reasons.is_empty() {
-                if h.gpus.is_empty() && h.inventory.is_some() {
-                    "no_device".to_owned()
-                } else {
-                    "-".to_owned()
-                }
+                "-".to_owned()
             } else {
                 h.reasons
                     .iter()
@@ -233,6 +260,60 @@ mod tests {
         assert!(lines.next().unwrap().contains(" 0123456789ab "), "{table}");
         view.status = None;
         assert_eq!(commit(&view), "-");
+    }
+
+    #[test]
+    fn failed_apps_show_why() {
+        let status = |state: odac_protocol::AppState, err: Option<&str>| odac_protocol::AppStatus {
+            name: "svc".into(),
+            state,
+            last_error: err.map(str::to_owned),
+            ..odac_protocol::AppStatus::default()
+        };
+        let mut view = AppView {
+            name: "svc".into(),
+            host: "h1".into(),
+            hostname: "gpu-1".into(),
+            state: "failed".into(),
+            image: None,
+            requested: None,
+            attached: None,
+            fallback: None,
+            reason: None,
+            restart_required: false,
+            restart_token: None,
+            spec: odac_protocol::AppSpec::default(),
+            status: Some(status(
+                odac_protocol::AppState::Failed,
+                Some("git clone failed:\n could not resolve host"),
+            )),
+        };
+        assert_eq!(reason(&view), "git clone failed: could not resolve host");
+        view.reason = Some(odac_protocol::Reason::BuildFailed);
+        assert_eq!(
+            reason(&view),
+            "git clone failed: could not resolve host (gpu: build_failed)"
+        );
+        view.status = Some(status(
+            odac_protocol::AppState::Failed,
+            Some("build_failed: git clone failed"),
+        ));
+        assert_eq!(reason(&view), "build_failed: git clone failed", "said once");
+        view.state = "running".into();
+        view.status = Some(status(odac_protocol::AppState::Running, Some("old")));
+        assert_eq!(
+            reason(&view),
+            "build_failed (on CPU)",
+            "no error while running"
+        );
+        view.reason = None;
+        assert_eq!(reason(&view), "-");
+        view.state = "failed".into();
+        view.status = Some(status(
+            odac_protocol::AppState::Failed,
+            Some(&"x".repeat(300)),
+        ));
+        assert_eq!(reason(&view).chars().count(), MAX_ERROR_CHARS);
     }
 
     #[test]

@@ -1,5 +1,10 @@
-// odac-sim dashboard: renders /api/hosts and /api/apps, follows /api/events (SSE), and drives
-// PUT /api/apps/{name}/gpu (toggle: on = optional GPU, automatic vendor) and POST …/restart.
+// odac-sim dashboard: loads /api/hosts, /api/apps, /api/events/log and /api/reasons once (and
+// again at every (re)connection of the event stream, or on `resync`), then applies the payloads
+// of /api/events (SSE: host, app, app_deleted, event) to its own state instead of fetching
+// everything again. Shows fleet totals, hosts with their GPU detail (model, VRAM, driver, PCI
+// address, why a vendor is not schedulable and the fix), filters by host name, vendor and
+// reason, and drives PUT /api/apps/{name}/gpu (switch: on = optional GPU, automatic vendor)
+// and POST …/restart.
 "use strict";
 
 const token = (() => {
@@ -7,6 +12,18 @@ const token = (() => {
   if (m) sessionStorage.setItem("odac-token", decodeURIComponent(m[1]));
   return sessionStorage.getItem("odac-token");
 })();
+
+// Most host rows rendered at once; the filters narrow the rest.
+const MAX_HOST_ROWS = 200;
+const MAX_EVENTS = 30;
+
+const state = {
+  hosts: new Map(),   // id → Host
+  apps: new Map(),    // name → App
+  events: [],
+  reasons: new Map(), // code → {explanation, fix, fix_by_vendor}
+  openDetails: new Set(),
+};
 
 // Every call is safe to repeat (GETs, the GPU PUT, restarts carrying a request id), so one
 // that fails in the network (the browser drops requests in flight when an interface comes or
@@ -38,8 +55,13 @@ function el(tag, attrs, ...children) {
     else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
     else if (v !== undefined && v !== null && v !== false) e.setAttribute(k, v === true ? "" : v);
   }
-  for (const c of children) if (c !== null && c !== undefined) e.append(c);
+  for (const c of children) if (c !== null && c !== undefined && c !== false) e.append(c);
   return e;
+}
+
+// A table cell that carries its column name, shown above the value when rows are cards.
+function td(label, attrs, ...children) {
+  return el("td", Object.assign({ "data-label": label }, attrs || {}), ...children);
 }
 
 function request(g) {
@@ -56,27 +78,149 @@ function attached(a) {
   return a.vendor + " (" + a.mechanism + ")" + (a.devices.length ? ": " + a.devices.join(", ") : "");
 }
 
+function gib(bytes) {
+  if (!bytes) return null;
+  const g = bytes / 1073741824;
+  return (g >= 10 ? g.toFixed(0) : g.toFixed(1)) + " GiB";
+}
+
+function fixFor(code, vendor) {
+  const r = state.reasons.get(code);
+  if (!r) return null;
+  return (vendor && r.fix_by_vendor && r.fix_by_vendor[vendor]) || r.fix || null;
+}
+
 function say(text, isError) {
   const m = document.getElementById("message");
   m.textContent = text;
   m.className = isError ? "error" : "";
 }
 
-function renderHosts(hosts) {
-  const body = document.querySelector("#hosts tbody");
-  body.replaceChildren(...hosts.map(h => {
-    const reason = Object.entries(h.reasons).map(([v, r]) => v + ": " + r).join("; ") ||
-      (h.inventory && !h.gpus.length ? "no_device" : "");
-    return el("tr", { "data-host": h.id },
-      el("td", {}, h.hostname, el("span", { class: "detail mono" }, h.id)),
-      el("td", {}, el("span", { class: "pill " + (h.connected ? "on" : "off") }, h.connected ? "connected" : "offline")),
-      el("td", {}, h.gpus.length ? h.gpus.map(g => g.vendor + " × " + g.count + " (" + g.models.join(", ") + ")").join("; ") : "—"),
-      el("td", {}, h.schedulable.length ? h.schedulable.join(", ") : "—"),
-      el("td", { class: reason ? "reason" : "reason none" }, reason || "—"),
-      el("td", {}, h.engine),
-      el("td", {}, h.apps.join(", ") || "—"));
+// ---- filters ---------------------------------------------------------------------------
+
+function filters() {
+  return {
+    text: document.getElementById("filter-text").value.trim().toLowerCase(),
+    vendor: document.getElementById("filter-vendor").value,
+    reason: document.getElementById("filter-reason").value,
+  };
+}
+
+function hostMatches(h, f) {
+  if (f.text && !(h.hostname.toLowerCase().includes(f.text) || h.id.toLowerCase().includes(f.text) ||
+      h.apps.some(a => a.toLowerCase().includes(f.text)))) return false;
+  if (f.vendor === "none" && h.gpus.length) return false;
+  if (f.vendor && f.vendor !== "none" && !h.gpus.some(g => g.vendor === f.vendor)) return false;
+  if (f.reason && !Object.values(h.reasons).includes(f.reason)) return false;
+  return true;
+}
+
+function appMatches(a, f) {
+  if (f.text && !(a.name.toLowerCase().includes(f.text) || (a.hostname || "").toLowerCase().includes(f.text) ||
+      a.host.toLowerCase().includes(f.text))) return false;
+  const h = state.hosts.get(a.host);
+  if ((f.vendor || f.reason) && h && !hostMatches(h, Object.assign({}, f, { text: "" }))) return false;
+  return true;
+}
+
+// ---- rendering ---------------------------------------------------------------------------
+
+function renderTotals() {
+  const hosts = [...state.hosts.values()];
+  const connected = hosts.filter(h => h.connected).length;
+  const byVendor = { nvidia: 0, amd: 0, intel: 0 };
+  let gpus = 0, schedulable = 0;
+  const reasons = new Map(); // "vendor reason" → {vendor, code, hosts}
+  for (const h of hosts) {
+    for (const g of h.gpus) {
+      byVendor[g.vendor] = (byVendor[g.vendor] || 0) + g.count;
+      gpus += g.count;
+      if (h.schedulable.includes(g.vendor)) {
+        const inv = h.inventory;
+        schedulable += inv ? inv.gpus.filter(x => x.vendor === g.vendor && x.passable).length : g.count;
+      }
+    }
+    for (const [vendor, code] of Object.entries(h.reasons)) {
+      const k = vendor + " " + code;
+      const e = reasons.get(k) || { vendor, code, hosts: 0 };
+      e.hosts += 1;
+      reasons.set(k, e);
+    }
+  }
+  const apps = [...state.apps.values()];
+  const running = apps.filter(a => a.state === "running").length;
+  const failed = apps.filter(a => a.state === "failed" || a.state === "crash_loop").length;
+  const total = (id, n, what) => el("div", { class: "total", id }, el("span", { class: "n" }, String(n)), el("span", { class: "what" }, what));
+  document.getElementById("totals").replaceChildren(
+    total("total-hosts", connected + " / " + hosts.length, "hosts connected"),
+    total("total-gpus", gpus, "GPUs: " + Object.entries(byVendor).map(([v, n]) => v + " " + n).join(" · ")),
+    total("total-schedulable", schedulable + " / " + gpus, "GPUs schedulable"),
+    total("total-apps", running + " / " + apps.length, "apps running" + (failed ? " · " + failed + " failed" : "")));
+  const top = [...reasons.values()].sort((a, b) => b.hosts - a.hosts || a.code.localeCompare(b.code)).slice(0, 5);
+  document.getElementById("top-reasons-box").hidden = top.length === 0;
+  document.getElementById("top-reasons").replaceChildren(...top.map(r => {
+    const fix = fixFor(r.code, r.vendor);
+    return el("li", { "data-reason": r.code },
+      el("strong", {}, r.vendor + ": " + r.code), " — " + r.hosts + " host" + (r.hosts === 1 ? "" : "s"),
+      state.reasons.get(r.code) ? el("span", { class: "detail" }, state.reasons.get(r.code).explanation) : null,
+      fix ? el("span", { class: "fix" }, fix) : null);
   }));
-  document.getElementById("hosts-empty").hidden = hosts.length > 0;
+  // the reason filter offers the reasons present in the fleet
+  const select = document.getElementById("filter-reason");
+  const codes = [...new Set([...reasons.values()].map(r => r.code))].sort();
+  const have = [...select.options].slice(1).map(o => o.value);
+  if (codes.join() !== have.join()) {
+    const chosen = select.value;
+    select.replaceChildren(el("option", { value: "" }, "any"), ...codes.map(c => el("option", { value: c }, c)));
+    select.value = codes.includes(chosen) ? chosen : "";
+  }
+}
+
+function gpuDetail(h) {
+  const inv = h.inventory;
+  if (!inv) return el("span", { class: "muted" }, "no inventory yet");
+  if (!inv.gpus.length) return el("span", { class: "muted" }, "no GPU on the PCI bus");
+  const open = state.openDetails.has(h.id);
+  const verdicts = Object.entries(inv.accelerators)
+    .filter(([v]) => inv.gpus.some(g => g.vendor === v))
+    .map(([v, a]) => el("li", { "data-vendor": v },
+      a.schedulable
+        ? el("span", {}, v + ": schedulable" + (a.mechanism ? " via " + a.mechanism : ""))
+        : el("span", { class: "reason" }, v + ": not schedulable — " + (a.reason || "unknown")),
+      a.detail ? el("span", { class: "detail" }, a.detail) : null,
+      !a.schedulable && a.reason && fixFor(a.reason, v) ? el("span", { class: "fix" }, fixFor(a.reason, v)) : null));
+  return el("details", { open, ontoggle: ev => ev.target.open ? state.openDetails.add(h.id) : state.openDetails.delete(h.id) },
+    el("summary", { id: "detail-" + h.id }, inv.gpus.length + " GPU" + (inv.gpus.length === 1 ? "" : "s")),
+    el("ul", { class: "gpus" }, ...inv.gpus.map(g => el("li", { class: "gpu" },
+      el("strong", {}, g.model), " · ",
+      [gib(g.vram_bytes), g.driver ? "driver " + g.driver + (g.driver_version ? " " + g.driver_version : "") : "no driver",
+       "PCI " + g.pci_address, g.passable ? "passable" : "not passable"].filter(Boolean).join(" · ")))),
+    el("ul", { class: "verdicts" }, ...verdicts));
+}
+
+function renderHosts(f) {
+  const all = [...state.hosts.values()].sort((a, b) => a.hostname.localeCompare(b.hostname) || a.id.localeCompare(b.id));
+  const shown = all.filter(h => hostMatches(h, f));
+  const rows = shown.slice(0, MAX_HOST_ROWS);
+  const body = document.querySelector("#hosts tbody");
+  keepFocus(() => body.replaceChildren(...rows.map(h => {
+    const reason = Object.entries(h.reasons).map(([v, r]) => v + ": " + r).join("; ");
+    return el("tr", { "data-host": h.id },
+      td("Host", {}, h.hostname, el("span", { class: "detail mono" }, h.id)),
+      td("Connected", {}, el("span", { class: "pill " + (h.connected ? "on" : "off") }, h.connected ? "connected" : "offline")),
+      td("GPUs", {}, h.gpus.length ? h.gpus.map(g => g.vendor + " × " + g.count + " (" + g.models.join(", ") + ")").join("; ") : "—"),
+      td("Schedulable", {}, h.schedulable.length ? h.schedulable.join(", ") : "—"),
+      td("Reason", { class: reason ? "reason" : "reason none" }, reason || "—"),
+      td("Engine", {}, h.engine),
+      td("Apps", {}, h.apps.join(", ") || "—"),
+      td("GPU detail", { class: "gpu-detail" }, gpuDetail(h)));
+  })));
+  const more = document.getElementById("hosts-more");
+  more.hidden = shown.length <= rows.length;
+  more.textContent = "showing " + rows.length + " of " + shown.length + " hosts: search or filter to narrow";
+  document.getElementById("hosts-empty").hidden = all.length > 0;
+  const filtered = f.text || f.vendor || f.reason;
+  document.getElementById("filter-count").textContent = filtered ? shown.length + " of " + all.length + " hosts" : "";
 }
 
 // Re-rendering replaces the rows: keep the focused control (by id) focused, so a keyboard
@@ -88,95 +232,151 @@ function keepFocus(render) {
   if (again && again !== document.activeElement) again.focus({ preventScroll: true });
 }
 
-// GPU switches whose PUT is still in flight: name → the state the user chose, so a refresh
+// GPU switches whose PUT is still in flight: name → the state the user chose, so an update
 // that lands first does not flip the switch back.
 const gpuInFlight = new Map();
 
-function renderApps(apps) {
+function renderApps(f) {
+  const apps = [...state.apps.values()].filter(a => appMatches(a, f)).sort((a, b) => a.name.localeCompare(b.name));
   const body = document.querySelector("#apps tbody");
   keepFocus(() => body.replaceChildren(...apps.map(a => {
     const gpuOn = gpuInFlight.has(a.name) ? gpuInFlight.get(a.name) : !!a.requested;
     const toggleId = "gpu-" + a.name;
     const fb = a.fallback;
+    const failed = a.state === "failed" || a.state === "crash_loop";
+    const error = a.status && a.status.last_error;
     return el("tr", { "data-app": a.name },
-      el("td", { class: "mono" }, a.name),
-      el("td", {}, a.hostname || a.host),
-      el("td", {},
+      td("Name", { class: "mono" }, a.name),
+      td("Host", {}, a.hostname || a.host),
+      td("State", {},
         el("span", { class: "state state-" + a.state }, a.state),
         a.restart_required ? el("span", { class: "badge restart", title: "the running container does not match the spec: restart to apply" }, "restart required") : null),
-      el("td", { class: "mono" }, a.image || "—"),
-      el("td", { class: "requested mono" }, request(a.requested)),
-      el("td", { class: "attached mono" }, attached(a.attached)),
-      el("td", { class: fb ? "reason" : "reason none" }, fb ? fb.reason + (a.attached ? "" : (a.state === "running" ? " (on CPU)" : "")) : "—",
+      td("Image", { class: "mono" }, a.image || "—"),
+      td("GPU requested", { class: "requested mono" }, request(a.requested)),
+      td("GPU attached", { class: "attached mono" }, attached(a.attached)),
+      td("Reason", { class: fb || (failed && error) ? "reason" : "reason none" },
+        fb ? fb.reason + (a.attached ? "" : (a.state === "running" ? " (on CPU)" : "")) : (failed && error ? "failed" : "—"),
         fb ? el("span", { class: "detail" }, fb.tier + (fb.detail ? ": " + fb.detail : "")) : null,
-        a.status && a.status.last_error ? el("span", { class: "detail" }, a.status.last_error) : null),
-      el("td", {}, el("label", { class: "switch", for: toggleId },
+        error ? el("span", { class: "detail" }, error) : null),
+      td("GPU", {}, el("label", { class: "switch", for: toggleId },
         el("input", { type: "checkbox", id: toggleId, role: "switch", checked: gpuOn, "aria-checked": String(gpuOn),
           onchange: ev => setGpu(a.name, ev.target.checked) }),
         el("span", {}, "GPU for " + a.name))),
-      el("td", {}, el("button", { type: "button", id: "restart-" + a.name, "aria-label": "Restart " + a.name, onclick: () => restart(a.name) }, "Restart")));
+      td("Actions", {}, el("button", { type: "button", id: "restart-" + a.name, "aria-label": "Restart " + a.name, onclick: () => restart(a.name) }, "Restart")));
   })));
-  document.getElementById("apps-empty").hidden = apps.length > 0;
+  document.getElementById("apps-empty").hidden = state.apps.size > 0;
 }
 
-function renderEvents(events) {
+function renderEvents() {
   const list = document.getElementById("events");
-  list.replaceChildren(...events.slice(-30).reverse().map(e =>
+  list.replaceChildren(...state.events.slice(-MAX_EVENTS).reverse().map(e =>
     el("li", { class: e.level }, new Date(e.ts_ms).toLocaleTimeString() + " — " + (e.app ? e.app + ": " : "") + e.message)));
 }
+
+function render() {
+  const f = filters();
+  renderTotals();
+  renderHosts(f);
+  renderApps(f);
+  renderEvents();
+}
+
+let renderPending = null;
+function renderSoon() {
+  if (renderPending) return;
+  renderPending = setTimeout(() => { renderPending = null; render(); }, 80);
+}
+
+// ---- actions -----------------------------------------------------------------------------
 
 async function setGpu(name, on) {
   gpuInFlight.set(name, on);
   try {
     const r = await api("PUT", "/api/apps/" + encodeURIComponent(name) + "/gpu", on ? true : false);
+    if (r && r.app) state.apps.set(r.app.name, r.app);
     say("app " + name + ": GPU " + (on ? "on (optional, automatic vendor)" : "off") +
         (r.restart_required_to_apply ? " — restart required to apply" : ""));
   } catch (e) { say(e.message, true); }
   gpuInFlight.delete(name);
-  refresh();
+  renderSoon();
 }
 
 async function restart(name) {
   try {
     const request_id = Date.now().toString(36) + "-" + Math.random().toString(36).slice(2);
-    await api("POST", "/api/apps/" + encodeURIComponent(name) + "/restart", { request_id });
+    const a = await api("POST", "/api/apps/" + encodeURIComponent(name) + "/restart", { request_id });
+    if (a && a.name) state.apps.set(a.name, a);
     say("restart requested for " + name);
   } catch (e) { say(e.message, true); }
-  refresh();
+  renderSoon();
 }
 
-let pending = null;
-let refreshFailed = null;
-async function refresh() {
+// ---- loading and the event stream --------------------------------------------------------
+
+let loadFailed = null;
+// The whole state, fetched: at start, at every (re)connection of the event stream (changes
+// made while it was down are not replayed) and on `resync`.
+async function load() {
   try {
-    const [hosts, apps, events] = await Promise.all([api("GET", "/api/hosts"), api("GET", "/api/apps"), api("GET", "/api/events/log")]);
-    renderHosts(hosts);
-    renderApps(apps);
-    renderEvents(events);
-    // a refresh that works again clears the error an earlier refresh showed
+    const [hosts, apps, events, reasons] = await Promise.all([
+      api("GET", "/api/hosts"), api("GET", "/api/apps"), api("GET", "/api/events/log"),
+      state.reasons.size ? null : api("GET", "/api/reasons").catch(() => [])]);
+    state.hosts = new Map(hosts.map(h => [h.id, h]));
+    state.apps = new Map(apps.map(a => [a.name, a]));
+    state.events = events.slice(-MAX_EVENTS);
+    if (reasons) state.reasons = new Map(reasons.map(r => [r.code, r]));
+    render();
+    // a load that works again clears the error an earlier one showed
     const m = document.getElementById("message");
-    if (refreshFailed !== null && m.className === "error" && m.textContent === refreshFailed) say("");
-    refreshFailed = null;
+    if (loadFailed !== null && m.className === "error" && m.textContent === loadFailed) say("");
+    loadFailed = null;
   } catch (e) {
-    refreshFailed = e.message;
+    loadFailed = e.message;
     say(e.message, true);
   }
 }
-function soon() {
-  if (pending) return;
-  pending = setTimeout(() => { pending = null; refresh(); }, 80);
+
+// One SSE message applied to the state; true when it asks for a full load.
+function apply(kind, data) {
+  switch (kind) {
+    case "host": if (data && data.id) state.hosts.set(data.id, data); break;
+    case "app":
+      if (data && data.name) state.apps.set(data.name, data);
+      break;
+    case "app_deleted": if (data && data.name) state.apps.delete(data.name); break;
+    case "event":
+      if (data) {
+        state.events.push(data);
+        if (state.events.length > MAX_EVENTS) state.events.splice(0, state.events.length - MAX_EVENTS);
+      }
+      break;
+    case "resync": return true;
+    default: return false;
+  }
+  renderSoon();
+  return false;
+}
+
+function parseBlock(block) {
+  let kind = null;
+  const data = [];
+  for (const line of block.split("\n")) {
+    if (line.startsWith(":")) continue;
+    const i = line.indexOf(":");
+    const field = i < 0 ? line : line.slice(0, i);
+    const value = i < 0 ? "" : line.slice(i + 1).replace(/^ /, "");
+    if (field === "event") kind = value.trim();
+    else if (field === "data") data.push(value);
+  }
+  let payload = null;
+  if (data.length) {
+    try { payload = JSON.parse(data.join("\n")); } catch (_) { payload = null; }
+  }
+  return { kind, payload };
 }
 
 // The event stream is read with fetch, not EventSource: EventSource cannot send the API token
 // (`--api-token`), so with a token the page would never go live. Reconnects with backoff.
-const EVENT_KINDS = new Set(["hello", "host", "app", "app_deleted", "event", "faults", "resync"]);
-
-function sseKind(block) {
-  // one SSE message: the `event:` field names it (comment-only blocks are keep-alives)
-  const m = block.match(/^event:\s?(.*)$/m);
-  return m ? m[1].trim() : null;
-}
-
 async function follow(pill) {
   const headers = { "Accept": "text/event-stream" };
   if (token) headers["Authorization"] = "Bearer " + token;
@@ -193,15 +393,17 @@ async function follow(pill) {
     buf += value.replace(/\r\n?/g, "\n");
     let end;
     while ((end = buf.indexOf("\n\n")) >= 0) {
-      const kind = sseKind(buf.slice(0, end));
+      const { kind, payload } = parseBlock(buf.slice(0, end));
       buf = buf.slice(end + 2);
       if (kind === "hello") {
         pill.textContent = "live";
         pill.className = "pill on";
         const m = document.getElementById("message");
         if (m.className === "error" && m.textContent.startsWith("event stream:")) say("");
+        load();
+      } else if (kind && apply(kind, payload)) {
+        load();
       }
-      if (EVENT_KINDS.has(kind)) soon();
     }
   }
 }
@@ -224,6 +426,8 @@ async function live() {
   }
 }
 
-refresh();
+for (const id of ["filter-text", "filter-vendor", "filter-reason"]) {
+  document.getElementById(id).addEventListener("input", render);
+}
+load();
 live();
-setInterval(refresh, 15000);

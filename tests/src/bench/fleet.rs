@@ -28,6 +28,7 @@ pub fn start_fleet(sim: &Sim, agents: usize, prefix: &str, dir: &Path) -> Result
         .arg("--prefix")
         .arg(prefix)
         .env_remove("ODAC_TOKEN")
+        .env_remove("ODAC_AGENT_TOKEN")
         .env("ODAC_SIM_LOG", "warn");
     Process::spawn(&format!("fleet-{prefix}"), &mut cmd, &dir.join("logs"))
 }

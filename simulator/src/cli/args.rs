@@ -1,0 +1,202 @@
+//! The `odac` command line as clap parses it. One vendor vocabulary everywhere
+//! (`--nvidia`, `--amd`, `--intel`, `--auto`; `create`'s old `--gpu-*` spellings are hidden
+//! aliases), every flag with a help line, and environment variables shown by name only.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// `odac`: drive an ODAC control plane.
+#[derive(Debug, Parser)]
+#[command(name = "odac", version, about = "ODAC command line client")]
+pub struct Cli {
+    /// Control plane URL: the base (https://HOST:PORT) or the `api:` line `odac-sim serve`
+    /// prints (https://HOST:PORT/api/).
+    #[arg(
+        long,
+        env = "ODAC_API",
+        global = true,
+        hide_env_values = true,
+        default_value = "https://127.0.0.1:7443"
+    )]
+    pub api: String,
+    /// CA certificate (PEM) to trust for the API, e.g. the simulator's DIR/ca.pem.
+    #[arg(long, env = "ODAC_CA_FILE", global = true, hide_env_values = true)]
+    pub ca_file: Option<PathBuf>,
+    /// API bearer token (`odac-sim serve --api-token`); not needed when the API is open.
+    #[arg(long, env = "ODAC_TOKEN", global = true, hide_env_values = true)]
+    pub token: Option<String>,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Top-level commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Apps: create, change GPU, list, restart, remove.
+    #[command(subcommand)]
+    App(AppCommand),
+    /// Hosts: the fleet inventory.
+    #[command(subcommand)]
+    Host(HostCommand),
+}
+
+/// `odac app …`.
+#[derive(Debug, Subcommand)]
+pub enum AppCommand {
+    /// Create an app from an image, a git URL, a catalog app or a JSON app spec (-f).
+    Create(CreateArgs),
+    /// Set, change or remove an app's GPU request (no vendor flag: detect the host's vendor).
+    Gpu(GpuArgs),
+    /// List apps: requested GPU, attached devices and the reason side by side.
+    List(ListArgs),
+    /// Restart an app (applies a changed GPU request).
+    Restart(NameArg),
+    /// Remove an app and its container.
+    Remove(NameArg),
+}
+
+/// `odac host …`.
+#[derive(Debug, Subcommand)]
+pub enum HostCommand {
+    /// List hosts: GPUs, schedulable vendors, reasons, engine.
+    List(ListArgs),
+}
+
+/// An app name.
+#[derive(Debug, Args)]
+pub struct NameArg {
+    /// App name.
+    pub name: String,
+}
+
+/// `--json`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Print the API's JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A GPU count: 1..=64 or `all`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Count {
+    /// A number of GPUs.
+    N(u32),
+    /// Every GPU.
+    All,
+}
+
+/// Parses `--count`.
+pub fn parse_count(s: &str) -> Result<Count, String> {
+    if s.eq_ignore_ascii_case("all") {
+        return Ok(Count::All);
+    }
+    match s.parse::<u32>() {
+        Ok(n) if (1..=odac_protocol::MAX_GPU_COUNT).contains(&n) => Ok(Count::N(n)),
+        _ => Err(format!(
+            "expected a number of GPUs from 1 to {} or \"all\"",
+            odac_protocol::MAX_GPU_COUNT
+        )),
+    }
+}
+
+/// The GPU flags shared by `create` and `gpu`.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("vendor").args(["nvidia", "amd", "intel", "auto"])))]
+pub struct GpuFlags {
+    /// Require NVIDIA GPUs.
+    #[arg(long, alias = "gpu-nvidia")]
+    pub nvidia: bool,
+    /// Require AMD GPUs (ROCm).
+    #[arg(long, alias = "gpu-amd")]
+    pub amd: bool,
+    /// Require Intel GPUs.
+    #[arg(long, alias = "gpu-intel")]
+    pub intel: bool,
+    /// Detect the vendor from the host's inventory (the default of `odac app gpu`); with
+    /// --optional the agent picks one at every start instead.
+    #[arg(long, alias = "gpu-auto")]
+    pub auto: bool,
+    /// How many GPUs: 1 to 64, or all (the default).
+    #[arg(long, value_name = "N|all", value_parser = parse_count)]
+    pub count: Option<Count>,
+    /// Run on the CPU when no GPU can be had, instead of failing (any vendor, unless one is
+    /// named).
+    #[arg(long)]
+    pub optional: bool,
+}
+
+impl GpuFlags {
+    /// The vendor named by a flag, as the API spells the runtime; `auto` when none.
+    pub fn runtime(&self) -> &'static str {
+        if self.nvidia {
+            "nvidia"
+        } else if self.amd {
+            "amd"
+        } else if self.intel {
+            "intel"
+        } else {
+            "auto"
+        }
+    }
+
+    /// Whether any GPU flag was given.
+    pub fn any(&self) -> bool {
+        self.nvidia || self.amd || self.intel || self.auto || self.count.is_some() || self.optional
+    }
+}
+
+/// `odac app create`.
+#[derive(Debug, Args)]
+#[command(group(
+    clap::ArgGroup::new("what")
+        .required(true)
+        .args(["image", "url", "app", "file"])
+))]
+pub struct CreateArgs {
+    /// App name (a lowercase DNS label).
+    #[arg(short = 'n', long, required_unless_present = "file")]
+    pub name: Option<String>,
+    /// Container image to run.
+    #[arg(long)]
+    pub image: Option<String>,
+    /// Git repository URL to build the image from.
+    #[arg(short = 'u', long = "url")]
+    pub url: Option<String>,
+    /// Catalog app to run (e.g. ollama), resolved to an image by the control plane.
+    #[arg(long)]
+    pub app: Option<String>,
+    /// Git branch to build (with -u).
+    #[arg(long)]
+    pub branch: Option<String>,
+    /// JSON app spec to post as is (a file, or - for standard input), e.g.
+    /// {"name":"ollama-app","type":"app","app":"ollama","gpu":{"runtime":"nvidia"}}.
+    #[arg(
+        short = 'f',
+        long = "file",
+        value_name = "FILE|-",
+        conflicts_with_all = ["name", "image", "url", "app", "branch", "nvidia", "amd", "intel", "auto", "count", "optional"]
+    )]
+    pub file: Option<String>,
+    /// Host id or host name to place the app on (optional when one host is connected).
+    #[arg(long)]
+    pub host: Option<String>,
+    /// GPU request.
+    #[command(flatten)]
+    pub gpu: GpuFlags,
+}
+
+/// `odac app gpu`.
+#[derive(Debug, Args)]
+pub struct GpuArgs {
+    /// App name.
+    pub name: String,
+    /// GPU request; no vendor flag means automatic vendor detection.
+    #[command(flatten)]
+    pub gpu: GpuFlags,
+    /// Remove the GPU request (the app runs on the CPU after its next restart).
+    #[arg(long, conflicts_with_all = ["nvidia", "amd", "intel", "auto", "count", "optional"])]
+    pub off: bool,
+}

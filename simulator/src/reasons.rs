@@ -1,0 +1,67 @@
+//! `GET /api/reasons`: the closed set of reason codes with the operator's explanation and fix
+//! (generic and per vendor), from the protocol's own texts, so that the dashboard can say what
+//! to do about the reasons it shows without carrying a copy of them.
+
+use std::collections::BTreeMap;
+
+use axum::Json;
+use odac_protocol::{Reason, Vendor};
+use serde::Serialize;
+
+/// One reason code as the API describes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReasonInfo {
+    /// The code, e.g. `no_container_runtime`.
+    pub code: Reason,
+    /// What it means, one line.
+    pub explanation: &'static str,
+    /// The fix when the vendor is not known, if there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<&'static str>,
+    /// Vendor-specific fixes, where they differ from the generic one.
+    pub fix_by_vendor: BTreeMap<Vendor, &'static str>,
+}
+
+/// Every reason code.
+pub fn all() -> Vec<ReasonInfo> {
+    Reason::ALL
+        .iter()
+        .map(|r| ReasonInfo {
+            code: *r,
+            explanation: r.explanation(),
+            fix: r.fix(None),
+            fix_by_vendor: Vendor::ALL
+                .iter()
+                .filter_map(|v| r.fix(Some(*v)).map(|f| (*v, f)))
+                .filter(|(_, f)| Some(*f) != r.fix(None))
+                .collect(),
+        })
+        .collect()
+}
+
+/// `GET /api/reasons`.
+pub async fn list_reasons() -> Json<Vec<ReasonInfo>> {
+    Json(all())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_with_vendor_fixes_where_they_differ() {
+        let all = all();
+        assert_eq!(all.len(), Reason::ALL.len());
+        let ncr = all
+            .iter()
+            .find(|r| r.code == Reason::NoContainerRuntime)
+            .map(|r| r.fix_by_vendor.get(&Vendor::Nvidia).copied());
+        assert!(
+            ncr.flatten()
+                .is_some_and(|f| f.contains("nvidia-ctk runtime configure")),
+            "{ncr:?}"
+        );
+        let none = all.iter().find(|r| r.code == Reason::NoDevice);
+        assert!(none.is_some_and(|r| r.fix.is_none() && r.fix_by_vendor.is_empty()));
+    }
+}
