@@ -6,6 +6,7 @@ pub mod config;
 pub mod engine;
 pub mod enroll;
 pub mod gpu;
+pub mod liveness;
 pub mod logging;
 pub mod notify;
 pub mod run;

@@ -35,6 +35,7 @@ pub use session::SessionEnd;
 pub use tls::{TlsConfigError, TlsSettings};
 pub use token::{TOKEN_ENV, Token, TokenError};
 
+use crate::liveness::{Heartbeat, STEP_BOUND};
 use crate::sysinfo::ChangeDetector;
 
 /// The latest local inventory, published by the inventory scanner.
@@ -104,6 +105,7 @@ pub struct Uplink {
     outbox: Arc<Mutex<Outbox>>,
     wake: Arc<Notify>,
     link_events: broadcast::Sender<LinkEvent>,
+    beat: Heartbeat,
 }
 
 impl Uplink {
@@ -117,7 +119,15 @@ impl Uplink {
             outbox,
             wake: Arc::new(Notify::new()),
             link_events: broadcast::channel(256).0,
+            beat: Heartbeat::detached("uplink"),
         }
+    }
+
+    /// Stamps `beat` on every turn of the connect loop and of a session, and while they wait
+    /// (see [`crate::liveness`]).
+    pub fn with_heartbeat(mut self, beat: Heartbeat) -> Self {
+        self.beat = beat;
+        self
     }
 
     /// A handle to queue diagnostic events.
@@ -168,10 +178,11 @@ impl Uplink {
             if shutdown.is_cancelled() {
                 break;
             }
+            self.beat.stamp();
             self.emit(LinkEvent::Connecting);
             let dialed = tokio::select! {
                 () = shutdown.cancelled() => break,
-                d = cfg.dialer.dial() => d,
+                d = self.beat.step(STEP_BOUND, cfg.dialer.dial()) => d,
             };
             let delay = match dialed {
                 Err(e) => {
@@ -199,6 +210,7 @@ impl Uplink {
                         welcome_timeout: cfg.welcome_timeout,
                         shutdown,
                         link_events: &self.link_events,
+                        beat: &self.beat,
                     };
                     match session::run_session(ws, ctx).await {
                         SessionEnd::Shutdown => break,
@@ -242,7 +254,7 @@ impl Uplink {
             self.emit(LinkEvent::BackingOff(delay));
             tokio::select! {
                 () = shutdown.cancelled() => break,
-                () = tokio::time::sleep(delay.delay) => {}
+                () = self.beat.idle(delay.delay) => {}
             }
         }
         info!("uplink stopped");

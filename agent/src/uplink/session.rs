@@ -30,6 +30,7 @@ use super::control::{AppControl, ApplyError};
 use super::heartbeat::{Beat, Heartbeat};
 use super::outbox::Outbox;
 use super::{LinkEvent, lock};
+use crate::liveness::{Heartbeat as LoopBeat, IDLE_STAMP};
 
 /// How long shutdown waits for the change being persisted before closing anyway.
 const SHUTDOWN_APPLY_GRACE: Duration = Duration::from_secs(3);
@@ -63,6 +64,8 @@ pub(crate) struct SessionCtx<'a> {
     pub welcome_timeout: Duration,
     pub shutdown: &'a CancellationToken,
     pub link_events: &'a broadcast::Sender<LinkEvent>,
+    /// Stamped on every turn of the session loop and every idle second.
+    pub beat: &'a LoopBeat,
 }
 
 type ApplyFuture = Pin<Box<dyn Future<Output = (u64, Result<(), ApplyError>)> + Send>>;
@@ -112,8 +115,11 @@ pub(crate) async fn run_session(mut ws: WsStream, ctx: SessionCtx<'_>) -> Sessio
     let mut ticker = tokio::time::interval_at(Instant::now() + interval, interval);
     ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut applying: Option<ApplyFuture> = None;
+    let mut idle = tokio::time::interval(IDLE_STAMP);
+    idle.set_missed_tick_behavior(MissedTickBehavior::Delay);
 
     loop {
+        ctx.beat.stamp();
         if applying.is_none() {
             applying = queued.pop_front().and_then(|m| start_apply(ctx.apps, m));
         }
@@ -150,6 +156,7 @@ pub(crate) async fn run_session(mut ws: WsStream, ctx: SessionCtx<'_>) -> Sessio
                     return lost(reason);
                 }
             }
+            _ = idle.tick() => {}
         }
     }
 }
