@@ -9,6 +9,7 @@
 //! - [`docker`], [`image`]: the test's own view of the engine, cleanup by label, the test image;
 //! - [`tls`]: certificates made at test time;
 //! - [`sim`], [`agent`], [`stack`]: the simulator, the agent and a scenario's whole world;
+//! - [`systemd`]: real systemd as PID 1 in a container, and the agent's Debian package;
 //! - [`backoff`]: the agent's logged reconnect schedule against its envelope;
 //! - [`figures`]: the numbers each scenario prints.
 
@@ -25,6 +26,7 @@ pub mod process;
 mod relay;
 pub mod sim;
 pub mod stack;
+pub mod systemd;
 pub mod tcp_proxy;
 pub mod tls;
 pub mod unix_proxy;
