@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the Debian package with cargo-deb and checks what is in it:
-#   - control fields (dpkg-deb -I): package name, version, architecture, maintainer scripts
+#   - control fields (dpkg-deb -I): package name, version, architecture, Depends (libc6, git),
+#     Recommends (docker), maintainer scripts
 #     that enable the unit (deb-systemd-helper) and stop it on removal, the conffile;
 #   - contents (dpkg-deb -c): /usr/bin/odac-agent 0755, the unit under /usr/lib/systemd/system
 #     (/lib/systemd/system on merged-/usr Debian) 0644, /etc/odac/agent.toml 0644;
@@ -55,6 +56,8 @@ esac
 [ -n "$(field Maintainer)" ] || fail "no Maintainer"
 [ "$(field Section)" = "admin" ] || fail "Section is $(field Section), want admin"
 field Depends | grep -q 'libc6' || fail "Depends lacks libc6: $(field Depends)"
+field Depends | grep -Eq '(^|, )git( |,|$)' || fail "Depends lacks git (git-sourced apps): $(field Depends)"
+field Recommends | grep -q 'docker' || fail "Recommends lacks docker: $(field Recommends)"
 
 info=$(dpkg-deb -I "$deb")
 for member in control conffiles postinst prerm postrm; do

@@ -8,6 +8,7 @@ pub mod engine;
 pub mod enroll;
 pub mod gpu;
 pub mod instance_lock;
+pub mod liveness;
 pub mod logging;
 pub mod notify;
 pub mod run;

@@ -209,7 +209,11 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), RunE
         }
         crate::notify::ready();
     });
-    tasks.spawn(crate::notify::watchdog_loop(shutdown.clone()));
+    // the watchdog pings only while the uplink and the app manager both make progress
+    let mut liveness = crate::liveness::Liveness::new();
+    let uplink_beat = liveness.register("uplink");
+    let manager_beat = liveness.register("app manager");
+    tasks.spawn(crate::notify::watchdog_loop(shutdown.clone(), liveness));
     tasks.spawn(inventory_loop(
         config.host_root.clone(),
         docker.clone(),
@@ -218,7 +222,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), RunE
         manager.clone(),
         shutdown.clone(),
     ));
-    tasks.spawn(manager.clone().run(shutdown.clone()));
+    tasks.spawn(manager.clone().run_with(shutdown.clone(), manager_beat));
 
     let app_events = manager.subscribe_events();
     let uplink = Uplink::new(
@@ -241,7 +245,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), RunE
         },
         Arc::new(ManagerControl(manager)),
         inventory_rx,
-    );
+    )
+    .with_heartbeat(uplink_beat);
     tasks.spawn(forward_events(
         app_events,
         uplink.events(),

@@ -10,6 +10,7 @@
 //! - [`tls`]: certificates made at test time;
 //! - [`git_repo`]: a local repository a public git URL is rewritten to, built-image cleanup;
 //! - [`sim`], [`agent`], [`stack`]: the simulator, the agent and a scenario's whole world;
+//! - [`systemd`]: real systemd as PID 1 in a container, and the agent's Debian package;
 //! - [`backoff`]: the agent's logged reconnect schedule against its envelope;
 //! - [`figures`]: the numbers each scenario prints.
 
@@ -27,6 +28,7 @@ pub mod process;
 mod relay;
 pub mod sim;
 pub mod stack;
+pub mod systemd;
 pub mod tcp_proxy;
 pub mod tls;
 pub mod unix_proxy;

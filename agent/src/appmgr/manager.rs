@@ -35,6 +35,7 @@ use super::removal::Removals;
 use super::settings::AppManagerConfig;
 use super::store::Store;
 use crate::engine::ContainerEngine;
+use crate::liveness::{Heartbeat, STEP_BOUND};
 use crate::sysinfo::Assessment;
 
 /// Capacity of the status broadcast; a subscriber that lags this far behind misses changes
@@ -463,17 +464,24 @@ impl AppManager {
     /// retried with backoff. A poll tick is a quiet pass (see [`super::reconcile`]). Returns
     /// when `shutdown` is cancelled; containers keep running.
     pub async fn run(self, shutdown: CancellationToken) {
+        self.run_with(shutdown, Heartbeat::detached("app manager"))
+            .await;
+    }
+
+    /// [`Self::run`], stamping `beat` on every turn of the loop and while it waits (see
+    /// [`crate::liveness`]); a pass longer than [`STEP_BOUND`] stops the stamps.
+    pub async fn run_with(self, shutdown: CancellationToken, beat: Heartbeat) {
         let mut quiet = false;
         loop {
             if shutdown.is_cancelled() {
                 break;
             }
-            self.reconcile(quiet).await;
+            beat.step(STEP_BOUND, self.reconcile(quiet)).await;
             let (delay, tick) = self.next_delay().await;
             tokio::select! {
                 () = shutdown.cancelled() => break,
                 () = self.inner.wake.notified() => quiet = false,
-                () = tokio::time::sleep(delay) => quiet = tick,
+                () = beat.idle(delay) => quiet = tick,
             }
         }
         tracing::info!("app manager stopped");

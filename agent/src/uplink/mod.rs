@@ -38,6 +38,7 @@ pub use session::SessionEnd;
 pub use tls::{TlsConfigError, TlsSettings};
 pub use token::{TOKEN_ENV, Token, TokenError};
 
+use crate::liveness::{Heartbeat, STEP_BOUND};
 use crate::sysinfo::ChangeDetector;
 
 /// The latest local inventory, published by the inventory scanner.
@@ -111,6 +112,7 @@ pub struct Uplink {
     wake: Arc<Notify>,
     link_events: broadcast::Sender<LinkEvent>,
     resync: Arc<resync::ResyncState>,
+    beat: Heartbeat,
 }
 
 impl Uplink {
@@ -129,7 +131,15 @@ impl Uplink {
             wake: Arc::new(Notify::new()),
             link_events: broadcast::channel(256).0,
             resync: Arc::default(),
+            beat: Heartbeat::detached("uplink"),
         }
+    }
+
+    /// Stamps `beat` on every turn of the connect loop and of a session, and while they wait
+    /// (see [`crate::liveness`]).
+    pub fn with_heartbeat(mut self, beat: Heartbeat) -> Self {
+        self.beat = beat;
+        self
     }
 
     /// A handle to queue diagnostic events.
@@ -180,10 +190,11 @@ impl Uplink {
             if shutdown.is_cancelled() {
                 break;
             }
+            self.beat.stamp();
             self.emit(LinkEvent::Connecting);
             let dialed = tokio::select! {
                 () = shutdown.cancelled() => break,
-                d = cfg.dialer.dial() => d,
+                d = self.beat.step(STEP_BOUND, cfg.dialer.dial()) => d,
             };
             let delay = match dialed {
                 Err(e) => {
@@ -212,6 +223,7 @@ impl Uplink {
                         shutdown,
                         link_events: &self.link_events,
                         resync: &self.resync,
+                        beat: &self.beat,
                     };
                     match session::run_session(ws, ctx).await {
                         SessionEnd::Shutdown => break,
@@ -255,7 +267,7 @@ impl Uplink {
             self.emit(LinkEvent::BackingOff(delay));
             tokio::select! {
                 () = shutdown.cancelled() => break,
-                () = tokio::time::sleep(delay.delay) => {}
+                () = self.beat.idle(delay.delay) => {}
             }
         }
         info!("uplink stopped");

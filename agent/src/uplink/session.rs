@@ -33,6 +33,7 @@ use super::heartbeat::{Beat, Heartbeat};
 use super::outbox::Outbox;
 use super::resync::{ResyncState, is_incremental};
 use super::{LinkEvent, lock};
+use crate::liveness::{Heartbeat as LoopBeat, IDLE_STAMP};
 
 /// How long shutdown waits for the change being persisted before closing anyway.
 const SHUTDOWN_APPLY_GRACE: Duration = Duration::from_secs(3);
@@ -67,6 +68,8 @@ pub(crate) struct SessionCtx<'a> {
     pub shutdown: &'a CancellationToken,
     pub link_events: &'a broadcast::Sender<LinkEvent>,
     pub resync: &'a ResyncState,
+    /// Stamped on every turn of the session loop and every idle second.
+    pub beat: &'a LoopBeat,
 }
 
 /// A change applied (or refused) by the app manager.
@@ -132,7 +135,11 @@ pub(crate) async fn run_session(mut ws: WsStream, ctx: SessionCtx<'_>) -> Sessio
     let mut applying: Option<ApplyFuture> = None;
     let mut resync: Option<PendingResync> = None;
 
+    let mut idle = tokio::time::interval(IDLE_STAMP);
+    idle.set_missed_tick_behavior(MissedTickBehavior::Delay);
+
     loop {
+        ctx.beat.stamp();
         while applying.is_none() {
             let Some(m) = queued.pop_front() else { break };
             if ctx.resync.awaiting() && is_incremental(&m) {
@@ -197,6 +204,7 @@ pub(crate) async fn run_session(mut ws: WsStream, ctx: SessionCtx<'_>) -> Sessio
                     return lost(reason);
                 }
             }
+            _ = idle.tick() => {}
         }
     }
 }

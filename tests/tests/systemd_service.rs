@@ -1,0 +1,418 @@
+//! The agent as a systemd service under real systemd (issue 22): systemd boots as PID 1 in a
+//! container on the local engine (`odac_e2e::systemd`), the agent's Debian package is installed
+//! in it with `apt-get install ./odac-agent_….deb`, and the packaged, sandboxed unit
+//! (`deploy/odac-agent.service`, plus a test drop-in that only shortens `WatchdogSec` and
+//! `RestartSec`) drives the host's Docker engine through the mounted socket and talks to an
+//! `odac-sim serve` on the host's loopback. One scenario, in order:
+//! 1. `systemctl start` returns once the agent sent READY=1; the unit is active and the
+//!    simulator shows the host connected; `journalctl -u odac-agent` has the structured lines;
+//! 2. an image app is applied through the service: its container runs on the engine with this
+//!    test's instance label; a git-sourced app (a local bare repository, `file://` URL, mounted
+//!    read-only into the container) is cloned and built by the sandboxed agent and runs;
+//! 3. SIGSTOP of the agent: the watchdog fires, systemd kills and restarts it (new main PID,
+//!    NRestarts + 1) and it reconnects;
+//! 4. `systemctl stop`: a clean exit (status 0, result success) well within TimeoutStopSec,
+//!    and the apps' containers keep running;
+//! 5. a bad config: exit 78, unit failed, and not restarted;
+//! 6. `systemd-analyze security odac-agent` ≤ 5.0 on the installed unit.
+//!
+//! It fails, never skips, when systemd cannot boot (with Docker absent it follows
+//! `ODAC_REQUIRE_DOCKER`). Everything it starts carries `odac.e2e.run=<instance>` and is removed
+//! at the end, also when an assertion fails.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use odac_agent::engine::DockerEngine;
+use odac_agent::engine::test_image::{BUSYBOX_TEST_IMAGE, ensure_busybox_image};
+use odac_e2e::bins::{AGENT, bin};
+use odac_e2e::docker::{LabelCleanup, RUN_LABEL, TEST_LABEL, inspect};
+use odac_e2e::figures::{figure, secs};
+use odac_e2e::poll::poll;
+use odac_e2e::require_docker;
+use odac_e2e::stack::Stack;
+use odac_e2e::systemd::{SystemdBox, agent_deb, ensure_image};
+
+const SCENARIO: &str = "systemd_service";
+const UNIT: &str = "odac-agent";
+/// The drop-in's watchdog (the packaged unit says 30 s).
+const WATCHDOG_SECS: u64 = 5;
+/// The packaged unit's TimeoutStopSec, which is also how long systemd waits after the watchdog
+/// signal (SIGABRT) before SIGKILL.
+const TIMEOUT_STOP: Duration = Duration::from_secs(30);
+/// Clone + build + start of the git app on a 2-core debug machine.
+const BUILD_WAIT: Duration = Duration::from_secs(180);
+/// Where the shared folder is mounted in the container.
+const SHARE: &str = "/srv/odac-e2e";
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args([
+            "-c",
+            "user.name=odac e2e",
+            "-c",
+            "user.email=e2e@odac.invalid",
+        ])
+        .args([
+            "-c",
+            "commit.gpgsign=false",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(args)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run git");
+    assert!(
+        out.status.success(),
+        "git {args:?} in {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// A bare repository at `root/origin.git` with one commit whose Dockerfile builds on the
+/// busybox test image; the commit id.
+fn git_repo(root: &Path) -> String {
+    let origin = root.join("origin.git");
+    let work = root.join("work");
+    std::fs::create_dir_all(&origin).unwrap();
+    std::fs::create_dir_all(&work).unwrap();
+    git(&origin, &["init", "-q", "--bare"]);
+    git(&work, &["init", "-q"]);
+    git(&work, &["checkout", "-q", "-b", "main"]);
+    let dockerfile = format!(
+        "FROM {BUSYBOX_TEST_IMAGE}\nCOPY version /version\n\
+         CMD [\"sh\", \"-c\", \"cat /version; trap 'exit 0' TERM INT; sleep 999999999 & wait\"]\n"
+    );
+    std::fs::write(work.join("Dockerfile"), dockerfile).unwrap();
+    std::fs::write(work.join("version"), "built under systemd\n").unwrap();
+    git(&work, &["add", "-A"]);
+    git(&work, &["commit", "-q", "-m", "one"]);
+    git(
+        &work,
+        &["push", "-q", &origin.to_string_lossy(), "main:main"],
+    );
+    git(&work, &["rev-parse", "HEAD"])
+}
+
+/// Removes the images carrying `label` when dropped (the git app's builds).
+struct ImageCleanup(String);
+
+impl Drop for ImageCleanup {
+    fn drop(&mut self) {
+        let out = Command::new("docker")
+            .args(["image", "ls", "-q", "--no-trunc", "--filter"])
+            .arg(format!("label={}", self.0))
+            .stdin(Stdio::null())
+            .output();
+        if let Ok(out) = out {
+            let ids: Vec<String> = String::from_utf8_lossy(&out.stdout)
+                .split_whitespace()
+                .map(str::to_owned)
+                .collect();
+            if !ids.is_empty() {
+                let _ = Command::new("docker")
+                    .args(["image", "rm", "-f"])
+                    .args(&ids)
+                    .stdin(Stdio::null())
+                    .output();
+            }
+        }
+    }
+}
+
+fn ensure_base_image() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let engine = DockerEngine::connect(None)
+            .await
+            .expect("connect to docker");
+        ensure_busybox_image(&engine, BUSYBOX_TEST_IMAGE)
+            .await
+            .expect("import the busybox test image");
+    });
+}
+
+/// The group owning the host's Docker socket (the container's `docker` group gets it).
+fn socket_gid() -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/var/run/docker.sock")
+        .expect("stat /var/run/docker.sock")
+        .gid()
+}
+
+fn main_pid(sd: &SystemdBox) -> u32 {
+    sd.property(UNIT, "MainPID").unwrap().parse().unwrap()
+}
+
+fn wait_host(stack: &Stack, connected: bool, timeout: Duration) {
+    poll(&format!("the host connected={connected}"), timeout, || {
+        let hosts = stack.sim.hosts().map_err(|e| e.to_string())?;
+        match hosts.as_slice() {
+            [h] if h.connected == connected => Ok(()),
+            other => Err(format!(
+                "{:?}",
+                other
+                    .iter()
+                    .map(|h| (&h.hostname, h.connected))
+                    .collect::<Vec<_>>()
+            )),
+        }
+    })
+    .unwrap();
+}
+
+/// Waits until app `name` runs (with `commit`, when given); its container id.
+fn wait_running(stack: &Stack, name: &str, commit: Option<&str>, timeout: Duration) -> String {
+    let view = stack
+        .wait_app(name, timeout, "running", |a| {
+            a.state == "running"
+                && a.status.as_ref().is_some_and(|s| {
+                    s.container_id.is_some()
+                        && commit.is_none_or(|c| s.commit.as_deref() == Some(c))
+                })
+        })
+        .unwrap();
+    view.status.unwrap().container_id.unwrap()
+}
+
+fn running(id: &str) -> bool {
+    inspect(id).unwrap()["State"]["Running"] == serde_json::Value::Bool(true)
+}
+
+#[test]
+fn packaged_unit_under_real_systemd_reaches_ready_applies_apps_and_obeys_the_watchdog() {
+    require_docker!(SCENARIO);
+    let t0 = Instant::now();
+    ensure_base_image();
+    let image = ensure_image().expect("build the systemd test image");
+    figure(SCENARIO, "image_ready", secs(t0.elapsed()));
+
+    // the simulator on the host's loopback; the agent is started by systemd, not by the stack
+    let mut stack = Stack::builder(SCENARIO).no_agent().start().unwrap();
+    let run_label = format!("{RUN_LABEL}={}", stack.instance);
+    let _images = ImageCleanup(run_label.clone());
+    let _boxes = LabelCleanup::new(run_label.clone());
+    let share = stack.dir().join("share");
+    std::fs::create_dir_all(&share).unwrap();
+    let deb = agent_deb(&bin(AGENT).unwrap(), &share).expect("build the agent's .deb");
+    let deb_name = deb.file_name().unwrap().to_string_lossy().into_owned();
+    if deb.parent() != Some(share.as_path()) {
+        std::fs::copy(&deb, share.join(&deb_name)).unwrap();
+    }
+    std::fs::copy(stack.sim.ca_path(), share.join("ca.pem")).unwrap();
+    std::fs::write(share.join("token"), format!("{}\n", stack.sim.token())).unwrap();
+    stack.options.ca_file = Some(format!("/etc/odac/ca.pem").into());
+    let config = stack.options.toml(
+        Path::new("/var/lib/odac-agent"),
+        Path::new("/etc/odac/token"),
+    );
+    std::fs::write(share.join("agent.toml"), &config).unwrap();
+    std::fs::write(
+        share.join("bad.toml"),
+        config.replace("[control_plane]", "[control_plane]\nno_such_key = true"),
+    )
+    .unwrap();
+    let commit = git_repo(&share.join("repo"));
+
+    // 0. boot systemd, install the package as an operator would
+    let t = Instant::now();
+    let name = format!("odac-e2e-systemd-{}", std::process::id());
+    let sd = SystemdBox::boot(
+        &image,
+        &name,
+        &[run_label.clone(), format!("{TEST_LABEL}=1")],
+        &share,
+    )
+    .expect("boot systemd as PID 1 in a container");
+    figure(SCENARIO, "boot", secs(t.elapsed()));
+    let gid = socket_gid();
+    let install = sd
+        .sh(&format!(
+            "groupadd -o -g {gid} docker && \
+             DEBIAN_FRONTEND=noninteractive apt-get install -y --no-download {SHARE}/{deb_name} 2>&1"
+        ))
+        .expect("apt-get install the .deb");
+    println!("{install}");
+    assert_eq!(sd.property(UNIT, "UnitFileState").unwrap(), "enabled");
+    assert_eq!(
+        sd.property(UNIT, "ActiveState").unwrap(),
+        "inactive",
+        "started before a token"
+    );
+    sd.sh(&format!(
+        "install -m 0644 {SHARE}/ca.pem /etc/odac/ca.pem && \
+         install -m 0600 {SHARE}/token /etc/odac/token && \
+         install -m 0644 {SHARE}/agent.toml /etc/odac/agent.toml && \
+         mkdir -p /etc/systemd/system/{UNIT}.service.d && \
+         printf '[Service]\\nWatchdogSec={WATCHDOG_SECS}s\\nRestartSec=1s\\n' \
+           > /etc/systemd/system/{UNIT}.service.d/e2e.conf && \
+         systemctl daemon-reload"
+    ))
+    .unwrap();
+
+    // 1. start: returns after READY=1
+    let t = Instant::now();
+    let started = sd.exec(&["systemctl", "start", UNIT]).unwrap();
+    assert!(
+        started.status.success(),
+        "systemctl start: {}; journal:\n{}",
+        String::from_utf8_lossy(&started.stderr),
+        sd.journal(UNIT).unwrap_or_default()
+    );
+    figure(SCENARIO, "start_to_ready", secs(t.elapsed()));
+    assert_eq!(sd.property(UNIT, "ActiveState").unwrap(), "active");
+    assert_eq!(sd.property(UNIT, "SubState").unwrap(), "running");
+    assert_eq!(
+        sd.property(UNIT, "StatusText").unwrap(),
+        "running",
+        "READY=1 with its status"
+    );
+    wait_host(&stack, true, Duration::from_secs(30));
+    let journal = sd.journal(UNIT).unwrap();
+    let starting = journal
+        .lines()
+        .find(|l| l.contains("odac-agent starting"))
+        .unwrap_or_else(|| panic!("no start line in the journal:\n{journal}"));
+    for field in [
+        "agent_id=",
+        "control_plane=",
+        "state_dir=/var/lib/odac-agent",
+        "version=",
+    ] {
+        assert!(starting.contains(field), "{field} missing in {starting:?}");
+    }
+    assert!(
+        journal.contains("control plane session established"),
+        "{journal}"
+    );
+
+    // 2. an image app, then a git-sourced app, through the sandboxed service
+    let app = format!("sd{}", std::process::id());
+    stack.sim.create_app(&Stack::app_body(&app)).unwrap();
+    let app_container = wait_running(&stack, &app, None, Duration::from_secs(60));
+    let ins = inspect(&app_container).unwrap();
+    assert_eq!(
+        ins["Config"]["Labels"]["odac.instance"],
+        stack.instance.as_str()
+    );
+    assert!(running(&app_container));
+    let git_app = format!("sdg{}", std::process::id());
+    let t = Instant::now();
+    let url = format!("file://{SHARE}/repo/origin.git");
+    stack
+        .sim
+        .odac_ok(&[
+            "app", "create", "-n", &git_app, "-u", &url, "--branch", "main",
+        ])
+        .unwrap();
+    let git_container = wait_running(&stack, &git_app, Some(&commit), BUILD_WAIT);
+    figure(SCENARIO, "git_create_to_running", secs(t.elapsed()));
+    assert_eq!(
+        inspect(&git_container).unwrap()["Config"]["Labels"]["odac.instance"],
+        stack.instance.as_str()
+    );
+
+    // 3. a hung agent: the watchdog gets it killed and restarted
+    let pid = main_pid(&sd);
+    let restarts: u32 = sd.property(UNIT, "NRestarts").unwrap().parse().unwrap();
+    let t = Instant::now();
+    sd.sh(&format!("kill -STOP {pid}")).unwrap();
+    poll(
+        "systemd to restart the stopped agent",
+        Duration::from_secs(WATCHDOG_SECS) + TIMEOUT_STOP + Duration::from_secs(30),
+        || {
+            let now = main_pid(&sd);
+            let state = sd
+                .property(UNIT, "ActiveState")
+                .map_err(|e| e.to_string())?;
+            if now != 0 && now != pid && state == "active" {
+                Ok(())
+            } else {
+                Err(format!("MainPID={now} ActiveState={state}"))
+            }
+        },
+    )
+    .unwrap();
+    let waited = t.elapsed();
+    figure(SCENARIO, "sigstop_to_restarted", secs(waited));
+    assert!(
+        waited >= Duration::from_secs(WATCHDOG_SECS),
+        "restarted after {waited:?}"
+    );
+    let after: u32 = sd.property(UNIT, "NRestarts").unwrap().parse().unwrap();
+    assert_eq!(after, restarts + 1);
+    let journal = sd.sh("journalctl -b --no-pager -o cat").unwrap();
+    assert!(
+        journal.contains("Watchdog timeout"),
+        "no watchdog timeout in:\n{journal}"
+    );
+    wait_host(&stack, true, Duration::from_secs(30));
+
+    // 4. a clean stop within the stop timeout; the containers stay
+    let t = Instant::now();
+    let stopped = sd.exec(&["systemctl", "stop", UNIT]).unwrap();
+    let took = t.elapsed();
+    figure(SCENARIO, "stop", secs(took));
+    assert!(stopped.status.success(), "systemctl stop: {stopped:?}");
+    assert!(took < TIMEOUT_STOP, "stop took {took:?}");
+    assert_eq!(sd.property(UNIT, "Result").unwrap(), "success");
+    assert_eq!(sd.property(UNIT, "ExecMainStatus").unwrap(), "0");
+    assert!(sd.journal(UNIT).unwrap().contains("odac-agent stopped"));
+    assert!(
+        running(&app_container),
+        "the app's container was stopped with the agent"
+    );
+    assert!(
+        running(&git_container),
+        "the git app's container was stopped with the agent"
+    );
+
+    // 5. a bad config: exit 78, failed, no restart
+    sd.sh(&format!(
+        "install -m 0644 {SHARE}/bad.toml /etc/odac/agent.toml"
+    ))
+    .unwrap();
+    let bad = sd.exec(&["systemctl", "start", UNIT]).unwrap();
+    assert!(!bad.status.success(), "start with a bad config succeeded");
+    std::thread::sleep(Duration::from_secs(4)); // several RestartSec=1s
+    assert_eq!(sd.property(UNIT, "ExecMainStatus").unwrap(), "78");
+    assert_eq!(sd.property(UNIT, "ActiveState").unwrap(), "failed");
+    assert_eq!(sd.property(UNIT, "Result").unwrap(), "exit-code");
+    let tail = sd.journal(UNIT).unwrap();
+    assert!(
+        tail.contains("no_such_key"),
+        "the error names the bad key:\n{tail}"
+    );
+    assert!(
+        !tail.contains("Scheduled restart job, restart counter is at 2"),
+        "{tail}"
+    );
+
+    // 6. exposure of the installed unit
+    let security = sd
+        .sh(&format!("systemd-analyze security {UNIT} --no-pager 2>&1"))
+        .unwrap();
+    let score: f64 = security
+        .lines()
+        .find_map(|l| l.split("Overall exposure level for").nth(1))
+        .and_then(|rest| rest.split(':').nth(1))
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no exposure level in:\n{security}"));
+    figure(SCENARIO, "exposure", format!("{score:.1}"));
+    assert!(score <= 5.0, "exposure {score} > 5.0:\n{security}");
+
+    figure(SCENARIO, "total", secs(t0.elapsed()));
+    drop(sd);
+}
