@@ -46,7 +46,6 @@ use super::host::HostSource;
 use super::labels::{self, Identity};
 use super::binds::{HostUse, desired_uses};
 use super::ownership::{self, Ownership};
-use super::policy;
 use super::settings::AppManagerConfig;
 use super::source::{GitImage, with_build};
 use crate::engine::{
