@@ -83,7 +83,10 @@ mod tests {
 
     #[test]
     fn dependency_dumps_are_capped() {
-        assert!(!within_caps("tungstenite::handshake::client", &Level::TRACE));
+        assert!(!within_caps(
+            "tungstenite::handshake::client",
+            &Level::TRACE
+        ));
         assert!(within_caps("tungstenite::protocol", &Level::DEBUG));
         assert!(!within_caps("bollard::docker", &Level::DEBUG));
         assert!(within_caps("bollard::docker", &Level::INFO));

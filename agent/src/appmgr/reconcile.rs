@@ -30,19 +30,19 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use futures_util::StreamExt;
 use odac_protocol::{
     AppSpec, AppState, AppStatus, DesiredState, Fallback, FallbackTier, GpuStatus, Reason,
 };
-use futures_util::StreamExt;
 use tokio::time::Instant;
 
+use super::binds::{HostUse, desired_uses};
 use super::build::Builds;
 use super::crashloop::CrashGuard;
 use super::events::EventTx;
 use super::fallback::{clip, is_device_refusal};
 use super::host::HostSource;
 use super::labels::{self, Identity};
-use super::binds::{HostUse, desired_uses};
 use super::settings::AppManagerConfig;
 use super::source::{GitImage, with_build};
 use crate::engine::{
