@@ -589,10 +589,7 @@ mod tests {
         let ok = "[control_plane]\nurl = \"wss://a/agent/v1\"\n";
         let cases: &[(&str, &str)] = &[
             ("heartbeat_secs = 1.5\n", "control_plane.heartbeat_secs"),
-            (
-                "[apps]\npoll_interval_ms = 0\n",
-                "apps.poll_interval_ms",
-            ),
+            ("[apps]\npoll_interval_ms = 0\n", "apps.poll_interval_ms"),
             ("[apps.build]\nkeep_images = 0\n", "apps.build.keep_images"),
             (
                 "[apps.policy]\nallowed_bind_prefixes = [\"/srv\", \"data\"]\n",

@@ -112,7 +112,12 @@ pub(crate) fn apps(apps: &AppManagerConfig) -> Result<(), ConfigError> {
             ),
         ));
     }
-    range("apps.poll_interval_ms", apps.poll_interval_ms, 10, 3_600_000)?;
+    range(
+        "apps.poll_interval_ms",
+        apps.poll_interval_ms,
+        10,
+        3_600_000,
+    )?;
     range("apps.stop_timeout_secs", apps.stop_timeout_secs, 0, 3600)?;
     if apps.pids_limit != 0 {
         range("apps.pids_limit", u64::from(apps.pids_limit), 16, 4_194_304)?;
@@ -127,7 +132,12 @@ pub(crate) fn apps(apps: &AppManagerConfig) -> Result<(), ConfigError> {
         1,
         3_600_000,
     )?;
-    range("apps.crash_loop.max_backoff_secs", cl.max_backoff_secs, 1, 86_400)?;
+    range(
+        "apps.crash_loop.max_backoff_secs",
+        cl.max_backoff_secs,
+        1,
+        86_400,
+    )?;
     range(
         "apps.crash_loop.healthy_reset_secs",
         cl.healthy_reset_secs,
@@ -139,7 +149,12 @@ pub(crate) fn apps(apps: &AppManagerConfig) -> Result<(), ConfigError> {
         return Err(key("apps.build.git", "is empty"));
     }
     range("apps.build.git_timeout_secs", b.git_timeout_secs, 1, 86_400)?;
-    range("apps.build.build_timeout_secs", b.build_timeout_secs, 1, 172_800)?;
+    range(
+        "apps.build.build_timeout_secs",
+        b.build_timeout_secs,
+        1,
+        172_800,
+    )?;
     range("apps.build.keep_images", b.keep_images as u64, 1, 100)?;
     range(
         "apps.build.max_context_bytes",
@@ -157,7 +172,13 @@ mod tests {
 
     #[test]
     fn log_filters() {
-        for ok in ["info", "INFO", "info,odac_agent::uplink=debug", "warn,hyper=off", "off"] {
+        for ok in [
+            "info",
+            "INFO",
+            "info,odac_agent::uplink=debug",
+            "warn,hyper=off",
+            "off",
+        ] {
             assert!(log_filter(ok).is_ok(), "{ok}");
         }
         for bad in ["infoo", "", "info,odac_agent", "odac=loud", "=info", "5"] {

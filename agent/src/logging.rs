@@ -1,10 +1,19 @@
 //! Tracing setup: human-readable lines on a terminal (with colours and timestamps), plain
 //! lines without timestamps when stderr is not a terminal (journald stamps them), or one JSON
 //! object per line with `log_format = "json"`. The filter comes from `log_level`.
+//!
+//! Some dependencies dump what they carry at their most verbose levels: tungstenite's trace
+//! shows the upgrade request (the bearer token) and every frame (git secrets in a desired
+//! state), bollard's debug the engine's answers (env values). Their events above [`CAPS`] are
+//! dropped whatever `log_level` says, so no level shows a secret.
 
 use std::io::IsTerminal;
 
+use tracing::Level;
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::filter::filter_fn;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 
 use crate::config::LogFormat;
 
@@ -17,20 +26,71 @@ pub enum LoggingError {
     Install(String),
 }
 
+/// The most verbose level kept per dependency target (and its submodules).
+pub const CAPS: &[(&str, Level)] = &[
+    ("tungstenite", Level::DEBUG),
+    ("tokio_tungstenite", Level::DEBUG),
+    ("bollard", Level::INFO),
+    ("hyper", Level::DEBUG),
+    ("hyper_util", Level::DEBUG),
+    ("h2", Level::DEBUG),
+    ("rustls", Level::DEBUG),
+    ("reqwest", Level::DEBUG),
+];
+
+/// Whether an event of `target` at `level` passes the [`CAPS`].
+pub fn within_caps(target: &str, level: &Level) -> bool {
+    CAPS.iter().all(|(name, cap)| {
+        let ours = target == *name
+            || target
+                .strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with("::"));
+        !ours || level <= cap
+    })
+}
+
 /// Installs the global subscriber, writing to stderr.
 pub fn init(level: &str, format: LogFormat) -> Result<(), LoggingError> {
     let filter = EnvFilter::try_new(level).map_err(|e| LoggingError::Filter(e.to_string()))?;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
+    let caps = || filter_fn(|meta| within_caps(meta.target(), meta.level()));
     let result = match format {
         LogFormat::Json => builder
             .json()
             .flatten_event(true)
             .with_current_span(false)
+            .finish()
+            .with(caps())
             .try_init(),
-        LogFormat::Text if std::io::stderr().is_terminal() => builder.with_ansi(true).try_init(),
-        LogFormat::Text => builder.with_ansi(false).without_time().try_init(),
+        LogFormat::Text if std::io::stderr().is_terminal() => {
+            builder.with_ansi(true).finish().with(caps()).try_init()
+        }
+        LogFormat::Text => builder
+            .with_ansi(false)
+            .without_time()
+            .finish()
+            .with(caps())
+            .try_init(),
     };
     result.map_err(|e| LoggingError::Install(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dependency_dumps_are_capped() {
+        assert!(!within_caps(
+            "tungstenite::handshake::client",
+            &Level::TRACE
+        ));
+        assert!(within_caps("tungstenite::protocol", &Level::DEBUG));
+        assert!(!within_caps("bollard::docker", &Level::DEBUG));
+        assert!(within_caps("bollard::docker", &Level::INFO));
+        assert!(within_caps("tungstenite_other", &Level::TRACE));
+        assert!(within_caps("odac_agent::uplink", &Level::TRACE));
+    }
 }

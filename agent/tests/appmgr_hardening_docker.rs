@@ -46,8 +46,7 @@ impl Run {
             ]),
             ..AppManagerConfig::default()
         };
-        AppManager::open_with_host(config, self.real.clone(), HostSource::Root("/".into()))
-            .unwrap()
+        AppManager::open_with_host(config, self.real.clone(), HostSource::Root("/".into())).unwrap()
     }
 
     async fn containers(&self) -> Vec<ContainerSummary> {
@@ -109,7 +108,12 @@ fn denied(s: &AppStatus) -> bool {
 /// A marker only the host's root shows at this path: a container that sees it under /host
 /// sees the host's root.
 fn host_marker(run: &Run) -> PathBuf {
-    let marker = run.tmp.path().canonicalize().unwrap().join("host-root-marker");
+    let marker = run
+        .tmp
+        .path()
+        .canonicalize()
+        .unwrap()
+        .join("host-root-marker");
     std::fs::write(&marker, "host").unwrap();
     marker
 }
@@ -128,7 +132,12 @@ async fn symlink_escape_through_another_app_is_refused() {
             "ln -s / /data/esc; echo linked; sleep 3600",
             &[(&p.join("d"), "/data", false)],
         );
-        m.set_desired(DesiredState { generation: 1, apps: vec![a.clone()] }).await.unwrap();
+        m.set_desired(DesiredState {
+            generation: 1,
+            apps: vec![a.clone()],
+        })
+        .await
+        .unwrap();
         let s = m.reconcile_once().await;
         let a_id = status(&s, "a").container_id.clone().unwrap();
         logs_with(run.real.as_ref(), &a_id, "linked", 10).await;
@@ -143,17 +152,29 @@ async fn symlink_escape_through_another_app_is_refused() {
             &script,
             &[
                 (&p.join("d/esc"), "/host", true),
-                (&p.join("d/esc/var/run/docker.sock"), "/run/docker.sock", false),
+                (
+                    &p.join("d/esc/var/run/docker.sock"),
+                    "/run/docker.sock",
+                    false,
+                ),
             ],
         );
-        m.set_desired(DesiredState { generation: 2, apps: vec![a.clone(), b] }).await.unwrap();
+        m.set_desired(DesiredState {
+            generation: 2,
+            apps: vec![a.clone(), b],
+        })
+        .await
+        .unwrap();
         let s = m.reconcile_once().await;
         let sb = status(&s, "b");
         assert!(denied(sb), "b must be refused: {sb:?}");
         let error = sb.last_error.clone().unwrap_or_default();
         assert!(error.contains("volumes[0].source"), "{error}");
         let names: Vec<String> = run.containers().await.into_iter().map(|c| c.name).collect();
-        assert!(names.iter().all(|n| !n.ends_with("-b")), "no container for b: {names:?}");
+        assert!(
+            names.iter().all(|n| !n.ends_with("-b")),
+            "no container for b: {names:?}"
+        );
 
         // a link made on the host (no container can write there) is refused as a link
         std::fs::create_dir_all(p.join("e")).unwrap();
@@ -162,16 +183,38 @@ async fn symlink_escape_through_another_app_is_refused() {
         // a plain bind runs, with the hardened defaults
         std::fs::create_dir_all(p.join("ok")).unwrap();
         let ok = app("ok", "sleep 3600", &[(&p.join("ok"), "/ok", true)]);
-        m.set_desired(DesiredState { generation: 3, apps: vec![a, c, ok] }).await.unwrap();
+        m.set_desired(DesiredState {
+            generation: 3,
+            apps: vec![a, c, ok],
+        })
+        .await
+        .unwrap();
         let s = m.reconcile_once().await;
         let sc = status(&s, "c");
         assert!(denied(sc), "c must be refused: {sc:?}");
-        assert!(sc.last_error.as_deref().unwrap_or_default().contains("symbolic link"), "{sc:?}");
+        assert!(
+            sc.last_error
+                .as_deref()
+                .unwrap_or_default()
+                .contains("symbolic link"),
+            "{sc:?}"
+        );
         let sok = status(&s, "ok");
         assert_eq!(sok.state, AppState::Running, "{sok:?}");
-        let details = run.real.inspect(sok.container_id.as_deref().unwrap()).await.unwrap();
-        assert_eq!(details.binds, vec![format!("{}:/ok:ro", p.join("ok").display())]);
-        assert_eq!(details.security_opt, vec!["no-new-privileges".to_owned()], "{details:?}");
+        let details = run
+            .real
+            .inspect(sok.container_id.as_deref().unwrap())
+            .await
+            .unwrap();
+        assert_eq!(
+            details.binds,
+            vec![format!("{}:/ok:ro", p.join("ok").display())]
+        );
+        assert_eq!(
+            details.security_opt,
+            vec!["no-new-privileges".to_owned()],
+            "{details:?}"
+        );
         assert_eq!(details.pids_limit, Some(4096), "{details:?}");
     })
     .await;
@@ -229,15 +272,33 @@ async fn stubborn_removals_do_not_hold_up_a_new_app() {
     with_engine("slow_removals", |run| async move {
         let m = Arc::new(run.open(10));
         let stubborn = "trap '' TERM; echo ready; while :; do sleep 1; done";
-        let apps: Vec<AppSpec> = (0..6).map(|i| app(&format!("s{i}"), stubborn, &[])).collect();
-        m.set_desired(DesiredState { generation: 1, apps }).await.unwrap();
+        let apps: Vec<AppSpec> = (0..6)
+            .map(|i| app(&format!("s{i}"), stubborn, &[]))
+            .collect();
+        m.set_desired(DesiredState {
+            generation: 1,
+            apps,
+        })
+        .await
+        .unwrap();
         let s = m.reconcile_once().await;
         for st in &s {
             assert_eq!(st.state, AppState::Running, "{st:?}");
-            logs_with(run.real.as_ref(), st.container_id.as_deref().unwrap(), "ready", 5).await;
+            logs_with(
+                run.real.as_ref(),
+                st.container_id.as_deref().unwrap(),
+                "ready",
+                5,
+            )
+            .await;
         }
         let fresh = app("fresh", "sleep 3600", &[]);
-        m.set_desired(DesiredState { generation: 2, apps: vec![fresh] }).await.unwrap();
+        m.set_desired(DesiredState {
+            generation: 2,
+            apps: vec![fresh],
+        })
+        .await
+        .unwrap();
         let started = Instant::now();
         let pass = tokio::spawn({
             let m = m.clone();
@@ -249,7 +310,9 @@ async fn stubborn_removals_do_not_hold_up_a_new_app() {
         while started.elapsed() < Duration::from_secs(70) && !pass.is_finished() {
             let cs = run.containers().await;
             if fresh_running_at.is_none()
-                && cs.iter().any(|c| c.name.ends_with("-fresh") && c.state.as_str() == "running")
+                && cs
+                    .iter()
+                    .any(|c| c.name.ends_with("-fresh") && c.state.as_str() == "running")
             {
                 fresh_running_at = Some(started.elapsed());
                 stubborn_left_then = cs.iter().filter(|c| !c.name.ends_with("-fresh")).count();
@@ -260,9 +323,18 @@ async fn stubborn_removals_do_not_hold_up_a_new_app() {
         let took = started.elapsed();
         println!("new app running after {fresh_running_at:?}; pass took {took:?}");
         assert_eq!(status(&statuses, "fresh").state, AppState::Running);
-        assert!(fresh_running_at.is_some(), "fresh was running before the pass ended");
-        assert_eq!(stubborn_left_then, 6, "fresh ran before any stubborn container was gone");
-        assert!(took < Duration::from_secs(30), "removals ran in parallel: {took:?}");
+        assert!(
+            fresh_running_at.is_some(),
+            "fresh was running before the pass ended"
+        );
+        assert_eq!(
+            stubborn_left_then, 6,
+            "fresh ran before any stubborn container was gone"
+        );
+        assert!(
+            took < Duration::from_secs(30),
+            "removals ran in parallel: {took:?}"
+        );
         let left: Vec<String> = run.containers().await.into_iter().map(|c| c.name).collect();
         assert!(left.iter().all(|n| n.ends_with("-fresh")), "{left:?}");
     })

@@ -29,7 +29,10 @@ fn run_with(extra_top: &str, extra_tables: &str) -> (Option<i32>, String) {
         let _ = child.kill();
     }
     let out = child.wait_with_output().unwrap();
-    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]
@@ -37,8 +40,16 @@ fn silently_wrong_configurations_exit_78_naming_the_key() {
     let cases: &[(&str, &str, &str)] = &[
         ("log_level = \"infoo\"\n", "", "log_level"),
         ("", "heartbeat_secs = 1.5\n", "control_plane.heartbeat_secs"),
-        ("", "[apps]\npoll_interval_ms = 0\n", "apps.poll_interval_ms"),
-        ("", "[apps.build]\nkeep_images = 0\n", "apps.build.keep_images"),
+        (
+            "",
+            "[apps]\npoll_interval_ms = 0\n",
+            "apps.poll_interval_ms",
+        ),
+        (
+            "",
+            "[apps.build]\nkeep_images = 0\n",
+            "apps.build.keep_images",
+        ),
         ("", "[apps]\ninstance = \"Bad Name!\"\n", "apps.instance"),
         (
             "",
@@ -49,6 +60,9 @@ fn silently_wrong_configurations_exit_78_naming_the_key() {
     for (top, tables, key) in cases {
         let (code, stderr) = run_with(top, tables);
         assert_eq!(code, Some(78), "{top}{tables}: {stderr}");
-        assert!(stderr.contains(key), "{top}{tables}: the message names {key}: {stderr}");
+        assert!(
+            stderr.contains(key),
+            "{top}{tables}: the message names {key}: {stderr}"
+        );
     }
 }

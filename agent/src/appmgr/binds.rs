@@ -148,11 +148,15 @@ fn conflict(bind: &HostBind, other: &HostUse) -> Option<String> {
 /// Whether the binds of one app are safe from `others` and from each other.
 pub fn conflicts(binds: &[HostBind], others: &[HostUse]) -> Result<(), PolicyViolation> {
     for (i, bind) in binds.iter().enumerate() {
-        let own = binds.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, b)| HostUse {
-            owner: format!("volumes[{}] of this app", b.index),
-            path: b.source.clone(),
-            writable: !b.read_only,
-        });
+        let own = binds
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != i)
+            .map(|(_, b)| HostUse {
+                owner: format!("volumes[{}] of this app", b.index),
+                path: b.source.clone(),
+                writable: !b.read_only,
+            });
         for other in own.chain(others.iter().cloned()) {
             if let Some(message) = conflict(bind, &other) {
                 return Err(PolicyViolation {
@@ -222,7 +226,6 @@ impl Pass<'_> {
         );
         Ok(conflicts(&binds, &others).map(|()| binds))
     }
-
 }
 
 #[cfg(test)]
@@ -259,7 +262,10 @@ mod tests {
         // the prefix itself may be a link the administrator made
         let via = tmp.path().canonicalize().unwrap().join("via");
         std::os::unix::fs::symlink(&p, &via).unwrap();
-        let got = resolve(&format!("{}/d/sub", via.display()), &[via.clone()]);
+        let got = resolve(
+            &format!("{}/d/sub", via.display()),
+            std::slice::from_ref(&via),
+        );
         assert_eq!(got, Ok(p.join("d/sub")));
     }
 
@@ -271,30 +277,48 @@ mod tests {
             writable: true,
         };
         let inner = bind(0, Path::new("/P/d/esc"), true);
-        let e = conflicts(&[inner.clone()], &[outer.clone()]).unwrap_err();
+        let e = conflicts(std::slice::from_ref(&inner), std::slice::from_ref(&outer)).unwrap_err();
         assert!(e.message.contains("can write"), "{e}");
         let ro_outer = HostUse {
             writable: false,
             ..outer.clone()
         };
-        assert!(conflicts(&[inner.clone()], &[ro_outer]).is_ok());
+        assert!(conflicts(std::slice::from_ref(&inner), &[ro_outer]).is_ok());
         // the same path is fine: a mount point cannot be replaced from inside
-        assert!(conflicts(&[bind(0, Path::new("/P/d"), false)], &[outer.clone()]).is_ok());
+        assert!(
+            conflicts(
+                &[bind(0, Path::new("/P/d"), false)],
+                std::slice::from_ref(&outer)
+            )
+            .is_ok()
+        );
         // a writable bind holding another one's path is refused
         let held = HostUse {
             owner: "app \"b\"".into(),
             path: "/P/d/esc".into(),
             writable: false,
         };
-        assert!(conflicts(&[bind(2, Path::new("/P/d"), false)], &[held.clone()]).is_err());
+        assert!(
+            conflicts(
+                &[bind(2, Path::new("/P/d"), false)],
+                std::slice::from_ref(&held)
+            )
+            .is_err()
+        );
         assert!(conflicts(&[bind(2, Path::new("/P/d"), true)], &[held]).is_ok());
         // and within one app
         let e = conflicts(
-            &[bind(0, Path::new("/P/d"), false), bind(1, Path::new("/P/d/esc"), true)],
+            &[
+                bind(0, Path::new("/P/d"), false),
+                bind(1, Path::new("/P/d/esc"), true),
+            ],
             &[],
         )
         .unwrap_err();
-        assert!(e.field == "volumes[0].source" || e.field == "volumes[1].source", "{e}");
+        assert!(
+            e.field == "volumes[0].source" || e.field == "volumes[1].source",
+            "{e}"
+        );
         assert!(conflicts(&[bind(0, Path::new("/P/dd"), false)], &[outer]).is_ok());
     }
 

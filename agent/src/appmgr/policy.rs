@@ -38,7 +38,12 @@ fn bind_allowed(path: &str, policy: &PolicyConfig) -> bool {
     })
 }
 
-fn not_allowed(i: usize, source: &str, policy: &PolicyConfig, why: Option<String>) -> PolicyViolation {
+fn not_allowed(
+    i: usize,
+    source: &str,
+    policy: &PolicyConfig,
+    why: Option<String>,
+) -> PolicyViolation {
     let allowed = if policy.allowed_bind_prefixes.is_empty() {
         "no bind mounts are allowed on this host".to_owned()
     } else {
@@ -50,8 +55,12 @@ fn not_allowed(i: usize, source: &str, policy: &PolicyConfig, why: Option<String
         format!("allowed prefixes: {}", list.join(", "))
     };
     let message = match why {
-        Some(why) => format!("host bind mount of {source:?} is not allowed by the local policy: {why} ({allowed})"),
-        None => format!("host bind mount of {source:?} is not allowed by the local policy ({allowed})"),
+        Some(why) => format!(
+            "host bind mount of {source:?} is not allowed by the local policy: {why} ({allowed})"
+        ),
+        None => {
+            format!("host bind mount of {source:?} is not allowed by the local policy ({allowed})")
+        }
     };
     PolicyViolation {
         field: format!("volumes[{i}].source"),
@@ -67,7 +76,10 @@ pub fn check(spec: &AppSpec, policy: &PolicyConfig) -> Result<Vec<HostBind>, Pol
         if v.target.contains([':', ',']) || v.target.chars().any(char::is_control) {
             return Err(PolicyViolation {
                 field: format!("volumes[{i}].target"),
-                message: format!("{:?}: ':', ',' and control characters are not allowed in a mount target", v.target),
+                message: format!(
+                    "{:?}: ':', ',' and control characters are not allowed in a mount target",
+                    v.target
+                ),
             });
         }
         if !v.is_bind() {
@@ -145,7 +157,10 @@ mod tests {
                 "{err}"
             );
         }
-        assert_eq!(check(&AppSpec::new("web", "busybox"), &policy), Ok(Vec::new()));
+        assert_eq!(
+            check(&AppSpec::new("web", "busybox"), &policy),
+            Ok(Vec::new())
+        );
         assert_eq!(check(&with_volume("named"), &policy), Ok(Vec::new()));
     }
 
@@ -174,7 +189,10 @@ mod tests {
         assert!(e.message.contains("does not exist"), "{e}");
         let mut colon = with_volume(&at("srv/data"));
         colon.volumes[1].target = "/x:/etc".into();
-        assert_eq!(check(&colon, &policy).unwrap_err().field, "volumes[1].target");
+        assert_eq!(
+            check(&colon, &policy).unwrap_err().field,
+            "volumes[1].target"
+        );
     }
 
     #[test]

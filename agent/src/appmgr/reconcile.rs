@@ -32,12 +32,13 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use futures_util::StreamExt;
 use odac_protocol::{
     AppSpec, AppState, AppStatus, DesiredState, Fallback, FallbackTier, GpuStatus, Reason,
 };
-use futures_util::StreamExt;
 use tokio::time::Instant;
 
+use super::binds::{HostUse, desired_uses};
 use super::build::Builds;
 use super::crashloop::CrashGuard;
 use super::events::EventTx;

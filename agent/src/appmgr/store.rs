@@ -6,6 +6,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use odac_protocol::{AppStatus, DesiredState};
@@ -33,9 +34,10 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
 }
 
 impl Store {
-    /// Open (and create) the state directory.
+    /// Open (and create) the state directory, mode 0700: its files hold env values and git
+    /// secrets.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
-        fs::create_dir_all(dir).map_err(io(dir))?;
+        private_dir(dir).map_err(io(dir))?;
         Ok(Self {
             dir: dir.to_path_buf(),
         })
@@ -120,7 +122,18 @@ fn off_the_executor<R>(f: impl FnOnce() -> R) -> R {
     }
 }
 
-/// Write `value` as JSON to `path` atomically: temp file, fsync, rename, fsync directory.
+/// Create `dir` (and its missing parents) and make it mode 0700, readable by its owner only.
+pub fn private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
+}
+
+/// Write `value` as JSON to `path` atomically: temp file, fsync, rename, fsync directory. The
+/// file is mode 0600 (state files hold env values and git secrets).
 pub fn write_atomic<T: Serialize + ?Sized>(path: &Path, value: &T) -> Result<(), StoreError> {
     let mut bytes = serde_json::to_vec_pretty(value).map_err(|source| StoreError::Encode {
         path: path.to_path_buf(),
@@ -138,7 +151,10 @@ pub fn write_atomic<T: Serialize + ?Sized>(path: &Path, value: &T) -> Result<(),
             .write(true)
             .create(true)
             .truncate(true)
+            .mode(0o600)
             .open(&tmp)
+            .map_err(io(&tmp))?;
+        file.set_permissions(fs::Permissions::from_mode(0o600))
             .map_err(io(&tmp))?;
         file.write_all(&bytes).map_err(io(&tmp))?;
         file.sync_all().map_err(io(&tmp))?;
@@ -157,6 +173,33 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use odac_protocol::AppSpec;
+
+    #[test]
+    fn state_files_are_private() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("state");
+        fs::create_dir(&dir).unwrap();
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
+        let store = Store::open(&dir).unwrap();
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&dir), 0o700, "an existing state dir is made private");
+        fs::write(dir.join(DESIRED_FILE), "{}").unwrap();
+        fs::set_permissions(dir.join(DESIRED_FILE), fs::Permissions::from_mode(0o644)).unwrap();
+        let mut app = AppSpec::new("web", "busybox");
+        app.env.insert("API_KEY".into(), "s3cret".into());
+        store
+            .save_desired(&DesiredState {
+                generation: 1,
+                apps: vec![app],
+            })
+            .unwrap();
+        store.save_statuses(&[]).unwrap();
+        assert_eq!(mode(&dir.join(DESIRED_FILE)), 0o600);
+        assert_eq!(mode(&dir.join(STATUSES_FILE)), 0o600);
+        let fresh = tmp.path().join("a/b");
+        Store::open(&fresh).unwrap();
+        assert_eq!(mode(&fresh), 0o700);
+    }
 
     /// Ticks a task every 10 ms on a one-worker multi-thread runtime while `blocking` runs on
     /// that worker for 300 ms; returns how many ticks happened meanwhile.

@@ -294,7 +294,11 @@ async fn fetch_in(req: &FetchRequest<'_>) -> Result<Fetched, GitError> {
     let source = req.source;
     let url = source.display_url();
     clear_dir(req.dir)?;
-    std::fs::create_dir_all(req.dir).map_err(io_error(req.dir))?;
+    // builds/ and the checkout are the agent's only (mode 0700): git may keep credentials there
+    if let Some(parent) = req.dir.parent() {
+        crate::appmgr::store::private_dir(parent).map_err(io_error(parent))?;
+    }
+    crate::appmgr::store::private_dir(req.dir).map_err(io_error(req.dir))?;
     let dir = req.dir.to_string_lossy().into_owned();
     let failed = |step: &str, out: &Output| GitError::Failed {
         step: step.to_owned(),
