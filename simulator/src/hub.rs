@@ -532,6 +532,7 @@ impl Hub {
                     created_ms: now,
                     updated_ms: now,
                     last_restart_request: None,
+                    sealed_secret: None,
                 },
             );
             let generation = bump(d, &host_id);

@@ -29,6 +29,7 @@ pub mod inventories;
 pub mod listener;
 pub mod model;
 pub mod secret_file;
+pub mod secrets;
 pub mod server;
 pub mod sim_agent;
 pub mod sse;
