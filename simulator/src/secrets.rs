@@ -36,7 +36,9 @@ impl std::fmt::Debug for Sealer {
 fn bad_key(path: &Path, why: &str) -> SimError {
     SimError::Parse {
         path: path.to_owned(),
-        message: format!("{why}; it must hold 64 hex digits (delete it only if no sealed secret is needed any more)"),
+        message: format!(
+            "{why}; it must hold 64 hex digits (delete it only if no sealed secret is needed any more)"
+        ),
     }
 }
 
@@ -83,7 +85,11 @@ impl Sealer {
                 &mut buf,
             )
             .map_err(|_| SimError::Tls("cannot seal a git secret".into()))?;
-        Ok(format!("{PREFIX}{}:{}", hex::encode(nonce), hex::encode(buf)))
+        Ok(format!(
+            "{PREFIX}{}:{}",
+            hex::encode(nonce),
+            hex::encode(buf)
+        ))
     }
 
     /// Opens what [`Sealer::seal`] made for `app`; `None` when it was sealed under another

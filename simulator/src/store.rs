@@ -169,8 +169,11 @@ mod tests {
         let source = loaded.apps["private"].spec.source.clone().unwrap();
         assert_eq!(source.secret, None);
         assert!(
-            loaded.events.iter().any(|e| e.app.as_deref() == Some("private")
-                && e.message.contains("could not be unsealed")),
+            loaded
+                .events
+                .iter()
+                .any(|e| e.app.as_deref() == Some("private")
+                    && e.message.contains("could not be unsealed")),
             "{:?}",
             loaded.events
         );

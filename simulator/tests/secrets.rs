@@ -79,14 +79,10 @@ fn git_secrets_reach_the_agent_but_no_api_answer_and_no_file_in_clear() {
     let url = sim.server().agents_url();
     let ca = sim.server().ca_pem.clone();
     let secret = sim.rt.block_on(async {
-        let (mut c, _) = AgentConn::connect_hello(
-            &url,
-            ca.as_bytes(),
-            TOKEN,
-            AgentConn::hello("agt_a", "a"),
-        )
-        .await
-        .unwrap();
+        let (mut c, _) =
+            AgentConn::connect_hello(&url, ca.as_bytes(), TOKEN, AgentConn::hello("agt_a", "a"))
+                .await
+                .unwrap();
         match c.recv_timeout(Duration::from_secs(5)).await.unwrap() {
             Incoming::Message(ControlMessage::DesiredState(ds)) => ds.apps[0]
                 .source

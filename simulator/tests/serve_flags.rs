@@ -41,10 +41,12 @@ fn start(mut cmd: Command) -> (Child, String) {
         }
     });
     loop {
-        let line = rx.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|_| {
-            let _ = child.kill();
-            panic!("no banner within 60 s");
-        });
+        let line = rx
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| {
+                let _ = child.kill();
+                panic!("no banner within 60 s");
+            });
         if let Some(u) = line.strip_prefix("api: ") {
             return (child, u.trim_end_matches("/api/").to_owned());
         }
@@ -58,7 +60,9 @@ fn get(api: &str, ca: &Path, path: &str, token: Option<&str>) -> u16 {
         .http_status_as_error(false)
         .tls_config(
             TlsConfig::builder()
-                .root_certs(RootCerts::new_with_certs(&[Certificate::from_pem(&pem).unwrap()]))
+                .root_certs(RootCerts::new_with_certs(&[
+                    Certificate::from_pem(&pem).unwrap()
+                ]))
                 .build(),
         )
         .build()
@@ -80,7 +84,10 @@ fn an_open_api_off_loopback_is_refused_with_exit_78() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(78), "{listen}: {err}");
         assert!(err.contains("non-loopback"), "{err}");
-        assert!(err.contains("--api-token-file") && err.contains("--insecure-open-api"), "{err}");
+        assert!(
+            err.contains("--api-token-file") && err.contains("--insecure-open-api"),
+            "{err}"
+        );
     }
 }
 
@@ -88,13 +95,23 @@ fn an_open_api_off_loopback_is_refused_with_exit_78() {
 fn tokens_come_from_private_files_and_stay_out_of_ps() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("s");
-    let agents = secret_file(dir.path(), "agents", "# fleet\nagent-tok-1\nagent-tok-2\n", 0o600);
+    let agents = secret_file(
+        dir.path(),
+        "agents",
+        "# fleet\nagent-tok-1\nagent-tok-2\n",
+        0o600,
+    );
     let api = secret_file(dir.path(), "api", "api-tok-from-file\n", 0o600);
 
     // a file others can read is refused, naming the file and the fix
     let loose = secret_file(dir.path(), "loose", "api-tok-loose\n", 0o644);
     let out = serve(
-        &["--listen", "127.0.0.1:0", "--api-token-file", loose.to_str().unwrap()],
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--api-token-file",
+            loose.to_str().unwrap(),
+        ],
         &state,
     )
     .output()
