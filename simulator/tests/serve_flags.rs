@@ -1,7 +1,12 @@
 //! `odac-sim serve` as a process: an open REST API is refused on a non-loopback address (exit
 //! 78, naming the fix) unless `--insecure-open-api`; tokens can come from files (mode 0600,
 //! else exit 78) so they never show on the command line `ps` prints.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::zombie_processes
+)]
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
@@ -45,6 +50,7 @@ fn start(mut cmd: Command) -> (Child, String) {
             .recv_timeout(Duration::from_secs(60))
             .unwrap_or_else(|_| {
                 let _ = child.kill();
+                let _ = child.wait();
                 panic!("no banner within 60 s");
             });
         if let Some(u) = line.strip_prefix("api: ") {
