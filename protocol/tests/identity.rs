@@ -16,6 +16,11 @@ fn word() -> impl Strategy<Value = String> {
     "[a-z0-9_]{1,16}"
 }
 
+/// An agent id that passes the agent-id rule.
+fn agent_id() -> impl Strategy<Value = String> {
+    "[a-zA-Z0-9][a-zA-Z0-9_:-]{0,40}"
+}
+
 fn label() -> impl Strategy<Value = String> {
     "[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?"
 }
@@ -367,7 +372,7 @@ fn error_message() -> impl Strategy<Value = ErrorMessage> {
 fn agent_message() -> impl Strategy<Value = AgentMessage> {
     prop_oneof![
         (
-            word(),
+            agent_id(),
             text(),
             text(),
             any::<u32>(),

@@ -99,7 +99,8 @@ struct EnrollRequest {
 }
 
 /// `POST /api/enroll`: body `{"code": "...", "agent_id": "..."?}`. An `agent_id` is checked
-/// before the code is spent; the token is then bound to it (and the id moves to the new token).
+/// (the agent-id rule, and 409 when another credential holds it) before the code is spent;
+/// the token is then bound to it.
 pub async fn enroll(
     State(hub): State<Arc<Hub>>,
     body: Bytes,
@@ -116,6 +117,11 @@ pub async fn enroll(
     }
     let token = hub
         .redeem(code, req.agent_id.as_deref())
+        .map_err(|r| ApiError {
+            status: StatusCode::CONFLICT,
+            error: r.to_string(),
+            field: Some("agent_id".to_owned()),
+        })?
         .ok_or_else(|| ApiError {
             status: StatusCode::UNAUTHORIZED,
             error: "code: unknown or already used enrollment code".to_owned(),

@@ -547,6 +547,7 @@ impl Hub {
                     created_ms: now,
                     updated_ms: now,
                     last_restart_request: None,
+                    sealed_secret: None,
                 },
             );
             let generation = bump(d, &host_id);
@@ -682,24 +683,26 @@ impl Hub {
         self.persist_now();
     }
 
-    /// Trades a one-time code for a new agent token; `None` if the code is unknown or used.
-    /// With `agent_id` (checked by the caller) the token is bound to that id at once, and the
-    /// id moves to it from any earlier credential (re-enrolment).
-    pub fn redeem(&self, code: &str, agent_id: Option<&str>) -> Option<String> {
+    /// Trades a one-time code for a new agent token: `Ok(None)` if the code is unknown or
+    /// used. With `agent_id` (checked by the caller) the token is bound to that id at once;
+    /// an id bound to another credential is refused before the code is spent.
+    pub fn redeem(&self, code: &str, agent_id: Option<&str>) -> Result<Option<String>, Refusal> {
         let h = hash_secret(code);
         let token = self.write(|d| {
-            let pos = d.enroll_codes.iter().position(|s| s.sha256 == h)?;
-            d.enroll_codes.remove(pos);
+            let Some(pos) = d.enroll_codes.iter().position(|s| s.sha256 == h) else {
+                return Ok(None);
+            };
             let token = format!("odac_{}", uuid::Uuid::new_v4().simple());
             let sha256 = hash_secret(&token);
+            if let Some(id) = agent_id {
+                crate::identity::bind_enrolled(d, &sha256, id)?;
+            }
+            d.enroll_codes.remove(pos);
             d.enrolled_tokens.push(Secret {
-                sha256: sha256.clone(),
+                sha256,
                 created_ms: crate::clock::now_ms(),
                 agent_id: agent_id.map(str::to_owned),
             });
-            if let Some(id) = agent_id {
-                crate::identity::rebind_enrolled(d, &sha256, id);
-            }
             self.log(
                 d,
                 EventLevel::Info,
@@ -707,10 +710,12 @@ impl Hub {
                 None,
                 "an agent enrolled".to_owned(),
             );
-            Some(token)
+            Ok(Some(token))
         })?;
-        self.persist_now();
-        Some(token)
+        if token.is_some() {
+            self.persist_now();
+        }
+        Ok(token)
     }
 }
 

@@ -33,7 +33,9 @@ pub enum Refusal {
         id: String,
     },
     /// The id is bound to another credential.
-    #[error("agent_id: {id:?} belongs to another credential; re-enrol the host to move it")]
+    #[error(
+        "agent_id: {id:?} belongs to another credential (to move it, stop odac-sim and remove its entry from \"bindings\" in fleet.json)"
+    )]
     IdBoundElsewhere {
         /// The id asked for.
         id: String,
@@ -123,12 +125,16 @@ impl Credentials {
     }
 }
 
-/// Binds `id` to the freshly enrolled token with hash `h`: the id moves to it, and enrolled
-/// tokens that held the id before are revoked (re-enrolment of a host replaces its token).
-pub fn rebind_enrolled(d: &mut FleetData, h: &str, id: &str) {
-    d.enrolled_tokens
-        .retain(|s| s.sha256 == h || s.agent_id.as_deref() != Some(id));
-    d.bindings.insert(id.to_owned(), h.to_owned());
+/// Binds `id` to the freshly enrolled token with hash `h`, unless another credential holds it
+/// (enrolment never moves an id: that would let anyone who can mint a code take a host over).
+pub fn bind_enrolled(d: &mut FleetData, h: &str, id: &str) -> Result<(), Refusal> {
+    match d.bindings.get(id) {
+        Some(owner) if owner != h => Err(Refusal::IdBoundElsewhere { id: id.to_owned() }),
+        _ => {
+            d.bindings.insert(id.to_owned(), h.to_owned());
+            Ok(())
+        }
+    }
 }
 
 #[cfg(test)]
@@ -196,11 +202,10 @@ mod tests {
         let h2 = hash_secret("e2");
         assert!(c.authorize(&mut d, &h2, "a").is_err());
         assert_eq!(c.authorize(&mut d, &h2, "b"), Ok(true));
-        // re-enrolling "a" moves it to a new token and revokes e1
-        enrolled(&mut d, "e3", Some("a"));
+        // enrolment never moves a bound id
         let h3 = hash_secret("e3");
-        rebind_enrolled(&mut d, &h3, "a");
-        assert!(!c.known(&d, &h1));
-        assert_eq!(c.authorize(&mut d, &h3, "a"), Ok(false));
+        assert!(bind_enrolled(&mut d, &h3, "a").is_err());
+        assert_eq!(bind_enrolled(&mut d, &h3, "c"), Ok(()));
+        assert_eq!(c.authorize(&mut d, &h1, "a"), Ok(false));
     }
 }

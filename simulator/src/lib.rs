@@ -33,6 +33,7 @@ pub mod model;
 pub mod placement;
 pub mod reasons;
 pub mod secret_file;
+pub mod secrets;
 pub mod server;
 pub mod sim_agent;
 pub mod sse;

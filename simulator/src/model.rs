@@ -57,6 +57,9 @@ pub struct AppRecord {
     /// The `request_id` of the last restart request, so a retried request restarts once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_restart_request: Option<String>,
+    /// The git source's secret, sealed (only in `fleet.json`; in memory it sits in `spec`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sealed_secret: Option<String>,
 }
 
 /// An entry of the event log.

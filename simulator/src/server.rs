@@ -105,6 +105,17 @@ fn load_or_create_token(dir: &std::path::Path) -> Result<(String, PathBuf), SimE
     }
 }
 
+/// An open REST API (no `api_token`) is served on loopback only, unless `insecure_open_api`.
+fn check_open_api(cfg: &ServeConfig, ip: IpAddr) -> Result<(), SimError> {
+    if ip.is_loopback() || cfg.api_token.is_some() || cfg.insecure_open_api {
+        return Ok(());
+    }
+    Err(SimError::Config(format!(
+        "--listen {}: refusing to serve an open REST API on a non-loopback address; give --api-token-file FILE (or ODAC_SIM_API_TOKEN), or --insecure-open-api to serve it open anyway",
+        cfg.listen
+    )))
+}
+
 async fn require_api_token(State(hub): State<Arc<Hub>>, req: Request, next: Next) -> Response {
     if let Some(want) = &hub.api_token
         && ws::bearer(req.headers()) != Some(want.as_str())
@@ -159,6 +170,10 @@ pub fn router(hub: Arc<Hub>) -> Router {
 impl Server {
     /// Binds, loads the state dir and starts serving.
     pub async fn start(cfg: ServeConfig) -> Result<Server, SimError> {
+        // refuse before binding when the address says enough; check the bound one again below
+        if let Ok(a) = cfg.listen.parse::<SocketAddr>() {
+            check_open_api(&cfg, a.ip())?;
+        }
         let tcp = tokio::net::TcpListener::bind(&cfg.listen)
             .await
             .map_err(|e| SimError::Listen {
@@ -169,12 +184,7 @@ impl Server {
             addr: cfg.listen.clone(),
             message: e.to_string(),
         })?;
-        if !addr.ip().is_loopback() && cfg.api_token.is_none() && !cfg.insecure_open_api {
-            return Err(SimError::Config(format!(
-                "--listen {}: refusing to serve an open REST API on a non-loopback address; give --api-token-file FILE (or ODAC_SIM_API_TOKEN), or --insecure-open-api to serve it open anyway",
-                cfg.listen
-            )));
-        }
+        check_open_api(&cfg, addr.ip())?;
         let extra = if addr.ip().is_unspecified() {
             Vec::new()
         } else {

@@ -245,19 +245,22 @@ fn enrolment_binds_the_token_to_one_agent() {
     let err = connect(&sim, TOKEN, "agt_e").err().unwrap();
     assert!(matches!(err, ConnError::Http { status: 403, .. }), "{err}");
 
-    // re-enrolling agt_e moves it to the new token and revokes the old one
+    // enrolment never moves a bound id (minting a code must not be a way to take a host over)
     let (_, v) = sim.call("POST", "/api/enroll/codes", None);
     let code = v["code"].as_str().unwrap().to_owned();
-    let (s, v) = sim.call(
+    let (s, e) = sim.call(
         "POST",
         "/api/enroll",
         Some(&json!({"code": code, "agent_id": "agt_e"}).to_string()),
     );
-    assert_eq!(s, 201);
-    let new = v["token"].as_str().unwrap().to_owned();
-    assert!(connect(&sim, &new, "agt_e").is_ok());
-    let err = connect(&sim, &bound, "agt_e").err().unwrap();
-    assert!(matches!(err, ConnError::Http { status: 401, .. }), "{err}");
+    assert_eq!((s, e["field"].clone()), (409, json!("agent_id")), "{e}");
+    assert!(connect(&sim, &bound, "agt_e").is_ok(), "the owner keeps it");
+    let (s, _) = sim.call(
+        "POST",
+        "/api/enroll",
+        Some(&json!({"code": code, "agent_id": "agt_new"}).to_string()),
+    );
+    assert_eq!(s, 201, "the code was not spent by the refusal");
 }
 
 #[test]

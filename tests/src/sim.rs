@@ -28,6 +28,7 @@ pub struct Sim {
     log_dir: PathBuf,
     token: String,
     heartbeat_secs: Option<u32>,
+    hosts_per_token: Option<u32>,
     starts: usize,
     process: Option<Process>,
 }
@@ -69,6 +70,7 @@ impl Sim {
                 log_dir: dir.join("logs"),
                 token: token.to_owned(),
                 heartbeat_secs,
+                hosts_per_token: None,
                 starts: 0,
                 process: None,
             };
@@ -78,6 +80,15 @@ impl Sim {
             }
         }
         Err(last.unwrap_or_else(|| Error::Other("odac-sim did not start".to_owned())))
+    }
+
+    /// [`Sim::start`] for a simulated fleet sharing `token`: it may register `hosts` agent
+    /// ids (`--hosts-per-token`; a static token registers one by default).
+    pub fn start_fleet(dir: &Path, token: &str, hosts: u32) -> Result<Sim> {
+        let mut sim = Sim::start(dir, token)?;
+        sim.hosts_per_token = Some(hosts);
+        sim.restart()?;
+        Ok(sim)
     }
 
     fn spawn(&mut self) -> Result<()> {
@@ -93,6 +104,9 @@ impl Sim {
             .env("ODAC_SIM_LOG", "info");
         if let Some(secs) = self.heartbeat_secs {
             cmd.arg("--heartbeat-secs").arg(secs.to_string());
+        }
+        if let Some(n) = self.hosts_per_token {
+            cmd.arg("--hosts-per-token").arg(n.to_string());
         }
         let mut p = Process::spawn(&name, &mut cmd, &self.log_dir)?;
         match p.wait_for_line("agents: wss://", START_TIMEOUT) {

@@ -45,7 +45,6 @@ use super::events::EventTx;
 use super::fallback::{clip, is_device_refusal};
 use super::host::HostSource;
 use super::labels::{self, Identity};
-use super::binds::{HostUse, desired_uses};
 use super::ownership::{self, Ownership};
 use super::settings::AppManagerConfig;
 use super::source::{GitImage, with_build};

@@ -334,6 +334,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_refused_identity_is_an_auth_failure() {
+        use tokio_tungstenite::tungstenite::Error as WsError;
+        use tokio_tungstenite::tungstenite::http::Response;
+        for (status, unauthorized) in [(401, true), (403, true), (503, false), (400, false)] {
+            let resp = Response::builder().status(status).body(None).unwrap();
+            let e = upgrade_error("cp:443", WsError::Http(Box::new(resp)));
+            assert_eq!(e.is_unauthorized(), unauthorized, "{status}: {e}");
+        }
+    }
+
+    #[test]
     fn only_wss_urls() {
         let e = Endpoint::parse("wss://cp.example.com/agent/v1").unwrap();
         assert_eq!(e.authority(), "cp.example.com:443");

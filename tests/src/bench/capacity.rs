@@ -45,7 +45,7 @@ fn measure_level(agents: usize, opts: Opts) -> Result<Level> {
         .prefix(&format!("odac-bench-capacity-{agents}-"))
         .tempdir()
         .map_err(|e| Error::Other(format!("cannot create a temp dir: {e}")))?;
-    let sim = Sim::start(dir.path(), TOKEN)?;
+    let sim = Sim::start_fleet(dir.path(), TOKEN, 10_000)?;
     let sim_pid = sim
         .process()
         .map(Process::pid)

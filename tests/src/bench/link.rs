@@ -174,7 +174,7 @@ fn storm(opts: Opts, t: &mut Table) -> Result<()> {
         .prefix("odac-bench-storm-")
         .tempdir()
         .map_err(|e| Error::Other(format!("cannot create a temp dir: {e}")))?;
-    let sim = Sim::start(dir.path(), TOKEN)?;
+    let sim = Sim::start_fleet(dir.path(), TOKEN, 10_000)?;
     let mut fleet = start_fleet(&sim, agents, "storm", dir.path())?;
     wait_all_connected(&fleet, 0, agents, Duration::from_secs(300))?;
     let runs = opts.pick(3, 1);
