@@ -1,5 +1,5 @@
 //! Agent identity: the one rule every control plane and every agent applies to an `agent_id`
-//! (in `hello`, in the `Odac-Agent-Id` upgrade header, in an enrolment request, in the agent's
+//! (in `hello`, in the `Odac-Agent-Id` upgrade header, in an enrollment request, in the agent's
 //! own id file). An id is 1 to [`MAX_AGENT_ID`] bytes of ASCII letters, digits, `.`, `_`, `:`
 //! and `-`, starting with a letter or a digit and never containing `..`: printable, bounded,
 //! and safe as a file name or a path component on any control plane (no `/`, `\`, spaces or

@@ -669,9 +669,9 @@ impl Hub {
         Ok(())
     }
 
-    // ---- enrolment ---------------------------------------------------------------------
+    // ---- enrollment ---------------------------------------------------------------------
 
-    /// Adds a one-time enrolment code.
+    /// Adds a one-time enrollment code.
     pub fn add_enroll_code(&self, code: &str) {
         self.write(|d| {
             d.enroll_codes.push(Secret {

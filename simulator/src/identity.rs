@@ -1,7 +1,7 @@
 //! Which agent ids a bearer token may speak for. An agent id is bound to the one credential that
 //! first registered it (`FleetData::bindings`, persisted), so no other token can open a session
 //! as that host, receive its desired state or push reports in its name. An enrolled token
-//! belongs to exactly one id (given at enrolment, or the first one it is used with); a static
+//! belongs to exactly one id (given at enrollment, or the first one it is used with); a static
 //! token (`--token`, `--token-file`, `ODAC_SIM_TOKENS`, the generated `agent-token`) may
 //! register at most `hosts_per_token` ids (default 1), so a leaked or shared token cannot fill
 //! the fleet with invented hosts. Every id must pass the protocol's agent-id rule.
@@ -126,7 +126,7 @@ impl Credentials {
 }
 
 /// Binds `id` to the freshly enrolled token with hash `h`, unless another credential holds it
-/// (enrolment never moves an id: that would let anyone who can mint a code take a host over).
+/// (enrollment never moves an id: that would let anyone who can mint a code take a host over).
 pub fn bind_enrolled(d: &mut FleetData, h: &str, id: &str) -> Result<(), Refusal> {
     match d.bindings.get(id) {
         Some(owner) if owner != h => Err(Refusal::IdBoundElsewhere { id: id.to_owned() }),
@@ -202,7 +202,7 @@ mod tests {
         let h2 = hash_secret("e2");
         assert!(c.authorize(&mut d, &h2, "a").is_err());
         assert_eq!(c.authorize(&mut d, &h2, "b"), Ok(true));
-        // enrolment never moves a bound id
+        // enrollment never moves a bound id
         let h3 = hash_secret("e3");
         assert!(bind_enrolled(&mut d, &h3, "a").is_err());
         assert_eq!(bind_enrolled(&mut d, &h3, "c"), Ok(()));

@@ -2,7 +2,7 @@
 //! An impersonator naming another host's id is refused with 403 on the upgrade (or, without the
 //! `odac-agent-id` header, with `error unauthorized` before `welcome`), never receives the
 //! host's desired state and never displaces the real agent's session; a static token cannot
-//! register hundreds of invented ids; ids breaking the agent-id rule are refused; enrolment
+//! register hundreds of invented ids; ids breaking the agent-id rule are refused; enrollment
 //! binds a token to its id; minting codes needs the API token when one is set.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -204,7 +204,7 @@ fn agent_ids_breaking_the_rule_are_refused() {
 }
 
 #[test]
-fn enrolment_binds_the_token_to_one_agent() {
+fn enrollment_binds_the_token_to_one_agent() {
     let sim = Sim::start_with(|c| c.enroll_codes = vec!["code-1".into(), "code-2".into()]);
     // a bad agent_id is refused before the code is spent
     let (s, e) = sim.call(
@@ -245,7 +245,7 @@ fn enrolment_binds_the_token_to_one_agent() {
     let err = connect(&sim, TOKEN, "agt_e").err().unwrap();
     assert!(matches!(err, ConnError::Http { status: 403, .. }), "{err}");
 
-    // enrolment never moves a bound id (minting a code must not be a way to take a host over)
+    // enrollment never moves a bound id (minting a code must not be a way to take a host over)
     let (_, v) = sim.call("POST", "/api/enroll/codes", None);
     let code = v["code"].as_str().unwrap().to_owned();
     let (s, e) = sim.call(
@@ -264,7 +264,7 @@ fn enrolment_binds_the_token_to_one_agent() {
 }
 
 #[test]
-fn minting_enrolment_codes_needs_the_api_token_when_one_is_set() {
+fn minting_enrollment_codes_needs_the_api_token_when_one_is_set() {
     let sim = Sim::start_with(|c| c.api_token = Some("api-secret".into()));
     let (s, _) = sim.call("POST", "/api/enroll/codes", None);
     assert_eq!(s, 401);

@@ -2,7 +2,7 @@
 //! credential — here a token minted through the (open, loopback-only) API — presenting the real
 //! agent's id is refused with HTTP 403 on the upgrade, eight times in a row, and without the
 //! `odac-agent-id` header with `error unauthorized` before `welcome`; it never receives the
-//! host's desired state, enrolment cannot move the id to it (409), and the real agent stays
+//! host's desired state, enrollment cannot move the id to it (409), and the real agent stays
 //! connected on its first session, never kicked off and never backed off.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -39,7 +39,7 @@ fn another_credential_cannot_take_the_real_agents_id() {
         .as_str()
         .unwrap()
         .to_owned();
-    // enrolment cannot move the real agent's id to a new token
+    // enrollment cannot move the real agent's id to a new token
     let code2 = client.post("/api/enroll/codes", &json!({})).unwrap()["code"]
         .as_str()
         .unwrap()
