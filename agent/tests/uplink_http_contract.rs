@@ -135,3 +135,37 @@ async fn an_unselected_subprotocol_fails_the_upgrade_and_backs_off() {
     r.shutdown.cancel();
     r.task.await.unwrap();
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_invalid_welcome_is_answered_and_the_agent_reconnects_after_the_welcome_timeout() {
+    let mut r = run(Behaviour {
+        welcome: false,
+        ..Behaviour::default()
+    })
+    .await;
+    wait_for(&r.server.log, Duration::from_secs(5), "hello", |l| {
+        !l.hellos().is_empty()
+    })
+    .await;
+    r.server
+        .send_text(r#"{"type":"welcome","host_id":"h","heartbeat_secs":0}"#);
+    wait_for(&r.server.log, Duration::from_secs(5), "error", |l| {
+        !l.errors().is_empty()
+    })
+    .await;
+    let e = r.server.snapshot().errors()[0].clone();
+    assert_eq!(e.code, odac_protocol::ErrorCode::Invalid);
+    assert!(e.message.starts_with("heartbeat_secs: "), "{}", e.message);
+    let (error, _) = next_failure(&mut r.link).await;
+    assert!(error.is_empty() || error.contains("welcome"), "{error}");
+    let log = r.server.snapshot();
+    assert_eq!(log.accepts.len(), 1, "the agent waited for a valid welcome");
+    wait_for(&r.server.log, Duration::from_secs(120), "reconnect", |l| {
+        l.accepts.len() >= 2
+    })
+    .await;
+    let log = r.server.snapshot();
+    assert!(log.accepts[1] - log.accepts[0] >= Duration::from_secs(10));
+    r.shutdown.cancel();
+    r.task.await.unwrap();
+}
