@@ -14,6 +14,7 @@ pub mod api_error;
 pub mod catalog;
 pub mod cli;
 pub mod clock;
+pub mod conformance;
 pub mod dashboard;
 pub mod dedup;
 pub mod demo;
