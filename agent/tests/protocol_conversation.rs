@@ -48,16 +48,14 @@ fn script() -> Vec<Step> {
         .lines()
         .filter_map(|line| {
             if let Some(rest) = line.strip_prefix("C: close ") {
-                Some(Step::Close(rest.trim().parse().unwrap()))
-            } else if let Some(rest) = line.strip_prefix("C: ") {
-                Some(Step::Control(rest.to_owned()))
-            } else if let Some(rest) = line.strip_prefix("A: ") {
-                Some(Step::Agent(
-                    serde_json::from_str(rest).unwrap_or_else(|e| panic!("{rest}: {e}")),
-                ))
-            } else {
-                None
+                return Some(Step::Close(rest.trim().parse().unwrap()));
             }
+            if let Some(rest) = line.strip_prefix("C: ") {
+                return Some(Step::Control(rest.to_owned()));
+            }
+            line.strip_prefix("A: ").map(|rest| {
+                Step::Agent(serde_json::from_str(rest).unwrap_or_else(|e| panic!("{rest}: {e}")))
+            })
         })
         .collect()
 }
