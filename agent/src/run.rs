@@ -330,12 +330,13 @@ async fn forward_events(
 /// The app manager as the uplink sees it: a stale change is fine (acked, nothing changed).
 pub struct ManagerControl(pub AppManager);
 
+/// The error sent back: `<field>: <problem>` (the field of the message, or the state file).
 fn apply_error(e: AppMgrError) -> ApplyError {
-    let code = match &e {
-        AppMgrError::Invalid(_) => ErrorCode::Invalid,
-        AppMgrError::Store(_) | AppMgrError::Identity(_) => ErrorCode::Internal,
-    };
-    ApplyError::new(code, e.to_string())
+    match e {
+        AppMgrError::Invalid(v) => ApplyError::new(ErrorCode::Invalid, v.to_string()),
+        AppMgrError::Store(s) => ApplyError::new(ErrorCode::Internal, s.to_string()),
+        AppMgrError::Identity(e) => ApplyError::new(ErrorCode::Internal, e.to_string()),
+    }
 }
 
 #[async_trait]

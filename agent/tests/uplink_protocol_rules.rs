@@ -221,7 +221,13 @@ async fn an_invalid_change_also_puts_the_agent_out_of_step() {
     })
     .await;
     let log = h.server.snapshot();
-    assert_eq!(error_for(&log, 2).unwrap().code, ErrorCode::Invalid);
+    let invalid = error_for(&log, 2).unwrap();
+    assert_eq!(invalid.code, ErrorCode::Invalid);
+    assert!(
+        invalid.message.starts_with("app.name: "),
+        "{}",
+        invalid.message
+    );
     assert_eq!(error_for(&log, 3).unwrap().code, ErrorCode::Conflict);
     assert_eq!(log.acks(), [1]);
     h.shutdown.cancel();

@@ -186,7 +186,11 @@ async fn an_invalid_desired_state_is_refused_whole_naming_the_field_and_the_prev
     let err = h.server.log.lock().unwrap().errors()[0].clone();
     assert_eq!(err.code, ErrorCode::Invalid);
     assert_eq!(err.ref_seq, Some(2));
-    assert!(err.message.contains("apps[1].gpu.count"), "{}", err.message);
+    assert!(
+        err.message.starts_with("apps[1].gpu.count: "),
+        "<field>: <problem>: {}",
+        err.message
+    );
     let d = h.apps.desired.lock().unwrap().clone().unwrap();
     assert_eq!(d.generation, 1);
     assert_eq!(d.apps.len(), 1);

@@ -19,6 +19,7 @@ mod limits;
 mod messages;
 mod reason;
 pub mod schema;
+pub mod schema_rules;
 mod status;
 mod vendor;
 

@@ -1,5 +1,6 @@
 //! JSON Schema of the protocol, generated from the types with schemars. The generated files
 //! are checked in under `protocol/schema/`; a test fails when they drift from the types.
+//! [`crate::schema_rules`] adds the validation rules JSON Schema can express.
 
 use schemars::{JsonSchema, Schema, schema_for};
 
@@ -23,6 +24,7 @@ pub fn to_text(schema: &Schema) -> String {
 
 fn titled<T: JsonSchema>() -> Schema {
     let mut schema = schema_for!(T);
+    crate::schema_rules::tighten(&mut schema);
     schema.insert(
         "$id".to_owned(),
         format!("https://odac.run/schema/agent/v1/{}.json", T::schema_name()).into(),

@@ -16,6 +16,7 @@ pub mod body;
 pub mod catalog;
 pub mod cli;
 pub mod clock;
+pub mod conformance;
 pub mod dashboard;
 pub mod dedup;
 pub mod demo;

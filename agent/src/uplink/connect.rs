@@ -113,8 +113,12 @@ pub enum ConnectError {
         "the control plane refused the agent's token (http {status}); check control_plane.token_file or ODAC_AGENT_TOKEN, retrying slowly"
     )]
     Unauthorized { status: u16 },
-    #[error("the control plane refused the websocket upgrade with http {status}")]
-    Refused { status: u16 },
+    #[error("the control plane refused the websocket upgrade with http {status}{}", retry_after_text(*.retry_after))]
+    Refused {
+        status: u16,
+        /// The `Retry-After` it sent (delta seconds, at most [`MAX_RETRY_AFTER`]).
+        retry_after: Option<Duration>,
+    },
     #[error("the control plane did not agree on subprotocol {SUBPROTOCOL} (it answered {got:?})")]
     Subprotocol { got: Option<String> },
     #[error("websocket handshake with {authority} failed: {reason}")]
@@ -132,6 +136,29 @@ impl ConnectError {
     pub fn is_unauthorized(&self) -> bool {
         matches!(self, ConnectError::Unauthorized { .. })
     }
+
+    /// How long the control plane asked the agent to wait (`Retry-After` on a refused
+    /// upgrade, typically 429 or 503); the agent waits at least that long.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ConnectError::Refused { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+}
+
+/// The longest `Retry-After` honoured; a larger value is taken as this.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
+
+fn retry_after_text(d: Option<Duration>) -> String {
+    d.map(|d| format!(" (retry after {}s)", d.as_secs()))
+        .unwrap_or_default()
+}
+
+/// `Retry-After` in its delta-seconds form; an HTTP date or garbage is ignored.
+fn parse_retry_after(value: Option<&HeaderValue>) -> Option<Duration> {
+    let secs: u64 = value?.to_str().ok()?.trim().parse().ok()?;
+    Some(Duration::from_secs(secs).min(MAX_RETRY_AFTER))
 }
 
 /// Dials the control plane.
@@ -286,7 +313,10 @@ fn upgrade_error(authority: &str, e: tokio_tungstenite::tungstenite::Error) -> C
             if status == 401 || status == 403 {
                 ConnectError::Unauthorized { status }
             } else {
-                ConnectError::Refused { status }
+                ConnectError::Refused {
+                    status,
+                    retry_after: parse_retry_after(response.headers().get(header::RETRY_AFTER)),
+                }
             }
         }
         WsError::Protocol(ProtocolError::SecWebSocketSubProtocolError(_)) => {

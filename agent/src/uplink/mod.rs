@@ -208,7 +208,13 @@ impl Uplink {
                         backoff.next_auth_delay()
                     } else {
                         warn!(control_plane = %authority, "cannot connect to the control plane: {e}");
-                        backoff.next_delay()
+                        let mut delay = backoff.next_delay();
+                        if let Some(wait) = e.retry_after()
+                            && wait > delay.delay
+                        {
+                            delay.delay = wait;
+                        }
+                        delay
                     }
                 }
                 Ok(ws) => {

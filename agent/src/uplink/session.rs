@@ -359,7 +359,9 @@ async fn refuse(
 ) -> Result<(), Lost> {
     let ref_seq = sniff_seq(frame);
     warn!(code = %e.code(), ref_seq = ?ref_seq, "refused a control-plane frame: {e}");
-    let msg = ErrorMessage::new(e.code(), e.to_string(), ref_seq);
+    // `<field>: <problem>`, without the decoder's prefix
+    let msg = odac_protocol::error_reply(frame, e)
+        .unwrap_or_else(|| ErrorMessage::new(e.code(), e.to_string(), ref_seq));
     send(
         ws,
         Message::text(encode(&AgentMessage::Error(msg))),

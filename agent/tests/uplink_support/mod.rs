@@ -135,6 +135,10 @@ impl Pki {
 pub struct Behaviour {
     /// Answer the upgrade with this HTTP status instead of accepting.
     pub reject_status: Option<u16>,
+    /// `Retry-After` header value sent with `reject_status`.
+    pub retry_after: Option<String>,
+    /// Select the `odac.agent.v1` subprotocol when the agent offers it.
+    pub select_subprotocol: bool,
     /// Expected bearer token (401 otherwise).
     pub token: String,
     /// Answer `hello` with `welcome`.
@@ -151,6 +155,8 @@ impl Default for Behaviour {
     fn default() -> Self {
         Behaviour {
             reject_status: None,
+            retry_after: None,
+            select_subprotocol: true,
             token: TOKEN.to_owned(),
             welcome: true,
             auto_ack: true,
@@ -368,6 +374,10 @@ async fn serve(
         if let Some(status) = b.reject_status {
             let mut r = ErrorResponse::new(Some("refused".into()));
             *r.status_mut() = StatusCode::from_u16(status).unwrap();
+            if let Some(v) = &b.retry_after {
+                r.headers_mut()
+                    .insert("retry-after", HeaderValue::from_str(v).unwrap());
+            }
             return Err(r);
         }
         let auth = req
@@ -387,9 +397,10 @@ async fn serve(
             .get("sec-websocket-protocol")
             .and_then(|v| v.to_str().ok())
             .unwrap_or("");
-        if proto
-            .split(',')
-            .any(|p| p.trim() == odac_protocol::SUBPROTOCOL)
+        if b.select_subprotocol
+            && proto
+                .split(',')
+                .any(|p| p.trim() == odac_protocol::SUBPROTOCOL)
         {
             resp.headers_mut().insert(
                 "sec-websocket-protocol",

@@ -102,6 +102,19 @@ enum Command {
         #[arg(long)]
         duration_secs: Option<u64>,
     },
+    /// Check a control plane against the protocol rules it must keep, as a scripted agent:
+    /// one PASS/FAIL line per rule; exit 1 when any fails.
+    Conformance {
+        /// Control plane agent URL, e.g. wss://app.odac.run/agent/v1.
+        #[arg(long)]
+        control_plane: String,
+        /// Agent bearer token.
+        #[arg(long, env = "ODAC_TOKEN", hide_env_values = true)]
+        token: String,
+        /// CA certificate to trust (PEM).
+        #[arg(long)]
+        ca_file: PathBuf,
+    },
     /// Serve, start a local odac-agent, build the sample image and create a sample app.
     Demo {
         /// Address to listen on (one TLS port for agents, API and dashboard).
@@ -224,6 +237,21 @@ async fn main_async(cli: Cli) -> anyhow::Result<()> {
             }
             println!("{}", fleet.summary());
             fleet.stop().await;
+        }
+        Command::Conformance {
+            control_plane,
+            token,
+            ca_file,
+        } => {
+            let ca_pem = std::fs::read(&ca_file)
+                .map_err(|e| anyhow::anyhow!("cannot read CA file {}: {e}", ca_file.display()))?;
+            let cfg =
+                odac_simulator::conformance::ConformanceConfig::new(control_plane, token, ca_pem);
+            let outcomes = odac_simulator::conformance::run(&cfg).await;
+            print!("{}", odac_simulator::conformance::report(&outcomes));
+            if !odac_simulator::conformance::all_passed(&outcomes) {
+                std::process::exit(1);
+            }
         }
         Command::Demo {
             listen,

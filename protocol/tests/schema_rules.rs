@@ -1,0 +1,380 @@
+//! The checked-in JSON Schema and the validation code agree: a table of good and bad values,
+//! each run through the decoder (`decode_control` / `decode_agent`) and through a JSON Schema
+//! validator over `protocol/schema/`. A good value passes both; a bad value is refused by
+//! both, so a control plane that validates against the schema refuses what the agent would.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use odac_protocol::{decode_agent, decode_control};
+use serde_json::{Value, json};
+
+fn validator(file: &str) -> jsonschema::Validator {
+    let path = format!("{}/schema/{file}", env!("CARGO_MANIFEST_DIR"));
+    let schema: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    jsonschema::validator_for(&schema).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn upsert(app: Value) -> Value {
+    json!({"type": "app_upsert", "seq": 1, "generation": 1, "app": app})
+}
+
+fn app(extra: Value) -> Value {
+    let mut base = json!({"name": "web", "image": "busybox"});
+    if let (Some(b), Value::Object(e)) = (base.as_object_mut(), extra) {
+        for (k, v) in e {
+            if v.is_null() {
+                b.remove(&k);
+            } else {
+                b.insert(k, v);
+            }
+        }
+    }
+    base
+}
+
+fn gpu(g: Value) -> Value {
+    upsert(app(json!({"gpu": g})))
+}
+
+fn many<T>(n: usize, f: impl Fn(usize) -> T) -> Vec<T> {
+    (0..n).map(f).collect()
+}
+
+/// `(what, message, accepted)` of the control-plane direction.
+fn control_table() -> Vec<(&'static str, Value, bool)> {
+    let name63 = "a".repeat(63);
+    let name64 = "a".repeat(64);
+    vec![
+        ("plain app", upsert(app(json!({}))), true),
+        (
+            "catalog app only",
+            upsert(json!({"name": "web", "app": "ollama"})),
+            true,
+        ),
+        (
+            "image null with a catalog app",
+            upsert(json!({"name": "web", "image": null, "app": "ollama"})),
+            true,
+        ),
+        (
+            "git source only",
+            upsert(json!({"name": "web", "source": {"url": "https://example.com/web.git"}})),
+            true,
+        ),
+        ("63-char name", upsert(app(json!({"name": name63}))), true),
+        (
+            "ports at the bounds",
+            upsert(app(json!({"ports": [{"host": 1, "container": 65535}]}))),
+            true,
+        ),
+        (
+            "64 ports",
+            upsert(app(
+                json!({"ports": many(64, |i| json!({"container": i + 1}))}),
+            )),
+            true,
+        ),
+        (
+            "resources at the bounds",
+            upsert(app(
+                json!({"resources": {"memory_bytes": 6_291_456, "cpus": 1024.0}}),
+            )),
+            true,
+        ),
+        (
+            "small cpus",
+            upsert(app(json!({"resources": {"cpus": 0.01}}))),
+            true,
+        ),
+        (
+            "env",
+            upsert(app(json!({"env": {"A": "1", "lower_case": "x y"}}))),
+            true,
+        ),
+        (
+            "gpu count 64",
+            gpu(json!({"runtime": "nvidia", "count": 64})),
+            true,
+        ),
+        (
+            "gpu count \"All\"",
+            gpu(json!({"runtime": "nvidia", "count": "All"})),
+            true,
+        ),
+        (
+            "gpu count \" 2 \"",
+            gpu(json!({"runtime": "nvidia", "count": " 2 "})),
+            true,
+        ),
+        (
+            "gpu optional \"YES\"",
+            gpu(json!({"optional": "YES"})),
+            true,
+        ),
+        (
+            "gpu optional \" off \"",
+            gpu(json!({"runtime": "amd", "optional": " off "})),
+            true,
+        ),
+        ("gpu null", gpu(Value::Null), true),
+        (
+            "welcome heartbeat 1",
+            json!({"type": "welcome", "host_id": "h", "heartbeat_secs": 1}),
+            true,
+        ),
+        (
+            "welcome heartbeat 3600",
+            json!({"type": "welcome", "host_id": "h", "heartbeat_secs": 3600}),
+            true,
+        ),
+        (
+            "delete",
+            json!({"type": "app_delete", "seq": 2, "generation": 2, "name": "web"}),
+            true,
+        ),
+        (
+            "256 apps",
+            json!({"type": "desired_state", "seq": 1, "generation": 1,
+            "apps": many(256, |i| json!({"name": format!("app-{i}"), "image": "x"}))}),
+            true,
+        ),
+        // bad values
+        (
+            "upper-case name",
+            upsert(app(json!({"name": "Web"}))),
+            false,
+        ),
+        (
+            "name starting with -",
+            upsert(app(json!({"name": "-web"}))),
+            false,
+        ),
+        (
+            "name ending with -",
+            upsert(app(json!({"name": "web-"}))),
+            false,
+        ),
+        (
+            "underscore in name",
+            upsert(app(json!({"name": "a_b"}))),
+            false,
+        ),
+        ("empty name", upsert(app(json!({"name": ""}))), false),
+        ("64-char name", upsert(app(json!({"name": name64}))), false),
+        ("empty image", upsert(app(json!({"image": ""}))), false),
+        (
+            "image with a space",
+            upsert(app(json!({"image": "busy box"}))),
+            false,
+        ),
+        (
+            "image and source",
+            upsert(app(
+                json!({"source": {"url": "https://example.com/web.git"}}),
+            )),
+            false,
+        ),
+        (
+            "no image, source or app",
+            upsert(json!({"name": "web"})),
+            false,
+        ),
+        (
+            "container port 0",
+            upsert(app(json!({"ports": [{"container": 0}]}))),
+            false,
+        ),
+        (
+            "container port 65536",
+            upsert(app(json!({"ports": [{"container": 65536}]}))),
+            false,
+        ),
+        (
+            "host port 0",
+            upsert(app(json!({"ports": [{"host": 0, "container": 80}]}))),
+            false,
+        ),
+        (
+            "65 ports",
+            upsert(app(
+                json!({"ports": many(65, |i| json!({"container": i + 1}))}),
+            )),
+            false,
+        ),
+        (
+            "65 volumes",
+            upsert(app(
+                json!({"volumes": many(65, |i| json!({"source": format!("v{i}"), "target": "/data"}))}),
+            )),
+            false,
+        ),
+        (
+            "relative volume target",
+            upsert(app(json!({"volumes": [{"source": "v", "target": "data"}]}))),
+            false,
+        ),
+        (
+            "257 arguments",
+            upsert(app(json!({"command": many(257, |_| "x")}))),
+            false,
+        ),
+        (
+            "257 env entries",
+            upsert(app(
+                json!({"env": (0..257).map(|i| (format!("K{i}"), json!("v"))).collect::<serde_json::Map<_, _>>()}),
+            )),
+            false,
+        ),
+        (
+            "empty env name",
+            upsert(app(json!({"env": {"": "x"}}))),
+            false,
+        ),
+        (
+            "env name with =",
+            upsert(app(json!({"env": {"A=B": "x"}}))),
+            false,
+        ),
+        (
+            "memory below 6 MiB",
+            upsert(app(json!({"resources": {"memory_bytes": 6_291_455}}))),
+            false,
+        ),
+        (
+            "cpus 0",
+            upsert(app(json!({"resources": {"cpus": 0}}))),
+            false,
+        ),
+        (
+            "cpus negative",
+            upsert(app(json!({"resources": {"cpus": -1.0}}))),
+            false,
+        ),
+        (
+            "cpus 1025",
+            upsert(app(json!({"resources": {"cpus": 1025}}))),
+            false,
+        ),
+        (
+            "gpu count 0",
+            gpu(json!({"runtime": "nvidia", "count": 0})),
+            false,
+        ),
+        (
+            "gpu count 65",
+            gpu(json!({"runtime": "nvidia", "count": 65})),
+            false,
+        ),
+        (
+            "gpu count \"65\"",
+            gpu(json!({"runtime": "nvidia", "count": "65"})),
+            false,
+        ),
+        (
+            "gpu count \"0\"",
+            gpu(json!({"runtime": "nvidia", "count": "0"})),
+            false,
+        ),
+        (
+            "gpu count \"some\"",
+            gpu(json!({"runtime": "nvidia", "count": "some"})),
+            false,
+        ),
+        (
+            "gpu optional \"maybe\"",
+            gpu(json!({"optional": "maybe"})),
+            false,
+        ),
+        ("gpu optional \"2\"", gpu(json!({"optional": "2"})), false),
+        ("gpu runtime cuda", gpu(json!({"runtime": "cuda"})), false),
+        (
+            "welcome heartbeat 0",
+            json!({"type": "welcome", "host_id": "h", "heartbeat_secs": 0}),
+            false,
+        ),
+        (
+            "welcome heartbeat 3601",
+            json!({"type": "welcome", "host_id": "h", "heartbeat_secs": 3601}),
+            false,
+        ),
+        (
+            "welcome empty host_id",
+            json!({"type": "welcome", "host_id": ""}),
+            false,
+        ),
+        (
+            "delete of a bad name",
+            json!({"type": "app_delete", "seq": 2, "generation": 2, "name": "Bad"}),
+            false,
+        ),
+        (
+            "257 apps",
+            json!({"type": "desired_state", "seq": 1, "generation": 1,
+            "apps": many(257, |i| json!({"name": format!("app-{i}"), "image": "x"}))}),
+            false,
+        ),
+    ]
+}
+
+fn agent_table() -> Vec<(&'static str, Value, bool)> {
+    let hello = |id: &str| json!({"type": "hello", "agent_id": id, "hostname": "h", "agent_version": "0.1.0", "protocol_version": 1});
+    let status = |name: &str, state: &str| json!({"type": "app_status", "seq": 3, "status": {"name": name, "generation": 1, "state": state}});
+    vec![
+        ("hello", hello("agt_1"), true),
+        ("256-byte agent id", hello(&"a".repeat(256)), true),
+        ("removed status", status("web", "removed"), true),
+        (
+            "resync",
+            json!({"type": "resync", "reason": "seq 2: internal: read-only"}),
+            true,
+        ),
+        ("empty agent id", hello(""), false),
+        ("257-byte agent id", hello(&"a".repeat(257)), false),
+        ("status of a bad name", status("Bad Name", "running"), false),
+        ("unknown state", status("web", "exploded"), false),
+    ]
+}
+
+fn check(
+    table: Vec<(&'static str, Value, bool)>,
+    schema: &str,
+    decodes: impl Fn(&[u8]) -> Result<(), String>,
+) {
+    let v = validator(schema);
+    let mut disagreements = Vec::new();
+    for (what, msg, good) in table {
+        let text = serde_json::to_vec(&msg).unwrap();
+        let by_code = decodes(&text);
+        let by_schema = v.is_valid(&msg);
+        if by_code.is_ok() != good || by_schema != good {
+            disagreements.push(format!(
+                "{what}: expected {}, decoder says {by_code:?}, schema says {}",
+                if good { "accepted" } else { "refused" },
+                if by_schema { "valid" } else { "invalid" }
+            ));
+        }
+    }
+    assert!(disagreements.is_empty(), "{}", disagreements.join("\n"));
+}
+
+#[test]
+fn control_messages_schema_and_decoder_agree() {
+    check(control_table(), "control-message.schema.json", |b| {
+        decode_control(b).map(|_| ()).map_err(|e| e.to_string())
+    });
+}
+
+#[test]
+fn agent_messages_schema_and_decoder_agree() {
+    check(agent_table(), "agent-message.schema.json", |b| {
+        decode_agent(b).map(|_| ()).map_err(|e| e.to_string())
+    });
+}
+
+#[test]
+fn desired_state_schema_limits_the_apps() {
+    let v = validator("desired-state.schema.json");
+    let apps = |n: usize| many(n, |i| json!({"name": format!("app-{i}"), "image": "x"}));
+    assert!(v.is_valid(&json!({"generation": 1, "apps": apps(256)})));
+    assert!(!v.is_valid(&json!({"generation": 1, "apps": apps(257)})));
+    assert!(!v.is_valid(&json!({"generation": 1, "apps": [{"name": "Bad", "image": "x"}]})));
+}

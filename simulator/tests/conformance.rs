@@ -1,0 +1,66 @@
+//! The conformance kit against the simulator: `odac-sim conformance` passes every rule against
+//! `odac-sim serve`, and fails (exit 1, the rule named with its evidence) against a control
+//! plane that skips acks (the `withhold_acks` fault).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::process::Command;
+
+use common::{Sim, TOKEN};
+
+fn conformance(sim: &Sim) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_odac-sim"))
+        .args([
+            "conformance",
+            "--control-plane",
+            &sim.server().agents_url(),
+            "--token",
+            TOKEN,
+            "--ca-file",
+            &sim.ca_path(),
+        ])
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn the_simulator_passes_every_rule() {
+    let sim = Sim::start();
+    let (code, out) = conformance(&sim);
+    assert_eq!(code, 0, "{out}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines.len() >= 10, "{out}");
+    for line in &lines[..lines.len() - 1] {
+        assert!(line.starts_with("PASS "), "{line}");
+    }
+    assert!(out.contains("PASS acks_every_report: "), "{out}");
+    assert!(
+        out.contains("PASS answers_resync_with_a_snapshot: "),
+        "{out}"
+    );
+    assert!(out.contains(" 0 failed"), "{out}");
+}
+
+#[test]
+fn a_control_plane_that_skips_acks_fails() {
+    let sim = Sim::start();
+    let (s, _) = sim.call(
+        "POST",
+        "/api/admin/faults",
+        Some(r#"{"withhold_acks":true}"#),
+    );
+    assert_eq!(s, 200);
+    let (code, out) = conformance(&sim);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("FAIL acks_every_report: no ack for seq 1001"),
+        "{out}"
+    );
+    assert!(out.contains("FAIL acks_a_resent_seq: "), "{out}");
+    assert!(out.contains("PASS welcome_after_hello: "), "{out}");
+}
