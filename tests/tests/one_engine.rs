@@ -181,11 +181,13 @@ fn the_demo_beside_an_agent_owns_its_own_set_and_ctrl_c_through_tee_removes_only
         dir.path().join("state").display(),
         tee_log.display()
     );
-    let mut cmd = Command::new("sh");
-    cmd.args(["-c", &script])
+    // as in a terminal: SIGINT kills `tee` (a test runner may have it ignored, and an ignored
+    // signal stays ignored across exec)
+    let mut cmd = Command::new("env");
+    cmd.args(["--default-signal=INT", "sh", "-c", &script])
         .env("ODAC_AGENT_BIN", bin(AGENT).unwrap())
         .process_group(0);
-    let demo = Process::spawn("demo", &mut cmd, &dir.path().join("logs")).unwrap();
+    let mut demo = Process::spawn("demo", &mut cmd, &dir.path().join("logs")).unwrap();
     let group = Group(demo.pid());
     demo.wait_for_line("Ctrl-C stops the demo", Duration::from_secs(120))
         .unwrap();
@@ -204,7 +206,8 @@ fn the_demo_beside_an_agent_owns_its_own_set_and_ctrl_c_through_tee_removes_only
     // Ctrl-C in a terminal: SIGINT to the whole foreground group, tee included
     assert!(group.signal("-INT"));
     let gone = Instant::now();
-    while group.alive() && gone.elapsed() < Duration::from_secs(60) {
+    // reap the shell: a zombie still counts as a member of its group
+    while (demo.is_running() || group.alive()) && gone.elapsed() < Duration::from_secs(60) {
         std::thread::sleep(Duration::from_millis(200));
     }
     assert!(!group.alive(), "the demo did not stop: {:?}", demo.tail(20));
