@@ -89,16 +89,12 @@ async fn ownership_checks(target: &Target) -> Vec<Check> {
     let total = live.len();
     let found: Vec<Conflict> = conflicts(live.into_values().collect(), &me, &names);
     if found.is_empty() {
-        let whose = if me.is_empty() {
-            format!("no agent id in {}", id_file.display())
+        let message = if total == 0 {
+            format!("no containers of instance {instance} on this engine")
         } else {
-            format!("owned by agent {me}")
+            format!("{total} container(s) of instance {instance}, all owned by agent {me}")
         };
-        checks.push(check(
-            CheckStatus::Ok,
-            format!("{total} container(s) of instance {instance}, all {whose}"),
-            None,
-        ));
+        checks.push(check(CheckStatus::Ok, message, None));
     }
     for c in &found {
         checks.push(check(CheckStatus::Warn, c.message(instance), Some(FIX)));
