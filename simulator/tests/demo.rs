@@ -10,8 +10,9 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use odac_agent::appmgr::container::container_name;
 use odac_agent::engine::{ContainerEngine, DockerEngine};
-use odac_simulator::demo::{DEMO_APP, agent_binary};
+use odac_simulator::demo::{DEMO_APP, DEMO_INSTANCE, agent_binary};
 
 fn engine(rt: &tokio::runtime::Runtime) -> Option<DockerEngine> {
     match rt.block_on(DockerEngine::connect(None)) {
@@ -108,7 +109,7 @@ fn demo_runs_the_sample_app_through_a_real_agent() {
 
     // the container really runs and printed what it received
     let logs = rt
-        .block_on(engine.logs_tail(&format!("odac-{DEMO_APP}"), 50))
+        .block_on(engine.logs_tail(&container_name(DEMO_INSTANCE, DEMO_APP), 50))
         .unwrap_or_default();
     println!("{logs}");
 
@@ -130,7 +131,7 @@ fn demo_runs_the_sample_app_through_a_real_agent() {
     };
     assert!(status.success(), "{status}");
     let gone = rt
-        .block_on(engine.inspect(&format!("odac-{DEMO_APP}")))
+        .block_on(engine.inspect(&container_name(DEMO_INSTANCE, DEMO_APP)))
         .is_err();
     assert!(gone, "the sample container was left behind");
     assert!(logs.contains("== GPU device nodes =="), "{logs}");
