@@ -96,7 +96,7 @@ fn absolute(name: &str, path: &Path) -> Result<(), ConfigError> {
 fn instance_name_ok(name: &str) -> bool {
     let mut chars = name.chars();
     chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
-        && chars.all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
+        && chars.all(|c| c.is_ascii_alphanumeric() || ".-".contains(c))
         && name.len() <= 64
 }
 
@@ -107,7 +107,7 @@ pub(crate) fn apps(apps: &AppManagerConfig) -> Result<(), ConfigError> {
         return Err(key(
             "apps.instance",
             format!(
-                "{:?} is not a valid name: 1 to 64 characters [a-zA-Z0-9][a-zA-Z0-9_.-]* (it starts container and volume names)",
+                "{:?} is not a valid name: 1 to 64 characters [a-zA-Z0-9][a-zA-Z0-9.-]* (it starts container and volume names, `_` separates it from the app)",
                 apps.instance
             ),
         ));
@@ -188,10 +188,10 @@ mod tests {
 
     #[test]
     fn instance_names() {
-        for ok in ["odac", "odac-t1_x.y", "A9"] {
+        for ok in ["odac", "odac-t1.x", "A9"] {
             assert!(instance_name_ok(ok), "{ok}");
         }
-        for bad in ["Bad Name!", "", "-x", "a/b", &"x".repeat(65)] {
+        for bad in ["Bad Name!", "", "-x", "a/b", "a_b", &"x".repeat(65)] {
             assert!(!instance_name_ok(bad), "{bad}");
         }
     }

@@ -17,8 +17,9 @@ enum Command {
     Version,
     /// Show what GPUs this host can pass into containers, and why not.
     Inventory(odac_agent::sysinfo::cli::ScanArgs),
-    /// Check GPU passthrough prerequisites, with fixes (exit 1 when present hardware is unusable).
-    Doctor(odac_agent::sysinfo::cli::ScanArgs),
+    /// Check GPU passthrough prerequisites, with fixes (exit 1 when present hardware is
+    /// unusable), and who owns the agent's containers on the engine.
+    Doctor(odac_agent::appmgr::doctor::DoctorArgs),
     /// Trade a one-time enrollment code for a token; write the token file and agent.toml.
     Enroll(odac_agent::enroll::EnrollArgs),
     /// Apply a desired-state file to the local engine once and print the app statuses.
@@ -36,7 +37,7 @@ fn main() {
             std::process::exit(odac_agent::sysinfo::cli::inventory_command(&args))
         }
         Command::Doctor(args) => {
-            std::process::exit(odac_agent::sysinfo::cli::doctor_command(&args))
+            std::process::exit(odac_agent::appmgr::doctor::doctor_command(&args))
         }
         Command::Enroll(args) => std::process::exit(odac_agent::enroll::enroll_command(&args)),
         Command::Apply(args) => std::process::exit(odac_agent::appmgr::cli::apply_command(&args)),

@@ -11,8 +11,9 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use odac_agent::appmgr::container::container_name;
 use odac_agent::engine::{ContainerEngine, DockerEngine};
-use odac_simulator::demo::{DEMO_APP, agent_binary};
+use odac_simulator::demo::{DEMO_APP, DEMO_INSTANCE, agent_binary};
 
 /// Fails unless the developer opted out (`ODAC_ALLOW_SKIP=1`, not `ODAC_REQUIRE_DOCKER=1`);
 /// then prints a skip line.
@@ -116,7 +117,7 @@ fn demo_runs_the_sample_app_through_a_real_agent() {
 
     // the container really runs and printed what it received
     let logs = rt
-        .block_on(engine.logs_tail(&format!("odac-{DEMO_APP}"), 50))
+        .block_on(engine.logs_tail(&container_name(DEMO_INSTANCE, DEMO_APP), 50))
         .unwrap_or_default();
     println!("{logs}");
 
@@ -138,7 +139,7 @@ fn demo_runs_the_sample_app_through_a_real_agent() {
     };
     assert!(status.success(), "{status}");
     let gone = rt
-        .block_on(engine.inspect(&format!("odac-{DEMO_APP}")))
+        .block_on(engine.inspect(&container_name(DEMO_INSTANCE, DEMO_APP)))
         .is_err();
     assert!(gone, "the sample container was left behind");
     assert!(logs.contains("== GPU device nodes =="), "{logs}");

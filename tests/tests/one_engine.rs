@@ -151,6 +151,17 @@ impl Drop for Group {
     }
 }
 
+/// Removes the demo's container if the test fails before the demo did.
+struct Leftovers(Vec<String>);
+
+impl Drop for Leftovers {
+    fn drop(&mut self) {
+        for id in &self.0 {
+            let _ = Command::new("docker").args(["rm", "-f", id]).output();
+        }
+    }
+}
+
 fn demo_containers() -> Vec<String> {
     containers("odac.instance=odac-demo")
         .unwrap()
@@ -181,15 +192,18 @@ fn the_demo_beside_an_agent_owns_its_own_set_and_ctrl_c_through_tee_removes_only
         dir.path().join("state").display(),
         tee_log.display()
     );
-    let mut cmd = Command::new("sh");
-    cmd.args(["-c", &script])
+    // as in a terminal: SIGINT kills `tee` (a test runner may have it ignored, and an ignored
+    // signal stays ignored across exec)
+    let mut cmd = Command::new("env");
+    cmd.args(["--default-signal=INT", "sh", "-c", &script])
         .env("ODAC_AGENT_BIN", bin(AGENT).unwrap())
         .process_group(0);
-    let demo = Process::spawn("demo", &mut cmd, &dir.path().join("logs")).unwrap();
+    let mut demo = Process::spawn("demo", &mut cmd, &dir.path().join("logs")).unwrap();
     let group = Group(demo.pid());
     demo.wait_for_line("Ctrl-C stops the demo", Duration::from_secs(120))
         .unwrap();
     let demo_ids = demo_containers();
+    let _left = Leftovers(demo_ids.clone());
     assert_eq!(demo_ids.len(), 1, "the demo's sample app runs");
     let state = dir.path().join("state/agent/state");
     assert!(state.join("desired.json").is_file(), "its own state dir");
@@ -201,10 +215,34 @@ fn the_demo_beside_an_agent_owns_its_own_set_and_ctrl_c_through_tee_removes_only
         std::thread::sleep(Duration::from_secs(2));
     }
 
-    // Ctrl-C in a terminal: SIGINT to the whole foreground group, tee included
+    // Ctrl-C in a terminal: SIGINT to the whole foreground group. Its worst order: `tee` is
+    // gone before the demo prints "stopping…" to the pipe (which used to panic the demo and
+    // leave its container behind), so signal `tee` first, then the group.
+    let tee = Command::new("pgrep")
+        .args(["-g", &demo.pid().to_string(), "-x", "tee"])
+        .output()
+        .unwrap();
+    let tee = String::from_utf8_lossy(&tee.stdout).trim().to_owned();
+    assert!(!tee.is_empty(), "tee runs in the demo's group");
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &tee])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let t = Instant::now();
+    while Path::new(&format!("/proc/{tee}")).exists() && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        !Path::new(&format!("/proc/{tee}")).exists(),
+        "tee did not die on SIGINT"
+    );
     assert!(group.signal("-INT"));
     let gone = Instant::now();
-    while group.alive() && gone.elapsed() < Duration::from_secs(60) {
+    // reap the shell: a zombie still counts as a member of its group
+    while (demo.is_running() || group.alive()) && gone.elapsed() < Duration::from_secs(60) {
         std::thread::sleep(Duration::from_millis(200));
     }
     assert!(!group.alive(), "the demo did not stop: {:?}", demo.tail(20));

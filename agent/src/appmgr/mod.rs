@@ -8,7 +8,8 @@
 //! container spec),
 //! [`fallback`] (`start_with_gpu_fallback` and the engine-refusal classifier),
 //! [`crashloop`], `reconcile` (one pass), [`build`] and `source` (apps built from git
-//! sources), [`events`] (diagnostic events), and [`cli`] (`apply` and `status`).
+//! sources), [`events`] (diagnostic events), [`cli`] + [`local`] (`apply` and `status`, and
+//! which agent set they work on), and [`doctor`] (`doctor` with the ownership checks).
 
 pub mod binds;
 pub mod build;
@@ -16,6 +17,7 @@ pub mod cli;
 pub mod container;
 pub mod crashloop;
 mod create;
+pub mod doctor;
 mod error;
 pub mod events;
 pub mod fallback;

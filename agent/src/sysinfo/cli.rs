@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::assess::Assessment;
-use super::doctor::{doctor, render};
+use super::doctor::{DoctorReport, doctor, render};
 use super::report::render_table;
 use super::scan::scan;
 use crate::engine::EngineCapabilities;
@@ -118,7 +118,8 @@ fn emit(text: &str) {
     let _ = out.flush();
 }
 
-fn usage_error(err: &CliError) -> i32 {
+/// Prints `err`; the usage exit code.
+pub fn usage_error(err: &CliError) -> i32 {
     eprintln!("odac-agent: {err}");
     EXIT_USAGE
 }
@@ -141,21 +142,31 @@ pub fn inventory_command(args: &ScanArgs) -> i32 {
     0
 }
 
-/// `odac-agent doctor`: prints the checks; exit 0 when nothing present is broken, 1 when
-/// present hardware (or the asked engine) is unusable, 2 on usage errors.
-pub fn doctor_command(args: &ScanArgs) -> i32 {
-    let (a, asked) = match assess(args) {
-        Ok(x) => x,
-        Err(e) => return usage_error(&e),
-    };
-    let report = doctor(&a, asked);
-    if args.json {
-        match serde_json::to_string_pretty(&report) {
+/// The doctor's host and engine checks.
+pub fn doctor_report(args: &ScanArgs) -> Result<DoctorReport, CliError> {
+    let (a, asked) = assess(args)?;
+    Ok(doctor(&a, asked))
+}
+
+/// Prints a doctor report; its exit code (2 when it cannot be printed).
+pub fn print_report(report: &DoctorReport, json: bool) -> i32 {
+    if json {
+        match serde_json::to_string_pretty(report) {
             Ok(json) => emit(&format!("{json}\n")),
             Err(e) => return usage_error(&CliError::Json(e)),
         }
     } else {
-        emit(&render(&report));
+        emit(&render(report));
     }
     report.exit_code
+}
+
+/// `odac-agent doctor` without the ownership checks (see `appmgr::doctor`): prints the checks;
+/// exit 0 when nothing present is broken, 1 when present hardware (or the asked engine) is
+/// unusable, 2 on usage errors.
+pub fn doctor_command(args: &ScanArgs) -> i32 {
+    match doctor_report(args) {
+        Ok(report) => print_report(&report, args.json),
+        Err(e) => usage_error(&e),
+    }
 }
