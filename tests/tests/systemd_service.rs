@@ -1,6 +1,7 @@
 //! The agent as a systemd service under real systemd (issue 22): systemd boots as PID 1 in a
 //! container on the local engine (`odac_e2e::systemd`), the agent's Debian package is installed
-//! in it with `apt-get install ./odac-agent_….deb`, and the packaged, sandboxed unit
+//! in it with `apt-get install ./odac-agent_….deb` (without Recommends: the host's engine stands in
+//! for docker.io), and the packaged, sandboxed unit
 //! (`deploy/odac-agent.service`, plus a test drop-in that only shortens `WatchdogSec` and
 //! `RestartSec`) drives the host's Docker engine through the mounted socket and talks to an
 //! `odac-sim serve` on the host's loopback. One scenario, in order:
@@ -240,7 +241,7 @@ fn packaged_unit_under_real_systemd_reaches_ready_applies_apps_and_obeys_the_wat
     let install = sd
         .sh(&format!(
             "groupadd -o -g {gid} docker && \
-             DEBIAN_FRONTEND=noninteractive apt-get install -y --no-download {SHARE}/{deb_name} 2>&1"
+             DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends {SHARE}/{deb_name} 2>&1"
         ))
         .expect("apt-get install the .deb");
     println!("{install}");
