@@ -6,7 +6,8 @@
 //! `RestartSec`) drives the host's Docker engine through the mounted socket and talks to an
 //! `odac-sim serve` on the host's loopback. One scenario, in order:
 //! 1. `systemctl start` returns once the agent sent READY=1; the unit is active and the
-//!    simulator shows the host connected; `journalctl -u odac-agent` has the structured lines;
+//!    simulator shows the host connected with an inventory read through the sandbox (CPUs,
+//!    memory, kernel, the engine); `journalctl -u odac-agent` has the structured lines;
 //! 2. an image app is applied through the service: its container runs on the engine with this
 //!    test's instance label; a git-sourced app (a local bare repository, `file://` URL, mounted
 //!    read-only into the container) is cloned and built by the sandboxed agent and runs;
@@ -15,7 +16,8 @@
 //! 4. `systemctl stop`: a clean exit (status 0, result success) well within TimeoutStopSec,
 //!    and the apps' containers keep running;
 //! 5. a bad config: exit 78, unit failed, and not restarted;
-//! 6. `systemd-analyze security odac-agent` ≤ 5.0 on the installed unit.
+//! 6. `systemd-analyze security odac-agent` ≤ 5.0 on the installed unit; the agent's journal
+//!    has no "Permission denied", "Operation not permitted" or "Read-only file system".
 //!
 //! It fails, never skips, when systemd cannot boot (with Docker absent it follows
 //! `ODAC_REQUIRE_DOCKER`). Everything it starts carries `odac.e2e.run=<instance>` and is removed
@@ -297,6 +299,19 @@ fn packaged_unit_under_real_systemd_reaches_ready_applies_apps_and_obeys_the_wat
         journal.contains("control plane session established"),
         "{journal}"
     );
+    // the inventory was read through the sandbox (/proc, /sys, the Docker socket)
+    let inventory = poll("the host's inventory", Duration::from_secs(30), || {
+        let hosts = stack.sim.hosts().map_err(|e| e.to_string())?;
+        hosts
+            .first()
+            .and_then(|h| h.inventory.clone())
+            .ok_or_else(|| "no inventory yet".to_owned())
+    })
+    .unwrap();
+    assert!(inventory.host.cpus > 0, "{:?}", inventory.host);
+    assert!(inventory.host.memory_bytes > 0, "{:?}", inventory.host);
+    assert!(!inventory.host.kernel.is_empty(), "{:?}", inventory.host);
+    assert!(inventory.engine.reachable, "{:?}", inventory.engine);
 
     // 2. an image app, then a git-sourced app, through the sandboxed service
     let app = format!("sd{}", std::process::id());
@@ -413,6 +428,20 @@ fn packaged_unit_under_real_systemd_reaches_ready_applies_apps_and_obeys_the_wat
         .unwrap_or_else(|| panic!("no exposure level in:\n{security}"));
     figure(SCENARIO, "exposure", format!("{score:.1}"));
     assert!(score <= 5.0, "exposure {score} > 5.0:\n{security}");
+
+    // nothing the agent touched was refused by the sandbox
+    let journal = sd.journal(UNIT).unwrap();
+    println!("{journal}");
+    for refused in [
+        "Permission denied",
+        "Operation not permitted",
+        "Read-only file system",
+    ] {
+        assert!(
+            !journal.contains(refused),
+            "{refused:?} in the journal:\n{journal}"
+        );
+    }
 
     figure(SCENARIO, "total", secs(t0.elapsed()));
     drop(sd);
