@@ -215,7 +215,7 @@ fn packaged_unit_under_real_systemd_reaches_ready_applies_apps_and_obeys_the_wat
     }
     std::fs::copy(stack.sim.ca_path(), share.join("ca.pem")).unwrap();
     std::fs::write(share.join("token"), format!("{}\n", stack.sim.token())).unwrap();
-    stack.options.ca_file = Some(format!("/etc/odac/ca.pem").into());
+    stack.options.ca_file = Some("/etc/odac/ca.pem".into());
     let config = stack.options.toml(
         Path::new("/var/lib/odac-agent"),
         Path::new("/etc/odac/token"),
