@@ -208,7 +208,12 @@ fn packaged_unit_under_real_systemd_reaches_ready_applies_apps_and_obeys_the_wat
     let _boxes = LabelCleanup::new(run_label.clone());
     let share = stack.dir().join("share");
     std::fs::create_dir_all(&share).unwrap();
-    let deb = agent_deb(&bin(AGENT).unwrap(), &share).expect("build the agent's .deb");
+    let t = Instant::now();
+    let agent = bin(AGENT).unwrap(); // builds the binaries when stale (not under nextest's build)
+    figure(SCENARIO, "binaries_ready", secs(t.elapsed()));
+    let t = Instant::now();
+    let deb = agent_deb(&agent, &share).expect("build the agent's .deb");
+    figure(SCENARIO, "deb", secs(t.elapsed()));
     let deb_name = deb.file_name().unwrap().to_string_lossy().into_owned();
     if deb.parent() != Some(share.as_path()) {
         std::fs::copy(&deb, share.join(&deb_name)).unwrap();
