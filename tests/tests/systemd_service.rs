@@ -1,11 +1,13 @@
 //! The agent as a systemd service under real systemd (issue 22): systemd boots as PID 1 in a
 //! container on the local engine (`odac_e2e::systemd`), the agent's Debian package is installed
-//! in it with `apt-get install ./odac-agent_….deb`, and the packaged, sandboxed unit
+//! in it with `apt-get install ./odac-agent_….deb` (without Recommends: the host's engine stands in
+//! for docker.io), and the packaged, sandboxed unit
 //! (`deploy/odac-agent.service`, plus a test drop-in that only shortens `WatchdogSec` and
 //! `RestartSec`) drives the host's Docker engine through the mounted socket and talks to an
 //! `odac-sim serve` on the host's loopback. One scenario, in order:
 //! 1. `systemctl start` returns once the agent sent READY=1; the unit is active and the
-//!    simulator shows the host connected; `journalctl -u odac-agent` has the structured lines;
+//!    simulator shows the host connected with an inventory read through the sandbox (CPUs,
+//!    memory, kernel, the engine); `journalctl -u odac-agent` has the structured lines;
 //! 2. an image app is applied through the service: its container runs on the engine with this
 //!    test's instance label; a git-sourced app (a local bare repository, `file://` URL, mounted
 //!    read-only into the container) is cloned and built by the sandboxed agent and runs;
@@ -14,7 +16,8 @@
 //! 4. `systemctl stop`: a clean exit (status 0, result success) well within TimeoutStopSec,
 //!    and the apps' containers keep running;
 //! 5. a bad config: exit 78, unit failed, and not restarted;
-//! 6. `systemd-analyze security odac-agent` ≤ 5.0 on the installed unit.
+//! 6. `systemd-analyze security odac-agent` ≤ 5.0 on the installed unit; the agent's journal
+//!    has no "Permission denied", "Operation not permitted" or "Read-only file system".
 //!
 //! It fails, never skips, when systemd cannot boot (with Docker absent it follows
 //! `ODAC_REQUIRE_DOCKER`). Everything it starts carries `odac.e2e.run=<instance>` and is removed
@@ -205,14 +208,19 @@ fn packaged_unit_under_real_systemd_reaches_ready_applies_apps_and_obeys_the_wat
     let _boxes = LabelCleanup::new(run_label.clone());
     let share = stack.dir().join("share");
     std::fs::create_dir_all(&share).unwrap();
-    let deb = agent_deb(&bin(AGENT).unwrap(), &share).expect("build the agent's .deb");
+    let t = Instant::now();
+    let agent = bin(AGENT).unwrap(); // builds the binaries when stale (not under nextest's build)
+    figure(SCENARIO, "binaries_ready", secs(t.elapsed()));
+    let t = Instant::now();
+    let deb = agent_deb(&agent, &share).expect("build the agent's .deb");
+    figure(SCENARIO, "deb", secs(t.elapsed()));
     let deb_name = deb.file_name().unwrap().to_string_lossy().into_owned();
     if deb.parent() != Some(share.as_path()) {
         std::fs::copy(&deb, share.join(&deb_name)).unwrap();
     }
     std::fs::copy(stack.sim.ca_path(), share.join("ca.pem")).unwrap();
     std::fs::write(share.join("token"), format!("{}\n", stack.sim.token())).unwrap();
-    stack.options.ca_file = Some(format!("/etc/odac/ca.pem").into());
+    stack.options.ca_file = Some("/etc/odac/ca.pem".into());
     let config = stack.options.toml(
         Path::new("/var/lib/odac-agent"),
         Path::new("/etc/odac/token"),
@@ -240,7 +248,7 @@ fn packaged_unit_under_real_systemd_reaches_ready_applies_apps_and_obeys_the_wat
     let install = sd
         .sh(&format!(
             "groupadd -o -g {gid} docker && \
-             DEBIAN_FRONTEND=noninteractive apt-get install -y --no-download {SHARE}/{deb_name} 2>&1"
+             DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends {SHARE}/{deb_name} 2>&1"
         ))
         .expect("apt-get install the .deb");
     println!("{install}");
@@ -296,6 +304,19 @@ fn packaged_unit_under_real_systemd_reaches_ready_applies_apps_and_obeys_the_wat
         journal.contains("control plane session established"),
         "{journal}"
     );
+    // the inventory was read through the sandbox (/proc, /sys, the Docker socket)
+    let inventory = poll("the host's inventory", Duration::from_secs(30), || {
+        let hosts = stack.sim.hosts().map_err(|e| e.to_string())?;
+        hosts
+            .first()
+            .and_then(|h| h.inventory.clone())
+            .ok_or_else(|| "no inventory yet".to_owned())
+    })
+    .unwrap();
+    assert!(inventory.host.cpus > 0, "{:?}", inventory.host);
+    assert!(inventory.host.memory_bytes > 0, "{:?}", inventory.host);
+    assert!(!inventory.host.kernel.is_empty(), "{:?}", inventory.host);
+    assert!(inventory.engine.reachable, "{:?}", inventory.engine);
 
     // 2. an image app, then a git-sourced app, through the sandboxed service
     let app = format!("sd{}", std::process::id());
@@ -412,6 +433,20 @@ fn packaged_unit_under_real_systemd_reaches_ready_applies_apps_and_obeys_the_wat
         .unwrap_or_else(|| panic!("no exposure level in:\n{security}"));
     figure(SCENARIO, "exposure", format!("{score:.1}"));
     assert!(score <= 5.0, "exposure {score} > 5.0:\n{security}");
+
+    // nothing the agent touched was refused by the sandbox
+    let journal = sd.journal(UNIT).unwrap();
+    println!("{journal}");
+    for refused in [
+        "Permission denied",
+        "Operation not permitted",
+        "Read-only file system",
+    ] {
+        assert!(
+            !journal.contains(refused),
+            "{refused:?} in the journal:\n{journal}"
+        );
+    }
 
     figure(SCENARIO, "total", secs(t0.elapsed()));
     drop(sd);

@@ -477,7 +477,9 @@ impl AppManager {
                 break;
             }
             beat.step(STEP_BOUND, self.reconcile(quiet)).await;
-            let (delay, tick) = self.next_delay().await;
+            // waits for the reconciler's lock, which a concurrent `reconcile_once` (the first
+            // pass at start-up) may hold
+            let (delay, tick) = beat.step(STEP_BOUND, self.next_delay()).await;
             tokio::select! {
                 () = shutdown.cancelled() => break,
                 () = self.inner.wake.notified() => quiet = false,
