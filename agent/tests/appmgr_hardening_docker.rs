@@ -172,7 +172,7 @@ async fn symlink_escape_through_another_app_is_refused() {
         assert!(error.contains("volumes[0].source"), "{error}");
         let names: Vec<String> = run.containers().await.into_iter().map(|c| c.name).collect();
         assert!(
-            names.iter().all(|n| !n.ends_with("-b")),
+            names.iter().all(|n| !n.ends_with("_b")),
             "no container for b: {names:?}"
         );
 
@@ -312,10 +312,10 @@ async fn stubborn_removals_do_not_hold_up_a_new_app() {
             if fresh_running_at.is_none()
                 && cs
                     .iter()
-                    .any(|c| c.name.ends_with("-fresh") && c.state.as_str() == "running")
+                    .any(|c| c.name.ends_with("_fresh") && c.state.as_str() == "running")
             {
                 fresh_running_at = Some(started.elapsed());
-                stubborn_left_then = cs.iter().filter(|c| !c.name.ends_with("-fresh")).count();
+                stubborn_left_then = cs.iter().filter(|c| !c.name.ends_with("_fresh")).count();
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
@@ -336,7 +336,7 @@ async fn stubborn_removals_do_not_hold_up_a_new_app() {
             "removals ran in parallel: {took:?}"
         );
         let left: Vec<String> = run.containers().await.into_iter().map(|c| c.name).collect();
-        assert!(left.iter().all(|n| n.ends_with("-fresh")), "{left:?}");
+        assert!(left.iter().all(|n| n.ends_with("_fresh")), "{left:?}");
     })
     .await;
 }

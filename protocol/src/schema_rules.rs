@@ -34,6 +34,10 @@ pub fn tighten(schema: &mut Schema) {
     };
     let label = json!({"minLength": 1, "maxLength": MAX_NAME, "pattern": DNS_LABEL_PATTERN});
     let id = json!({"minLength": 1, "maxLength": 256, "pattern": "\\S"});
+    // the agent-id rule of `crate::identity` (letters, digits, `.`, `_`, `:`, `-`; a letter or
+    // digit first; no `..`)
+    let agent_id = json!({"minLength": 1, "maxLength": crate::MAX_AGENT_ID,
+        "pattern": "^[A-Za-z0-9][A-Za-z0-9._:-]*$", "not": {"pattern": "\\.\\."}});
     let port = json!({"minimum": 1, "maximum": 65535});
     for (def, field, rules) in [
         (
@@ -42,7 +46,7 @@ pub fn tighten(schema: &mut Schema) {
             json!({"minimum": 1, "maximum": 3600}),
         ),
         ("Welcome", "host_id", id.clone()),
-        ("Hello", "agent_id", id.clone()),
+        ("Hello", "agent_id", agent_id),
         ("DesiredStateMessage", "apps", json!({"maxItems": MAX_APPS})),
         ("AppDelete", "name", label.clone()),
         ("AppStatus", "name", label.clone()),

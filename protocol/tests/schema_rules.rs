@@ -320,7 +320,8 @@ fn agent_table() -> Vec<(&'static str, Value, bool)> {
     let status = |name: &str, state: &str| json!({"type": "app_status", "seq": 3, "status": {"name": name, "generation": 1, "state": state}});
     vec![
         ("hello", hello("agt_1"), true),
-        ("256-byte agent id", hello(&"a".repeat(256)), true),
+        ("128-byte agent id", hello(&"a".repeat(128)), true),
+        ("agent id with . _ : -", hello("host-1.dc_2:x"), true),
         ("removed status", status("web", "removed"), true),
         (
             "resync",
@@ -328,7 +329,11 @@ fn agent_table() -> Vec<(&'static str, Value, bool)> {
             true,
         ),
         ("empty agent id", hello(""), false),
-        ("257-byte agent id", hello(&"a".repeat(257)), false),
+        ("129-byte agent id", hello(&"a".repeat(129)), false),
+        ("agent id with a slash", hello("../etc"), false),
+        ("agent id with ..", hello("a..b"), false),
+        ("agent id with a space", hello("a b"), false),
+        ("agent id starting with -", hello("-a"), false),
         ("status of a bad name", status("Bad Name", "running"), false),
         ("unknown state", status("web", "exploded"), false),
     ]
