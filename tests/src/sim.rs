@@ -86,9 +86,15 @@ impl Sim {
     /// ids (`--hosts-per-token`; a static token registers one by default).
     pub fn start_fleet(dir: &Path, token: &str, hosts: u32) -> Result<Sim> {
         let mut sim = Sim::start(dir, token)?;
-        sim.hosts_per_token = Some(hosts);
-        sim.restart()?;
+        sim.allow_hosts_per_token(hosts)?;
         Ok(sim)
+    }
+
+    /// Restarts the simulator letting its static token register `hosts` agent ids
+    /// (`--hosts-per-token`), e.g. an agent and a bare protocol client sharing the token.
+    pub fn allow_hosts_per_token(&mut self, hosts: u32) -> Result<()> {
+        self.hosts_per_token = Some(hosts);
+        self.restart()
     }
 
     fn spawn(&mut self) -> Result<()> {

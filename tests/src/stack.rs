@@ -59,6 +59,7 @@ pub struct StackBuilder {
     tweak: Option<fn(&mut AgentOptions)>,
     host_root: Option<PathBuf>,
     heartbeat_secs: Option<u32>,
+    hosts_per_token: Option<u32>,
 }
 
 impl StackBuilder {
@@ -92,6 +93,13 @@ impl StackBuilder {
         self
     }
 
+    /// Lets the simulator's token register `hosts` agent ids (the agent and, e.g., a bare
+    /// protocol client beside it); by default a static token registers one.
+    pub fn hosts_per_token(mut self, hosts: u32) -> Self {
+        self.hosts_per_token = Some(hosts);
+        self
+    }
+
     /// Does not start the agent (the scenario starts it with [`Stack::start_agent`]).
     pub fn no_agent(mut self) -> Self {
         self.start_agent = false;
@@ -107,7 +115,10 @@ impl StackBuilder {
             .map_err(|e| Error::Other(format!("cannot create a temp dir: {e}")))?;
         let instance = instance_name(&self.scenario);
         let cleanup = LabelCleanup::new(format!("odac.instance={instance}"));
-        let sim = Sim::start_with(dir.path(), TOKEN, self.heartbeat_secs)?;
+        let mut sim = Sim::start_with(dir.path(), TOKEN, self.heartbeat_secs)?;
+        if let Some(hosts) = self.hosts_per_token {
+            sim.allow_hosts_per_token(hosts)?;
+        }
         let proxy = if self.tcp_proxy {
             Some(TcpProxy::start(sim.addr())?)
         } else {
@@ -206,6 +217,7 @@ impl Stack {
             tweak: None,
             host_root: None,
             heartbeat_secs: None,
+            hosts_per_token: None,
         }
     }
 

@@ -49,6 +49,7 @@ pub fn run(opts: Opts) -> Result<Option<Table>> {
     let window = Duration::from_secs(opts.pick(60, 5));
     let mut stack = Stack::builder("bench-footprint")
         .agent_options(production)
+        .hosts_per_token(2)
         .start()?;
     let host = stack.wait_connected(Duration::from_secs(60))?;
     for i in 0..APPS {

@@ -36,6 +36,7 @@ fn idle_bytes(opts: Opts, t: &mut Table) -> Result<()> {
     let stack = Stack::builder("bench-link")
         .tcp_proxy()
         .agent_options(production)
+        .hosts_per_token(2)
         .start()?;
     let host = stack.wait_connected(Duration::from_secs(60))?;
     for i in 0..APPS {
