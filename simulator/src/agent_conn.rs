@@ -28,6 +28,8 @@ pub enum ConnError {
         url: String,
         /// HTTP status.
         status: u16,
+        /// The `Retry-After` header, as sent.
+        retry_after: Option<String>,
     },
     /// TLS, TCP or WebSocket failure.
     #[error("cannot connect to {url}: {message}")]
@@ -65,10 +67,13 @@ pub enum Incoming {
 /// One live agent connection.
 pub struct AgentConn {
     ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
+    /// The close frame received, if any: code and reason.
+    closed_with: Option<(u16, String)>,
 }
 
 impl AgentConn {
-    /// Connects to `url` (`wss://…/agent/v1`) trusting `ca_pem`, authenticating with `token`,
+    /// Connects to `url` (`wss://…/agent/v1`) trusting `ca_pem` (empty: the public web PKI
+    /// roots), authenticating with `token`,
     /// without naming an agent id on the upgrade (the control plane checks `hello`'s instead).
     pub async fn connect(url: &str, ca_pem: &[u8], token: &str) -> Result<Self, ConnError> {
         Self::connect_as(url, ca_pem, token, None).await
@@ -82,7 +87,11 @@ impl AgentConn {
         token: &str,
         agent_id: Option<&str>,
     ) -> Result<Self, ConnError> {
-        let tls = crate::tls::client_config(ca_pem)?;
+        let tls = if ca_pem.is_empty() {
+            crate::tls::public_client_config()?
+        } else {
+            crate::tls::client_config(ca_pem)?
+        };
         let transport = |message: String| ConnError::Transport {
             url: url.to_owned(),
             message,
@@ -117,12 +126,19 @@ impl AgentConn {
                 return Err(ConnError::Http {
                     url: url.to_owned(),
                     status: resp.status().as_u16(),
+                    retry_after: resp
+                        .headers()
+                        .get("retry-after")
+                        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned()),
                 });
             }
             Ok(Err(e)) => return Err(transport(e.to_string())),
             Ok(Ok(c)) => c,
         };
-        Ok(Self { ws })
+        Ok(Self {
+            ws,
+            closed_with: None,
+        })
     }
 
     /// Connects and does the handshake: `hello` → `welcome`.
@@ -198,7 +214,9 @@ impl AgentConn {
                     )));
                 }
                 Some(Ok(Message::Close(frame))) => {
-                    return Err(ConnError::Closed(frame.map(|f| u16::from(f.code))));
+                    let code = frame.as_ref().map(|f| u16::from(f.code));
+                    self.closed_with = frame.map(|f| (u16::from(f.code), f.reason.to_string()));
+                    return Err(ConnError::Closed(code));
                 }
                 Some(Ok(_)) => {}
                 Some(Err(WsError::Capacity(_))) => {
@@ -231,6 +249,11 @@ impl AgentConn {
                 return Ok(t);
             }
         }
+    }
+
+    /// The code and reason of the close frame received, once [`AgentConn::recv`] has seen one.
+    pub fn closed_with(&self) -> Option<(u16, &str)> {
+        self.closed_with.as_ref().map(|(c, r)| (*c, r.as_str()))
     }
 
     /// Closes with 1000.

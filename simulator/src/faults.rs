@@ -1,5 +1,5 @@
-//! Fault injection for tests: refuse agent connections for a while, withhold or delay acks,
-//! reject every token; and one-shot actions carried out by every live session (drop the
+//! Fault injection for tests: refuse agent connections for a while (with or without
+//! `Retry-After`), withhold or delay acks, reject every token, close sessions with a wrong code; and one-shot actions carried out by every live session (drop the
 //! connection, send a malformed frame, send an oversize frame). Driven through
 //! `POST /api/admin/faults` or directly through [`Faults`] and [`crate::hub::Hub`].
 
@@ -36,6 +36,12 @@ pub struct FaultRequest {
     /// Refuse (true) or accept again (false) every agent token (HTTP 401 on upgrade).
     #[serde(default)]
     pub reject_tokens: Option<bool>,
+    /// Leave `Retry-After` out of the 503 that `refuse_secs` answers (true), or send it (false).
+    #[serde(default)]
+    pub omit_retry_after: Option<bool>,
+    /// Close every agent session with 1000 whatever the documented code (true), or not (false).
+    #[serde(default)]
+    pub wrong_close_codes: Option<bool>,
 }
 
 /// Longest refusal `refuse_secs` may ask for (one day).
@@ -75,6 +81,12 @@ pub struct FaultView {
     pub ack_delay_ms: u64,
     /// Whether every token is rejected.
     pub reject_tokens: bool,
+    /// Whether the refusal's 503 leaves `Retry-After` out.
+    #[serde(default)]
+    pub omit_retry_after: bool,
+    /// Whether sessions are closed with 1000 instead of the documented code.
+    #[serde(default)]
+    pub wrong_close_codes: bool,
 }
 
 #[derive(Debug, Default)]
@@ -83,6 +95,8 @@ struct State {
     withhold_acks: bool,
     ack_delay_ms: u64,
     reject_tokens: bool,
+    omit_retry_after: bool,
+    wrong_close_codes: bool,
 }
 
 /// The standing faults.
@@ -121,6 +135,12 @@ impl Faults {
             if let Some(r) = req.reject_tokens {
                 s.reject_tokens = r;
             }
+            if let Some(o) = req.omit_retry_after {
+                s.omit_retry_after = o;
+            }
+            if let Some(w) = req.wrong_close_codes {
+                s.wrong_close_codes = w;
+            }
         });
     }
 
@@ -132,6 +152,18 @@ impl Faults {
     /// Whether every token is rejected.
     pub fn reject_tokens(&self) -> bool {
         self.with(|s| s.reject_tokens)
+    }
+
+    /// While refusing: the `Retry-After` seconds to send (the refusal's time left, at least 1),
+    /// or `None` when the `omit_retry_after` fault leaves the header out.
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        let secs = self.view().refusing_secs_left.max(1);
+        self.with(|s| (!s.omit_retry_after).then_some(secs))
+    }
+
+    /// Whether sessions are closed with 1000 instead of the documented code.
+    pub fn wrong_close_codes(&self) -> bool {
+        self.with(|s| s.wrong_close_codes)
     }
 
     /// `None`: withhold the ack; `Some(d)`: send it after `d`.
@@ -153,6 +185,8 @@ impl Faults {
             withhold_acks: s.withhold_acks,
             ack_delay_ms: s.ack_delay_ms,
             reject_tokens: s.reject_tokens,
+            omit_retry_after: s.omit_retry_after,
+            wrong_close_codes: s.wrong_close_codes,
         })
     }
 }
@@ -183,5 +217,28 @@ mod tests {
         assert!(!f.refusing());
         assert!(!f.reject_tokens());
         assert_eq!(f.ack_policy(), Some(Duration::from_millis(250)));
+    }
+
+    #[test]
+    fn a_refusal_says_retry_after_unless_told_not_to() {
+        let f = Faults::default();
+        f.apply(&FaultRequest {
+            refuse_secs: Some(30),
+            wrong_close_codes: Some(true),
+            ..FaultRequest::default()
+        });
+        assert!(f.retry_after_secs().is_some_and(|s| (29..=30).contains(&s)));
+        assert!(f.wrong_close_codes());
+        f.apply(&FaultRequest {
+            omit_retry_after: Some(true),
+            ..FaultRequest::default()
+        });
+        assert_eq!(f.retry_after_secs(), None);
+        assert!(f.view().omit_retry_after && f.view().wrong_close_codes);
+        f.apply(&FaultRequest {
+            clear: true,
+            ..FaultRequest::default()
+        });
+        assert!(!f.wrong_close_codes());
     }
 }

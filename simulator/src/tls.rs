@@ -161,6 +161,20 @@ pub fn client_config(ca_pem: &[u8]) -> Result<Arc<ClientConfig>, SimError> {
     Ok(Arc::new(cfg))
 }
 
+/// A client configuration that trusts the public web PKI roots (`webpki-roots`), for a
+/// control plane with a publicly issued certificate.
+pub fn public_client_config() -> Result<Arc<ClientConfig>, SimError> {
+    let roots = RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    let cfg = ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| tls_err("client config", e))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Arc::new(cfg))
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]

@@ -1,4 +1,5 @@
-//! Agent sessions on `wss://…/agent/v1`. The upgrade checks faults (refuse → 503), the bearer
+//! Agent sessions on `wss://…/agent/v1`. The upgrade checks faults (refuse → 503 with
+//! `Retry-After`), the bearer
 //! token (401), that the token may speak for the `odac-agent-id` it names (403, see
 //! `agent_auth.rs`) and the `odac.agent.v1` subprotocol (400). A session then waits for `hello`,
 //! answers `welcome`, sends the host's full `desired_state` and afterwards an `app_upsert` or
@@ -52,11 +53,17 @@ pub async fn upgrade(
     ws: WebSocketUpgrade,
 ) -> Response {
     if hub.faults.refusing() {
-        return ApiError::new(
+        let mut refused = ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "agent connections are refused for now (fault injection)",
         )
         .into_response();
+        if let Some(secs) = hub.faults.retry_after_secs() {
+            refused
+                .headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from(secs));
+        }
+        return refused;
     }
     let Some(token) = bearer(&headers).filter(|t| hub.agent_token_ok(t)) else {
         return ApiError::new(StatusCode::UNAUTHORIZED, "missing or refused bearer token")
@@ -293,7 +300,7 @@ async fn read_hello(
                 ),
                 None,
             ));
-            let _ = out.send(close(1002, "unsupported protocol version"));
+            let _ = out.send(close(1008, "unsupported protocol version"));
             None
         }
         Ok(other) => {
@@ -323,9 +330,13 @@ async fn read_hello(
 async fn session(hub: Arc<Hub>, socket: WebSocket, caller: crate::agent_auth::Caller) {
     let (mut sink, mut stream) = socket.split();
     let (out, mut out_rx) = mpsc::unbounded_channel::<Message>();
+    let faults_hub = Arc::clone(&hub);
     let writer = tokio::spawn(async move {
-        while let Some(m) = out_rx.recv().await {
+        while let Some(mut m) = out_rx.recv().await {
             let is_close = matches!(m, Message::Close(_));
+            if is_close && faults_hub.faults.wrong_close_codes() {
+                m = close(1000, "closed");
+            }
             if sink.send(m).await.is_err() || is_close {
                 break;
             }

@@ -237,7 +237,7 @@ fn the_first_message_must_be_a_v1_hello() {
         assert_eq!(error_of(m).code, ErrorCode::UnsupportedVersion);
         assert!(matches!(
             c.recv_timeout(Duration::from_secs(5)).await,
-            Err(ConnError::Closed(Some(1002)))
+            Err(ConnError::Closed(Some(1008)))
         ));
     });
 }

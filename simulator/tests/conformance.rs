@@ -1,6 +1,8 @@
 //! The conformance kit against the simulator: `odac-sim conformance` passes every rule against
 //! `odac-sim serve`, and fails (exit 1, the rule named with its evidence) against a control
-//! plane that skips acks (the `withhold_acks` fault).
+//! plane that skips acks (the `withhold_acks` fault), refuses without `Retry-After`
+//! (`refuse_secs` + `omit_retry_after`) or closes with wrong codes (`wrong_close_codes`); a
+//! refusal with `Retry-After` passes that rule.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
@@ -44,6 +46,24 @@ fn the_simulator_passes_every_rule() {
         "{out}"
     );
     assert!(out.contains(" 0 failed"), "{out}");
+    assert!(
+        out.contains("PASS retry_after_when_refusing: the upgrade was accepted"),
+        "{out}"
+    );
+    assert!(
+        out.contains("PASS closes_a_replaced_session: the older session closed with 4000"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "PASS closes_an_unsupported_version: error unsupported_version, then closed with 1008"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("PASS closes_a_session_without_hello: error invalid, then closed with 1008"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -63,4 +83,66 @@ fn a_control_plane_that_skips_acks_fails() {
     );
     assert!(out.contains("FAIL acks_a_resent_seq: "), "{out}");
     assert!(out.contains("PASS welcome_after_hello: "), "{out}");
+}
+
+#[test]
+fn a_control_plane_that_closes_with_wrong_codes_fails() {
+    let sim = Sim::start();
+    let (s, _) = sim.call(
+        "POST",
+        "/api/admin/faults",
+        Some(r#"{"wrong_close_codes":true}"#),
+    );
+    assert_eq!(s, 200);
+    let (code, out) = conformance(&sim);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(
+            "FAIL closes_a_replaced_session: the older session closed with code 1000 reason \"closed\", expected 4000 \"replaced by a newer session\""
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("FAIL closes_an_unsupported_version: error unsupported_version, then closed with code 1000"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "FAIL closes_a_session_without_hello: error invalid, then closed with code 1000"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("PASS acks_every_report: "), "{out}");
+}
+
+#[test]
+fn a_refusal_is_checked_for_retry_after() {
+    let sim = Sim::start();
+    let (s, _) = sim.call("POST", "/api/admin/faults", Some(r#"{"refuse_secs":600}"#));
+    assert_eq!(s, 200);
+    let (code, out) = conformance(&sim);
+    assert_eq!(code, 1, "{out}");
+    let line = out
+        .lines()
+        .find(|l| l.contains(" retry_after_when_refusing: "))
+        .unwrap();
+    assert!(
+        line.starts_with("PASS retry_after_when_refusing: http 503 with Retry-After: "),
+        "{out}"
+    );
+    let secs: u64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+    assert!((590..=600).contains(&secs), "{line}");
+
+    let (s, _) = sim.call(
+        "POST",
+        "/api/admin/faults",
+        Some(r#"{"omit_retry_after":true}"#),
+    );
+    assert_eq!(s, 200);
+    let (code, out) = conformance(&sim);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("FAIL retry_after_when_refusing: http 503 without Retry-After"),
+        "{out}"
+    );
 }

@@ -111,9 +111,10 @@ enum Command {
         /// Agent bearer token.
         #[arg(long, env = "ODAC_TOKEN", hide_env_values = true)]
         token: String,
-        /// CA certificate to trust (PEM).
+        /// CA certificate to trust (PEM), for a control plane with a private CA; without it
+        /// the public web PKI roots are trusted.
         #[arg(long)]
-        ca_file: PathBuf,
+        ca_file: Option<PathBuf>,
     },
     /// Serve, start a local odac-agent, build the sample image and create a sample app.
     Demo {
@@ -243,8 +244,11 @@ async fn main_async(cli: Cli) -> anyhow::Result<()> {
             token,
             ca_file,
         } => {
-            let ca_pem = std::fs::read(&ca_file)
-                .map_err(|e| anyhow::anyhow!("cannot read CA file {}: {e}", ca_file.display()))?;
+            let ca_pem = match &ca_file {
+                Some(f) => std::fs::read(f)
+                    .map_err(|e| anyhow::anyhow!("cannot read CA file {}: {e}", f.display()))?,
+                None => Vec::new(),
+            };
             let cfg =
                 odac_simulator::conformance::ConformanceConfig::new(control_plane, token, ca_pem);
             let outcomes = odac_simulator::conformance::run(&cfg).await;

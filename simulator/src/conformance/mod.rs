@@ -3,6 +3,7 @@
 //! `PASS <rule>: <evidence>` or `FAIL <rule>: <evidence>`. The checks themselves live in
 //! [`rules`]; this module holds the configuration, the outcome type and the report.
 
+mod closing;
 pub mod rules;
 
 /// What to check and how to reach it.
@@ -12,7 +13,8 @@ pub struct ConformanceConfig {
     pub url: String,
     /// Agent bearer token.
     pub token: String,
-    /// CA certificate (PEM) the control plane's certificate chains to.
+    /// CA certificate (PEM) the control plane's certificate chains to; empty: the public web
+    /// PKI roots.
     pub ca_pem: Vec<u8>,
     /// Agent id the scripted agent uses (a fresh one per run by default).
     pub agent_id: String,

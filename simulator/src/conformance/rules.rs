@@ -1,5 +1,6 @@
 //! The conformance rules, each checked by a scripted agent over real connections (PROTOCOL.md
-//! sections 1, 2 and 4): an upgrade without a token is refused with 401; `welcome` answers
+//! sections 1, 2 and 4): an upgrade without a token is refused with 401; a refusal for load
+//! carries `Retry-After` (with the close codes, in `closing.rs`); `welcome` answers
 //! `hello`; a full `desired_state` follows `welcome`; every report is acked with its `seq`; a
 //! resent report (same `seq`) is acked again; `resync` is answered with a snapshot; a
 //! reconnect gets a snapshot again; the same generation never carries different content; an
@@ -13,7 +14,7 @@ use odac_protocol::{
     Event, EventLevel, Resync,
 };
 
-use super::{ConformanceConfig, Outcome};
+use super::{ConformanceConfig, Outcome, closing};
 use crate::agent_conn::{AgentConn, ConnError, Incoming};
 
 /// How long a control plane may take to answer.
@@ -36,10 +37,13 @@ fn outcome(rule: &'static str, result: Result<String, String>) -> Outcome {
 
 /// Runs every rule against the control plane; one outcome per rule, in order.
 pub async fn run(cfg: &ConformanceConfig) -> Vec<Outcome> {
-    let mut out = vec![outcome(
-        "refuses_a_missing_token",
-        refuses_bad_token(cfg).await,
-    )];
+    let mut out = vec![
+        outcome("refuses_a_missing_token", refuses_bad_token(cfg).await),
+        outcome(
+            "retry_after_when_refusing",
+            closing::retry_after_when_refusing(cfg).await,
+        ),
+    ];
     let hello = AgentConn::hello(&cfg.agent_id, "conformance");
     let session = AgentConn::connect_hello(&cfg.url, &cfg.ca_pem, &cfg.token, hello.clone()).await;
     let (mut conn, welcome) = match session {
@@ -49,6 +53,7 @@ pub async fn run(cfg: &ConformanceConfig) -> Vec<Outcome> {
             for rule in RULES_AFTER_WELCOME {
                 out.push(outcome(rule, Err(why.clone())));
             }
+            closing_rules(cfg, &mut out).await;
             return out;
         }
     };
@@ -109,7 +114,24 @@ pub async fn run(cfg: &ConformanceConfig) -> Vec<Outcome> {
         "generation_never_reused",
         generations_consistent(&snapshots),
     ));
+    closing_rules(cfg, &mut out).await;
     out
+}
+
+/// The close-code rules (`closing.rs`); each opens its own connections.
+async fn closing_rules(cfg: &ConformanceConfig, out: &mut Vec<Outcome>) {
+    out.push(outcome(
+        "closes_a_replaced_session",
+        closing::closes_a_replaced_session(cfg).await,
+    ));
+    out.push(outcome(
+        "closes_an_unsupported_version",
+        closing::closes_an_unsupported_version(cfg).await,
+    ));
+    out.push(outcome(
+        "closes_a_session_without_hello",
+        closing::closes_a_session_without_hello(cfg).await,
+    ));
 }
 
 /// Rules that need a session.
