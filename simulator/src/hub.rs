@@ -272,6 +272,25 @@ impl Hub {
         self.emit_host(host);
     }
 
+    /// Logs that `host`'s session was closed because its agent stayed silent for `silent`
+    /// (see `liveness.rs`); [`Hub::unregister_session`] then marks it disconnected.
+    pub fn record_dead_session(&self, host: &str, silent: std::time::Duration) {
+        self.write(|d| {
+            self.log(
+                d,
+                EventLevel::Warn,
+                Some(host),
+                None,
+                format!(
+                    "host {host} missed {} heartbeats (no frame for {} s): session closed with {}",
+                    crate::liveness::MISSED_HEARTBEATS,
+                    silent.as_secs(),
+                    crate::liveness::CLOSE_CODE
+                ),
+            );
+        });
+    }
+
     /// Forgets `session_id` of `host` (if it is still the live one) and logs the disconnect.
     pub fn unregister_session(&self, host: &str, session_id: &str) {
         let removed = {

@@ -9,7 +9,8 @@
 //! answered with a full `desired_state`. Malformed,
 //! unknown or invalid frames are answered with an `error` message and the session goes on;
 //! frames over the size limit — text or binary, at any stage — are answered with `too_large`
-//! and closed with 1009.
+//! and closed with 1009. A session without any frame for three heartbeat intervals is closed
+//! with 4001 (`liveness.rs`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -375,20 +376,26 @@ async fn session(hub: Arc<Hub>, socket: WebSocket, caller: crate::agent_auth::Ca
     s.send_snapshot();
 
     let mut dropped = false;
+    let mut live = crate::liveness::Liveness::new(hub.heartbeat_secs);
     loop {
         tokio::select! {
             frame = stream.next() => match frame {
                 Some(Ok(Message::Text(t))) => {
+                    live.heard();
                     if !s.on_frame(t.as_bytes()) {
                         break;
                     }
                 }
                 Some(Ok(Message::Binary(b))) => {
+                    live.heard();
                     if !non_text(&s.out, b.len()) {
                         break;
                     }
                 }
-                Some(Ok(Message::Ping(_) | Message::Pong(_))) => hub.seen(&host),
+                Some(Ok(Message::Ping(_) | Message::Pong(_))) => {
+                    live.heard();
+                    hub.seen(&host);
+                }
                 Some(Ok(Message::Close(_))) | None => break,
                 Some(Err(e)) => {
                     if is_oversize(&e) {
@@ -399,6 +406,12 @@ async fn session(hub: Arc<Hub>, socket: WebSocket, caller: crate::agent_auth::Ca
                     break;
                 }
             },
+            () = tokio::time::sleep_until(live.deadline()) => {
+                tracing::warn!(%host, "agent missed its heartbeats; closing the session");
+                hub.record_dead_session(&host, live.window());
+                s.send(close(crate::liveness::CLOSE_CODE, crate::liveness::CLOSE_REASON));
+                break;
+            }
             cmd = cmd_rx.recv() => match cmd {
                 Some(SessionCmd::Drop) | None => {
                     dropped = true;
