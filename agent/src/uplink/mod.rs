@@ -16,6 +16,7 @@ pub mod control;
 pub mod heartbeat;
 pub mod identity;
 pub mod outbox;
+pub mod removal_log;
 pub mod resync;
 pub mod seqmark;
 pub mod session;

@@ -5,7 +5,9 @@
 //! latest per app and the inventory to the latest one (the newer report takes a new `seq`; the
 //! older one is never sent again), diagnostic events are a bounded queue whose overflow drops
 //! the oldest and reports the count (`dropped`) on the next event. The outbox outlives
-//! sessions: after a reconnect everything unacked is resent, in `seq` order.
+//! sessions: after a reconnect everything unacked is resent, in `seq` order. With a state dir,
+//! unacked `removed` statuses also outlive the agent ([`RemovalLog`]): a restarted agent
+//! resends them with their `seq`.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
@@ -13,6 +15,7 @@ use odac_protocol::{
     AgentMessage, AppStatus, AppStatusReport, Event, EventLevel, Inventory, InventoryReport,
 };
 
+use super::removal_log::RemovalLog;
 use super::seqmark::SeqMark;
 /// Bounds of the outbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,6 +79,8 @@ pub struct Outbox {
     evicted_statuses: u64,
     /// What each pending `seq` names.
     by_seq: HashMap<u64, Key>,
+    /// Unacked `removed` statuses on disk (with a state dir).
+    removals: Option<RemovalLog>,
 }
 
 impl Outbox {
@@ -89,14 +94,35 @@ impl Outbox {
     }
 
     /// An empty outbox whose seqs continue from the high-water mark in `state_dir`.
+    /// Unacked `removed` statuses persisted by an earlier run are pending again, with their
+    /// `seq`.
     pub fn persistent(limits: OutboxLimits, state_dir: &std::path::Path) -> Self {
         let (mark, first) = SeqMark::open(state_dir);
-        Self {
+        let (log, removals) = RemovalLog::open(state_dir);
+        let mut outbox = Self {
             limits,
             next_seq: first,
             mark: Some(mark),
             ..Self::default()
+        };
+        for r in removals {
+            outbox.clock += 1;
+            outbox.next_seq = outbox.next_seq.max(r.seq.saturating_add(1));
+            outbox
+                .by_seq
+                .insert(r.seq, Key::Status(r.status.name.clone()));
+            outbox.statuses.insert(
+                r.status.name.clone(),
+                Entry {
+                    item: r.status,
+                    seq: r.seq,
+                    sent: false,
+                    touched: outbox.clock,
+                },
+            );
         }
+        outbox.removals = Some(log);
+        outbox
     }
 
     /// The `seq` the next report will get.
@@ -148,6 +174,9 @@ impl Outbox {
             return true;
         }
         let seq = self.take_seq();
+        if let Some(log) = &mut self.removals {
+            log.queued(seq, &status);
+        }
         let name = status.name.clone();
         self.by_seq.insert(seq, Key::Status(name.clone()));
         let old = self.statuses.insert(
@@ -175,6 +204,9 @@ impl Outbox {
         {
             self.by_seq.remove(&e.seq);
             self.evicted_statuses += 1;
+            if let Some(log) = &mut self.removals {
+                log.done(&k, e.seq);
+            }
         }
         false
     }
@@ -270,6 +302,9 @@ impl Outbox {
             Key::Status(name) => {
                 if self.statuses.get(&name).is_some_and(|e| e.seq == seq) {
                     self.statuses.remove(&name);
+                    if let Some(log) = &mut self.removals {
+                        log.done(&name, seq);
+                    }
                     return true;
                 }
             }
@@ -367,6 +402,34 @@ mod tests {
         assert!(o.ack(2));
         o.put_status(status("c", AppState::Running));
         assert_eq!(seqs(&o.take_unsent()), vec![5], "seq never goes back");
+    }
+
+    #[test]
+    fn an_unacked_removal_is_pending_again_after_a_restart_with_its_seq() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut o = Outbox::persistent(OutboxLimits::default(), dir.path());
+        o.put_status(status("web", AppState::Running));
+        o.put_status(status("web", AppState::Removed));
+        o.put_status(status("api", AppState::Running));
+        let sent = o.take_unsent();
+        let removed_seq = sent
+            .iter()
+            .find_map(|m| match m {
+                AgentMessage::AppStatus(r) if r.status.state == AppState::Removed => Some(r.seq),
+                _ => None,
+            })
+            .unwrap();
+        drop(o); // killed before the ack
+        let mut o = Outbox::persistent(OutboxLimits::default(), dir.path());
+        assert_eq!(o.pending_status_names(), vec!["web".to_owned()]);
+        o.put_inventory(Inventory::default());
+        let again = o.take_unsent();
+        assert_eq!(seqs(&again)[0], removed_seq);
+        assert!(seqs(&again)[1] > removed_seq);
+        assert!(o.ack(removed_seq));
+        drop(o);
+        let o = Outbox::persistent(OutboxLimits::default(), dir.path());
+        assert_eq!(o.pending(), 0, "an acked removal is not resent");
     }
 
     #[test]
