@@ -12,6 +12,10 @@ use std::process::Command;
 use common::{Sim, TOKEN};
 
 fn conformance(sim: &Sim) -> (i32, String) {
+    conformance_with(sim, &["--ca-file", &sim.ca_path()])
+}
+
+fn conformance_with(sim: &Sim, extra: &[&str]) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_odac-sim"))
         .args([
             "conformance",
@@ -19,9 +23,8 @@ fn conformance(sim: &Sim) -> (i32, String) {
             &sim.server().agents_url(),
             "--token",
             TOKEN,
-            "--ca-file",
-            &sim.ca_path(),
         ])
+        .args(extra)
         .output()
         .unwrap();
     (
@@ -145,4 +148,16 @@ fn a_refusal_is_checked_for_retry_after() {
         out.contains("FAIL retry_after_when_refusing: http 503 without Retry-After"),
         "{out}"
     );
+}
+
+#[test]
+fn without_ca_file_only_public_roots_are_trusted() {
+    let sim = Sim::start();
+    let (code, out) = conformance_with(&sim, &[]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("FAIL welcome_after_hello: no session: cannot connect to"),
+        "{out}"
+    );
+    assert!(out.to_lowercase().contains("certificate"), "{out}");
 }

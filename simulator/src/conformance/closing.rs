@@ -158,6 +158,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_close_table_of_protocol_md_says_what_the_kit_checks() {
+        let doc = include_str!("../../../protocol/PROTOCOL.md");
+        let liveness = (crate::liveness::CLOSE_CODE, crate::liveness::CLOSE_REASON);
+        for (code, reason) in [REPLACED, UNSUPPORTED, HELLO_EXPECTED, liveness] {
+            let row = format!("| `{code}` | `{reason}` |");
+            assert!(doc.contains(&row), "PROTOCOL.md 1.2 lacks {row}");
+        }
+    }
+
+    #[test]
     fn retry_after_is_delta_seconds() {
         assert!(valid_retry_after("30"));
         assert!(valid_retry_after("0"));
