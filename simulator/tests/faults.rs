@@ -150,7 +150,7 @@ fn rejected_tokens_then_cleared() {
     assert_eq!(s, 200);
     assert_eq!(
         v["faults"],
-        json!({"refusing_secs_left":0,"withhold_acks":false,"ack_delay_ms":0,"reject_tokens":false})
+        json!({"refusing_secs_left":0,"withhold_acks":false,"ack_delay_ms":0,"reject_tokens":false,"omit_retry_after":false,"wrong_close_codes":false})
     );
     try_connect(&sim, TOKEN).unwrap();
 }
