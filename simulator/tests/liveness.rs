@@ -1,7 +1,8 @@
-//! Control-plane-side liveness (PROTOCOL.md 1.2): a protocol-level agent that pings keeps its
-//! session past three heartbeat intervals; once it stops, the simulator closes the session
-//! with 4001 `no heartbeat`, and the API shows the host disconnected with the reason in the
-//! event log. (The timing itself is tested with paused time in `liveness.rs`.)
+//! Control-plane-side liveness and the simulator's other closes of PROTOCOL.md 1.2: a
+//! protocol-level agent that pings keeps its session past three heartbeat intervals; once it
+//! stops, the simulator closes the session with 4001 `no heartbeat`, and the API shows the
+//! host disconnected with the reason in the event log (the timing itself is tested with
+//! paused time in `liveness.rs`). No `hello` within 10 s: 1008; a shutdown: 1001.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
@@ -50,4 +51,44 @@ fn a_silent_agent_is_closed_with_4001_and_shown_disconnected() {
             .is_some_and(|m| m.starts_with("host agt_silent missed 3 heartbeats"))),
         "{log}"
     );
+}
+
+#[test]
+fn no_hello_within_10_s_is_closed_with_1008() {
+    let sim = Sim::start();
+    let url = sim.server().agents_url();
+    let ca = sim.server().ca_pem.clone();
+    sim.rt.block_on(async {
+        let mut c =
+            odac_simulator::agent_conn::AgentConn::connect(&url, ca.as_bytes(), common::TOKEN)
+                .await
+                .unwrap();
+        let end = loop {
+            match c.recv_timeout(Duration::from_secs(20)).await {
+                Ok(_) => {}
+                Err(e) => break e,
+            }
+        };
+        assert!(matches!(end, ConnError::Closed(Some(1008))), "{end}");
+    });
+}
+
+#[test]
+fn a_shutdown_closes_sessions_with_1001() {
+    let mut sim = Sim::start();
+    let mut inv = Inventory::default();
+    inv.host.hostname = "going".to_owned();
+    let mut c = sim.agent("agt_going", inv);
+    let server = sim.server.take().unwrap();
+    sim.rt.block_on(async {
+        let (_, end) = tokio::join!(server.shutdown(), async {
+            loop {
+                match c.recv_timeout(Duration::from_secs(10)).await {
+                    Ok(_) => {}
+                    Err(e) => break e,
+                }
+            }
+        });
+        assert!(matches!(end, ConnError::Closed(Some(1001))), "{end}");
+    });
 }
