@@ -41,7 +41,8 @@ pub use messages::{
 pub use reason::Reason;
 pub use runtime::{
     CrashInfo, CrashReason, HealthCheck, HealthReport, HealthState, LogLimits,
-    MAX_HEALTH_OUTPUT_BYTES, MAX_OUTPUT_TAIL_BYTES, MAX_OUTPUT_TAIL_LINES, RestartPolicy,
+    MAX_HEALTH_OUTPUT_BYTES, MAX_LOG_FILES, MAX_OUTPUT_TAIL_BYTES, MAX_OUTPUT_TAIL_LINES,
+    MIN_LOG_SIZE_BYTES, RestartPolicy,
 };
 pub use status::{AppState, AppStatus, Attached, Fallback, FallbackTier, GpuStatus};
 pub use vendor::{Mechanism, Vendor};
