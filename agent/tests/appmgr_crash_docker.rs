@@ -1,7 +1,7 @@
 //! Why an app is down, against the real Docker engine (issue 20, part A): an app that prints
 //! `boom` and exits 3 reports exit code 3 with `boom` in its output tail; one that allocates
 //! 64 MiB under a 6 MiB limit reports `oom_killed`; a failing health check reports
-//! `unhealthy` with the check's output; the container's `HostConfig.LogConfig` carries the
+//! `unhealthy` with the check's output (the spec's, and the image's own `HEALTHCHECK`); the container's `HostConfig.LogConfig` carries the
 //! rotation limits; an exit 0 under `never` is `exited` and not restarted; the restart count
 //! survives an agent restart. Each test has its own `apps.instance` and removes every container
 //! of it at the end, even when an assertion fails.
@@ -272,6 +272,59 @@ async fn the_restart_count_survives_an_agent_restart() {
             );
         },
         run.clean_up(),
+    )
+    .await;
+}
+
+/// A build context holding only `dockerfile`.
+fn context(dockerfile: &str) -> Vec<u8> {
+    let mut b = tar::Builder::new(Vec::new());
+    let mut h = tar::Header::new_gnu();
+    h.set_size(dockerfile.len() as u64);
+    h.set_mode(0o644);
+    h.set_cksum();
+    b.append_data(&mut h, "Dockerfile", dockerfile.as_bytes())
+        .unwrap();
+    b.into_inner().unwrap()
+}
+
+#[tokio::test]
+async fn the_images_own_healthcheck_is_reported() {
+    let Some(run) = Run::new("image_healthcheck").await else {
+        return;
+    };
+    let tag = format!("odac-test/{}:health", run.instance);
+    then_clean_up(
+        async {
+            let dockerfile = format!(
+                "FROM {BUSYBOX_TEST_IMAGE}\nHEALTHCHECK --interval=1s --timeout=5s --retries=1 \
+                 CMD echo image check failed; exit 1\n"
+            );
+            let labels = [("odac.test".to_owned(), "1".to_owned())].into();
+            run.engine
+                .build_image(&tag, context(&dockerfile), "Dockerfile", &labels)
+                .await
+                .unwrap();
+            let m = run.open();
+            set(&m, {
+                let mut spec = AppSpec::new("imagecheck", tag.clone());
+                spec.command = vec!["sleep".into(), "3600".into()];
+                spec
+            })
+            .await;
+            let s = until(&m, "unhealthy by the image's check", |s| {
+                s.health
+                    .as_ref()
+                    .is_some_and(|h| h.state == HealthState::Unhealthy)
+            })
+            .await;
+            let output = s.health.unwrap().last_output.unwrap_or_default();
+            assert!(output.contains("image check failed"), "{output:?}");
+        },
+        async {
+            run.clean_up().await;
+            let _ = run.engine.remove_image(&tag, true).await;
+        },
     )
     .await;
 }
