@@ -15,7 +15,10 @@
 //!   refusal, required intent refused by the engine) is held, not retried, until the spec or
 //!   the plan changes, so nothing churns. Other failures are retried with the crash-loop
 //!   backoff.
-//! - A container that exited is restarted after the crash-loop backoff.
+//! - A container that exited is restarted after the crash-loop backoff, unless its restart
+//!   policy makes the exit final ([`diagnosis`](super::diagnosis)); the exit is read once, with
+//!   the tail of its output, and the crash counters are kept in the state directory
+//!   ([`crashbook`](super::crashbook)).
 //! - An app with a git source gets its image from a background build first
 //!   ([`source`](super::source)); the container of the previous version keeps running until
 //!   the new image is ready. The images of apps no longer desired are removed with them.
@@ -23,7 +26,7 @@
 //! - A quiet pass (a plain poll tick) costs one engine call: it reuses the engine's
 //!   capabilities and the host scan of an earlier pass (or of the agent's inventory loop,
 //!   [`Facts::offer`]) for up to [`FACTS_TTL`], and the inspection of a container the listing
-//!   still shows running. Any other pass (a new desired state, a scheduled restart, an outage
+//!   still shows running (not of one with a health check, whose verdict changes while it runs). Any other pass (a new desired state, a scheduled restart, an outage
 //!   retry) reads everything afresh.
 //!
 //! Engine calls that find the engine unreachable end the pass with
