@@ -122,6 +122,7 @@ async fn an_oom_kill_is_its_own_reason() {
     let m = open(&fake, dir.path());
     set(&m, vec![app("hungry", None)]).await;
     let id = once(&m).await.container_id.unwrap();
+    let mut events = m.subscribe_events();
     fake.oom_kill(&id);
     let s = once(&m).await;
     let crash = s.crash.unwrap();
@@ -130,6 +131,9 @@ async fn an_oom_kill_is_its_own_reason() {
         (CrashReason::OomKilled, true, Some(137))
     );
     assert_eq!(crash.output_tail, None, "no output, no tail");
+    let event = events.try_recv().unwrap();
+    assert_eq!(event.app.as_deref(), Some("hungry"));
+    assert!(event.message.contains("oom killer"), "{event:?}");
 }
 
 #[tokio::test(start_paused = true)]

@@ -198,6 +198,7 @@ impl Pass<'_> {
                 rec.container_id = Some(id.clone());
                 rec.guard = CrashGuard::started(now);
                 rec.last_error = None;
+                rec.last_exit = None;
                 let listed = ContainerSummary {
                     id: id.clone(),
                     ..ContainerSummary::default()

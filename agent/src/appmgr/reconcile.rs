@@ -536,6 +536,7 @@ impl Pass<'_> {
             rec.guard = CrashGuard::default();
             rec.container_id = Some(details.id.clone());
             rec.last_error = None;
+            rec.last_exit = None;
         }
         rec.hold = None;
         rec.retry = None;
@@ -558,7 +559,14 @@ impl Pass<'_> {
             rec.guard.on_running(now, cfg);
             rec.last_error = None;
         } else if diagnosis::is_new_exit(rec.last_exit.as_ref(), &details) {
-            rec.last_exit = Some(diagnosis::read_exit(self.engine, &details).await?);
+            let exit = diagnosis::read_exit(self.engine, &details).await?;
+            if exit.oom_killed {
+                self.events.warn(
+                    &spec.name,
+                    "the kernel's oom killer ended the container: its memory limit (resources.memory_bytes) is too low",
+                );
+            }
+            rec.last_exit = Some(exit);
         }
         // an exit the restart policy does not restart (`on_failure`, `never`)
         let final_exit = rec.last_exit.clone().filter(|e| {
