@@ -111,6 +111,45 @@ impl CrashReason {
     }
 }
 
+impl CrashReason {
+    /// Every crash reason, in wire order.
+    pub const ALL: [CrashReason; 3] = [
+        CrashReason::Exited,
+        CrashReason::OomKilled,
+        CrashReason::CrashLoop,
+    ];
+
+    /// A one-line explanation for an operator.
+    pub fn explanation(self) -> &'static str {
+        match self {
+            CrashReason::Exited => {
+                "the app's process exited; its exit code and last output say why"
+            }
+            CrashReason::OomKilled => {
+                "the kernel's OOM killer ended the app: it needed more memory than its limit"
+            }
+            CrashReason::CrashLoop => {
+                "the app exits again soon after every restart; the agent waits longer each time (up to 5 min)"
+            }
+        }
+    }
+
+    /// What to do about it.
+    pub fn fix(self) -> &'static str {
+        match self {
+            CrashReason::Exited => {
+                "read the last output; for a job that is meant to end, give the app restart: on_failure or never"
+            }
+            CrashReason::OomKilled => {
+                "raise resources.memory_bytes, or make the app use less memory"
+            }
+            CrashReason::CrashLoop => {
+                "read the last output (odac app show NAME) and fix the app's configuration or image"
+            }
+        }
+    }
+}
+
 impl fmt::Display for CrashReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -275,6 +314,15 @@ mod tests {
         assert!(!RestartPolicy::Never.restarts(Some(3)));
         let p: RestartPolicy = serde_json::from_str("\"on_failure\"").unwrap_or_default();
         assert_eq!(p, RestartPolicy::OnFailure);
+    }
+
+    #[test]
+    fn crash_reasons_explain_themselves_on_one_line() {
+        for r in CrashReason::ALL {
+            let wire = serde_json::to_string(&r).unwrap_or_default();
+            assert_eq!(wire, format!("\"{}\"", r.as_str()));
+            assert!(!r.explanation().contains('\n') && !r.fix().contains('\n'));
+        }
     }
 
     #[test]

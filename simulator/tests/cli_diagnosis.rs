@@ -81,7 +81,7 @@ fn crash_and_health_reach_the_cli_and_survive_a_restart() {
             "state         crash_loop\n",
             "restarts      4\n",
             "gpu reason    engine_rejected\n",
-            "crash         crash_loop\n",
+            "crash         crash_loop: ",
             "exit code     3\n",
             "oom killed    no\n",
             "next retry    2100-01-01T00:00:00.000Z",

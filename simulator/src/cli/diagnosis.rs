@@ -76,7 +76,11 @@ pub fn show(a: &AppView) -> String {
         line("gpu reason", r.as_str());
     }
     if let Some(c) = status.and_then(|s| s.crash.as_ref()) {
-        line("crash", c.reason.as_str());
+        line(
+            "crash",
+            &format!("{}: {}", c.reason, c.reason.explanation()),
+        );
+        line("fix", c.reason.fix());
         if let Some(code) = c.exit_code {
             line("exit code", &code.to_string());
         }
@@ -147,7 +151,14 @@ mod tests {
         );
         let text = show(&v);
         assert!(text.contains("gpu reason    engine_rejected\n"), "{text}");
-        assert!(text.contains("crash         crash_loop\n"), "{text}");
+        assert!(
+            text.contains("crash         crash_loop: the app exits again"),
+            "{text}"
+        );
+        assert!(
+            text.contains("fix           read the last output"),
+            "{text}"
+        );
         assert!(text.contains("exit code     3\n"), "{text}");
         assert!(
             text.contains("(in 4s)") || text.contains("(in 3s)"),
