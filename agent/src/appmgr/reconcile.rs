@@ -26,8 +26,9 @@
 //! - A quiet pass (a plain poll tick) costs one engine call: it reuses the engine's
 //!   capabilities and the host scan of an earlier pass (or of the agent's inventory loop,
 //!   [`Facts::offer`]) for up to [`FACTS_TTL`], and the inspection of a container the listing
-//!   still shows running (not of one with a health check, whose verdict changes while it runs). Any other pass (a new desired state, a scheduled restart, an outage
-//!   retry) reads everything afresh.
+//!   still shows running (not of one with a health check, whose verdict changes while it
+//!   runs). Any other pass (a new desired state, a scheduled restart, an outage retry) reads
+//!   everything afresh.
 //!
 //! Engine calls that find the engine unreachable end the pass with
 //! [`EngineError::Unavailable`]; the manager keeps the last statuses and retries.
