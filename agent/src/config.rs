@@ -571,6 +571,12 @@ mod tests {
             ("ODAC_AGENT__APPS__INSTANCE", "Bad Name!", "apps.instance"),
             ("ODAC_AGENT__APPS__PIDS_LIMIT", "3", "apps.pids_limit"),
             (
+                "ODAC_AGENT__APPS__LOG_MAX_SIZE_BYTES",
+                "1024",
+                "apps.log_max_size_bytes",
+            ),
+            ("ODAC_AGENT__APPS__LOG_MAX_FILES", "0", "apps.log_max_files"),
+            (
                 "ODAC_AGENT__APPS__CRASH_LOOP__MAX_BACKOFF_SECS",
                 "0",
                 "apps.crash_loop.max_backoff_secs",

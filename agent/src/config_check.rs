@@ -122,6 +122,18 @@ pub(crate) fn apps(apps: &AppManagerConfig) -> Result<(), ConfigError> {
     if apps.pids_limit != 0 {
         range("apps.pids_limit", u64::from(apps.pids_limit), 16, 4_194_304)?;
     }
+    range(
+        "apps.log_max_size_bytes",
+        apps.log_max_size_bytes,
+        odac_protocol::MIN_LOG_SIZE_BYTES,
+        1 << 40,
+    )?;
+    range(
+        "apps.log_max_files",
+        u64::from(apps.log_max_files),
+        1,
+        u64::from(odac_protocol::MAX_LOG_FILES),
+    )?;
     for (i, p) in apps.policy.allowed_bind_prefixes.iter().enumerate() {
         absolute(&format!("apps.policy.allowed_bind_prefixes[{i}]"), p)?;
     }

@@ -16,6 +16,7 @@ use crate::gpu::{GpuRequest, deserialize_opt_gpu};
 use crate::limits::{
     MAX_COMMAND_ARGS, MAX_CPUS, MAX_ENV, MAX_MEMORY_BYTES, MAX_PORTS, MAX_VOLUMES, MIN_MEMORY_BYTES,
 };
+use crate::runtime::{HealthCheck, LogLimits, RestartPolicy};
 
 /// One app the agent should run.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
@@ -60,6 +61,15 @@ pub struct AppSpec {
         skip_serializing_if = "Option::is_none"
     )]
     pub gpu: Option<GpuRequest>,
+    /// What to do when the container exits: `always` (default), `on_failure` or `never`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart: Option<RestartPolicy>,
+    /// A health check replacing the image's `HEALTHCHECK`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub healthcheck: Option<HealthCheck>,
+    /// Lower log limits than the agent's defaults (never higher).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logs: Option<LogLimits>,
 }
 
 /// A published port.
@@ -239,6 +249,12 @@ impl AppSpec {
         check_opt_string("restart_token", self.restart_token.as_ref())?;
         if let Some(gpu) = &self.gpu {
             gpu.validate()?;
+        }
+        if let Some(h) = &self.healthcheck {
+            h.validate().map_err(|e| e.under("healthcheck"))?;
+        }
+        if let Some(l) = &self.logs {
+            l.validate().map_err(|e| e.under("logs"))?;
         }
         Ok(())
     }

@@ -18,6 +18,7 @@ mod inventory;
 mod limits;
 mod messages;
 mod reason;
+mod runtime;
 pub mod schema;
 pub mod schema_rules;
 mod status;
@@ -38,6 +39,11 @@ pub use messages::{
     InventoryReport, Resync, Welcome,
 };
 pub use reason::Reason;
+pub use runtime::{
+    CrashInfo, CrashReason, HealthCheck, HealthReport, HealthState, LogLimits,
+    MAX_HEALTH_OUTPUT_BYTES, MAX_LOG_FILES, MAX_OUTPUT_TAIL_BYTES, MAX_OUTPUT_TAIL_LINES,
+    MIN_LOG_SIZE_BYTES, RestartPolicy,
+};
 pub use status::{AppState, AppStatus, Attached, Fallback, FallbackTier, GpuStatus};
 pub use vendor::{Mechanism, Vendor};
 

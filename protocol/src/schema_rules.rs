@@ -2,7 +2,7 @@
 //! from the types: ranges (`heartbeat_secs`, ports, memory, cpus, GPU counts), lengths and
 //! patterns (app names, ids, env names, images), list limits, the words `optional` accepts,
 //! and the exclusivity of `image` and `source` (`not`) with "at least one of `image`,
-//! `source`, `app`" (`anyOf`). The values come from [`crate::limits`], so the schema and the
+//! `source`, `app`" (`anyOf`), the bounds of a health check and of log limits. The values come from [`crate::limits`], so the schema and the
 //! validation code cannot drift apart silently; `tests/schema_rules.rs` runs a table of good
 //! and bad values through both. What JSON Schema cannot say (unique app names, the 16 KiB
 //! limit counted in bytes, the GPU runtime/vendor agreement, git URL rules) stays in the
@@ -76,6 +76,33 @@ pub fn tighten(schema: &mut Schema) {
             "Resources",
             "cpus",
             json!({"exclusiveMinimum": 0, "maximum": MAX_CPUS}),
+        ),
+    ] {
+        if let Some(def) = defs.get_mut(def).and_then(Value::as_object_mut) {
+            extend(prop(def, field), rules);
+        }
+    }
+    // how an app runs (`crate::runtime`)
+    let secs = |min: u32| json!({"minimum": min, "maximum": crate::runtime::MAX_HEALTH_SECS});
+    for (def, field, rules) in [
+        (
+            "HealthCheck",
+            "command",
+            json!({"minItems": 1, "maxItems": MAX_COMMAND_ARGS}),
+        ),
+        ("HealthCheck", "interval_secs", secs(1)),
+        ("HealthCheck", "timeout_secs", secs(1)),
+        ("HealthCheck", "retries", secs(1)),
+        ("HealthCheck", "start_period_secs", secs(0)),
+        (
+            "LogLimits",
+            "max_size_bytes",
+            json!({"minimum": crate::runtime::MIN_LOG_SIZE_BYTES}),
+        ),
+        (
+            "LogLimits",
+            "max_files",
+            json!({"minimum": 1, "maximum": crate::runtime::MAX_LOG_FILES}),
         ),
     ] {
         if let Some(def) = defs.get_mut(def).and_then(Value::as_object_mut) {

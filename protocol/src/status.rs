@@ -11,6 +11,7 @@ use crate::error::{ValidationError, check_dns_label, check_opt_string, check_str
 use crate::gpu::{GpuRequest, deserialize_opt_gpu};
 use crate::limits::MAX_LIST;
 use crate::reason::Reason;
+use crate::runtime::{CrashInfo, HealthReport};
 use crate::vendor::{Mechanism, Vendor};
 
 /// The observed status of one app.
@@ -47,6 +48,12 @@ pub struct AppStatus {
     /// Commit built, for git sources.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commit: Option<String>,
+    /// Why the last run ended, while the app is not running (see [`CrashInfo`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crash: Option<CrashInfo>,
+    /// The container's health check verdict, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<HealthReport>,
 }
 
 /// Lifecycle state of an app.
@@ -71,6 +78,8 @@ pub enum AppState {
     /// The app left the desired state and its container is gone: the last status of that
     /// app, whose `generation` is the one that removed it.
     Removed,
+    /// Exited 0 under restart policy `on_failure` or `never`: done, not a crash.
+    Exited,
 }
 
 impl AppState {
@@ -85,6 +94,7 @@ impl AppState {
             AppState::Stopped => "stopped",
             AppState::Failed => "failed",
             AppState::Removed => "removed",
+            AppState::Exited => "exited",
         }
     }
 }
@@ -162,6 +172,12 @@ impl AppStatus {
         }
         if let Some(f) = &self.gpu.fallback {
             check_opt_string("gpu.fallback.detail", f.detail.as_ref())?;
+        }
+        if let Some(c) = &self.crash {
+            c.validate().map_err(|e| e.under("crash"))?;
+        }
+        if let Some(h) = &self.health {
+            h.validate().map_err(|e| e.under("health"))?;
         }
         Ok(())
     }

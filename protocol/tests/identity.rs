@@ -153,6 +153,9 @@ fn app_spec() -> impl Strategy<Value = AppSpec> {
                     resources,
                     restart_token,
                     gpu,
+                    restart: None,
+                    healthcheck: None,
+                    logs: None,
                 }
             },
         )
@@ -287,6 +290,7 @@ fn app_status() -> impl Strategy<Value = AppStatus> {
         AppState::CrashLoop,
         AppState::Stopped,
         AppState::Failed,
+        AppState::Exited,
     ]);
     let attached = (
         vendor(),
@@ -350,6 +354,8 @@ fn app_status() -> impl Strategy<Value = AppStatus> {
                 last_error,
                 image,
                 commit,
+                crash: None,
+                health: None,
             },
         )
 }

@@ -86,6 +86,40 @@ fn control_table() -> Vec<(&'static str, Value, bool)> {
             true,
         ),
         (
+            "restart, healthcheck and logs at the bounds",
+            upsert(app(json!({"restart": "on_failure",
+                "healthcheck": {"command": ["true"], "interval_secs": 86_400, "start_period_secs": 0},
+                "logs": {"max_size_bytes": 65_536, "max_files": 100}}))),
+            true,
+        ),
+        (
+            "an empty health check command",
+            upsert(app(json!({"healthcheck": {"command": []}}))),
+            false,
+        ),
+        (
+            "a health check every 0 s",
+            upsert(app(
+                json!({"healthcheck": {"command": ["true"], "interval_secs": 0}}),
+            )),
+            false,
+        ),
+        (
+            "a log file below 64 KiB",
+            upsert(app(json!({"logs": {"max_size_bytes": 65_535}}))),
+            false,
+        ),
+        (
+            "101 log files",
+            upsert(app(json!({"logs": {"max_files": 101}}))),
+            false,
+        ),
+        (
+            "an unknown restart policy",
+            upsert(app(json!({"restart": "sometimes"}))),
+            false,
+        ),
+        (
             "env",
             upsert(app(json!({"env": {"A": "1", "lower_case": "x y"}}))),
             true,

@@ -99,6 +99,14 @@ fn gpu_cell(s: &AppStatus) -> String {
     }
 }
 
+/// Why an app that is not running stopped, e.g. `oom_killed (exit 137)`.
+fn crash_cell(c: &odac_protocol::CrashInfo) -> String {
+    match c.exit_code {
+        Some(code) => format!("{} (exit {code})", c.reason),
+        None => c.reason.to_string(),
+    }
+}
+
 /// A plain table of statuses.
 pub fn render_table(statuses: &[AppStatus]) -> String {
     let rows: Vec<[String; 6]> = statuses
@@ -106,11 +114,17 @@ pub fn render_table(statuses: &[AppStatus]) -> String {
         .map(|s| {
             [
                 s.name.clone(),
-                s.state.to_string(),
+                match &s.health {
+                    Some(h) => format!("{} ({})", s.state, h.state),
+                    None => s.state.to_string(),
+                },
                 gpu_cell(s),
                 if s.restart_required { "yes" } else { "-" }.into(),
                 s.restart_count.to_string(),
-                s.last_error.clone().unwrap_or_else(|| "-".into()),
+                s.last_error
+                    .clone()
+                    .or_else(|| s.crash.as_ref().map(crash_cell))
+                    .unwrap_or_else(|| "-".into()),
             ]
         })
         .collect();
@@ -400,6 +414,19 @@ mod tests {
             "{table}"
         );
         assert!(render_table(&[]).contains("(no apps)"));
+        let crashed = AppStatus {
+            name: "oom".into(),
+            state: AppState::CrashLoop,
+            crash: Some(odac_protocol::CrashInfo {
+                reason: odac_protocol::CrashReason::OomKilled,
+                exit_code: Some(137),
+                oom_killed: true,
+                ..Default::default()
+            }),
+            ..AppStatus::default()
+        };
+        let table = render_table(&[crashed]);
+        assert!(table.contains("oom_killed (exit 137)"), "{table}");
         let mut s = AppStatus {
             name: "web".into(),
             container_id: Some("c1".into()),

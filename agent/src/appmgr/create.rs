@@ -10,6 +10,7 @@ use super::binds::HostBind;
 use super::build::Built;
 use super::container::{self, container_spec};
 use super::crashloop::CrashGuard;
+use super::diagnosis;
 use super::fallback::{StartOutcome, clip, start_plain, start_with_gpu_fallback};
 use super::labels::{self, Identity};
 use super::policy;
@@ -84,6 +85,8 @@ impl Pass<'_> {
         }
         base.security_opt = self.config.security_opt();
         base.pids_limit = self.config.pids_limit();
+        base.healthcheck = diagnosis::health_probe(spec);
+        base.log_rotation = Some(diagnosis::log_rotation(self.config, spec));
         if let Some(built) = built {
             base.labels
                 .insert(labels::GIT_COMMIT.into(), built.commit.clone());
@@ -195,6 +198,7 @@ impl Pass<'_> {
                 rec.container_id = Some(id.clone());
                 rec.guard = CrashGuard::started(now);
                 rec.last_error = None;
+                rec.last_exit = None;
                 let listed = ContainerSummary {
                     id: id.clone(),
                     ..ContainerSummary::default()

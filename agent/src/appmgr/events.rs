@@ -1,5 +1,5 @@
 //! Diagnostic events of the app manager: build progress and failures of git-sourced apps and
-//! every GPU fallback decision. They are logged here and broadcast to subscribers
+//! every GPU fallback decision, and containers the kernel's OOM killer ended. They are logged here and broadcast to subscribers
 //! ([`AppManager::subscribe_events`](super::AppManager::subscribe_events)); `run.rs` forwards
 //! them to the control plane as `event` messages. A subscriber that lags loses events; nothing
 //! here blocks the reconcile loop.

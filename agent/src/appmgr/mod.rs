@@ -7,7 +7,9 @@
 //! [`policy`] and [`binds`] (which host paths may be mounted), [`container`] (spec →
 //! container spec),
 //! [`fallback`] (`start_with_gpu_fallback` and the engine-refusal classifier),
-//! [`crashloop`], `reconcile` (one pass), [`build`] and `source` (apps built from git
+//! [`crashloop`], `crashbook` (crash counters kept across agent restarts), `diagnosis` (why
+//! an app is down: exit, OOM kill, output tail; health; restart policy; log rotation),
+//! `reconcile` (one pass), [`build`] and `source` (apps built from git
 //! sources), [`events`] (diagnostic events), [`cli`] + [`local`] (`apply` and `status`, and
 //! which agent set they work on), and [`doctor`] (`doctor` with the ownership checks).
 
@@ -15,8 +17,10 @@ pub mod binds;
 pub mod build;
 pub mod cli;
 pub mod container;
+mod crashbook;
 pub mod crashloop;
 mod create;
+mod diagnosis;
 pub mod doctor;
 mod error;
 pub mod events;

@@ -15,7 +15,10 @@
 //!   refusal, required intent refused by the engine) is held, not retried, until the spec or
 //!   the plan changes, so nothing churns. Other failures are retried with the crash-loop
 //!   backoff.
-//! - A container that exited is restarted after the crash-loop backoff.
+//! - A container that exited is restarted after the crash-loop backoff, unless its restart
+//!   policy makes the exit final ([`diagnosis`](super::diagnosis)); the exit is read once, with
+//!   the tail of its output, and the crash counters are kept in the state directory
+//!   ([`crashbook`](super::crashbook)).
 //! - An app with a git source gets its image from a background build first
 //!   ([`source`](super::source)); the container of the previous version keeps running until
 //!   the new image is ready. The images of apps no longer desired are removed with them.
@@ -23,8 +26,9 @@
 //! - A quiet pass (a plain poll tick) costs one engine call: it reuses the engine's
 //!   capabilities and the host scan of an earlier pass (or of the agent's inventory loop,
 //!   [`Facts::offer`]) for up to [`FACTS_TTL`], and the inspection of a container the listing
-//!   still shows running. Any other pass (a new desired state, a scheduled restart, an outage
-//!   retry) reads everything afresh.
+//!   still shows running (not of one with a health check, whose verdict changes while it
+//!   runs). Any other pass (a new desired state, a scheduled restart, an outage retry) reads
+//!   everything afresh.
 //!
 //! Engine calls that find the engine unreachable end the pass with
 //! [`EngineError::Unavailable`]; the manager keeps the last statuses and retries.
@@ -40,7 +44,9 @@ use tokio::time::Instant;
 
 use super::binds::{HostUse, desired_uses};
 use super::build::Builds;
+use super::crashbook;
 use super::crashloop::CrashGuard;
+use super::diagnosis::{self, LastExit};
 use super::events::EventTx;
 use super::fallback::{clip, is_device_refusal};
 use super::host::HostSource;
@@ -78,6 +84,10 @@ pub(super) struct AppRecord {
     pub(super) retry: Option<(Identity, AppStatus)>,
     /// The last inspection of its container, kept while the container runs.
     pub(super) seen: Option<ContainerDetails>,
+    /// The last exit of its container as first seen, with its output tail.
+    pub(super) last_exit: Option<LastExit>,
+    /// The next restart (`guard.next_start`) as wall-clock time, Unix milliseconds.
+    pub(super) retry_at: Option<(Instant, u64)>,
 }
 
 /// The latest host and engine facts (an [`Assessment`] of a reachable engine) and when they
@@ -119,6 +129,9 @@ impl Facts {
 pub(crate) struct Reconciler {
     apps: BTreeMap<String, AppRecord>,
     ownership: Ownership,
+    /// The crash bookkeeping read from the state directory at the first pass, until each
+    /// app's record takes its part; and what was saved last.
+    crashes: Option<(crashbook::Book, crashbook::Book)>,
 }
 
 /// The inputs of a pass.
@@ -157,11 +170,40 @@ impl Reconciler {
         &mut self,
         input: &PassInput<'_>,
     ) -> Result<Vec<AppStatus>, EngineError> {
+        let dir = &input.config.state_dir;
+        let (restored, _) = self
+            .crashes
+            .get_or_insert_with(|| (crashbook::load(dir), crashbook::Book::new()));
+        for (name, saved) in std::mem::take(restored) {
+            self.apps
+                .entry(name)
+                .or_insert_with(|| crashbook::restore(saved));
+        }
         let result = self.pass_inner(input).await;
         if result.is_err() {
             input.facts.forget();
         }
+        self.save_crashes(dir);
         result
+    }
+
+    /// Persist the crash bookkeeping when it changed.
+    fn save_crashes(&mut self, dir: &std::path::Path) {
+        let book: crashbook::Book = self
+            .apps
+            .iter_mut()
+            .filter_map(|(name, rec)| crashbook::snapshot(rec).map(|s| (name.clone(), s)))
+            .collect();
+        let Some((_, saved)) = self.crashes.as_mut() else {
+            return;
+        };
+        if *saved == book {
+            return;
+        }
+        match crashbook::save(dir, &book) {
+            Ok(()) => *saved = book,
+            Err(e) => tracing::warn!(error = %e, "could not persist the crash bookkeeping"),
+        }
     }
 
     /// The engine's capabilities and the host's verdicts: those of an earlier pass when
@@ -468,7 +510,12 @@ impl Pass<'_> {
     ) -> Result<Option<AppStatus>, EngineError> {
         let id = listed.id.as_str();
         let reuse = rec.seen.as_ref().filter(|d| {
-            self.quiet && d.id == id && d.running && listed.state == ContainerState::Running
+            self.quiet
+                && d.id == id
+                && d.running
+                && listed.state == ContainerState::Running
+                // health changes while it runs
+                && d.health.is_none()
         });
         let inspected = match reuse {
             Some(d) => Ok(d.clone()),
@@ -490,6 +537,7 @@ impl Pass<'_> {
             rec.guard = CrashGuard::default();
             rec.container_id = Some(details.id.clone());
             rec.last_error = None;
+            rec.last_exit = None;
         }
         rec.hold = None;
         rec.retry = None;
@@ -511,7 +559,31 @@ impl Pass<'_> {
             rec.guard.next_start = None;
             rec.guard.on_running(now, cfg);
             rec.last_error = None;
-        } else {
+        } else if diagnosis::is_new_exit(rec.last_exit.as_ref(), &details) {
+            let exit = diagnosis::read_exit(self.engine, &details).await?;
+            if exit.oom_killed {
+                self.events.warn(
+                    &spec.name,
+                    "the kernel's oom killer ended the container: its memory limit (resources.memory_bytes) is too low",
+                );
+            }
+            rec.last_exit = Some(exit);
+        }
+        // an exit the restart policy does not restart (`on_failure`, `never`)
+        let final_exit = rec.last_exit.clone().filter(|e| {
+            !running
+                && diagnosis::has_exited(&details)
+                && e.container_id == details.id
+                && e.finished_at == details.finished_at
+                && !diagnosis::restarts(spec, e)
+        });
+        if let Some(exit) = &final_exit {
+            rec.guard.next_start = None;
+            rec.guard.running_since = None;
+            if exit.exit_code.is_some() {
+                rec.guard.last_exit_code = exit.exit_code;
+            }
+        } else if !running {
             if !rec.guard.waiting() {
                 let code = matches!(
                     details.status,
@@ -544,6 +616,8 @@ impl Pass<'_> {
         }
         status.state = if running {
             AppState::Running
+        } else if let Some(exit) = &final_exit {
+            diagnosis::final_state(exit)
         } else if rec.last_error.is_some() && details.status == ContainerState::Created {
             AppState::Failed
         } else if rec.guard.in_crash_loop() {
@@ -561,6 +635,16 @@ impl Pass<'_> {
                     None
                 });
         status.last_error = rec.last_error.clone();
+        if details.running {
+            status.health = diagnosis::health_report(&details);
+        } else {
+            let retry = crashbook::retry_at_ms(rec);
+            status.crash = rec
+                .last_exit
+                .as_ref()
+                .filter(|e| e.container_id == details.id)
+                .map(|e| diagnosis::crash_info(e, &rec.guard, retry));
+        }
         Ok(Some(status))
     }
 

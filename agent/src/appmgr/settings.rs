@@ -49,6 +49,11 @@ pub struct AppManagerConfig {
     /// Most processes and threads per container (a fork bomb stays in its container);
     /// 0 leaves the engine's default (unlimited).
     pub pids_limit: u32,
+    /// Largest log file of a container (json-file driver), in bytes; an app spec may ask for
+    /// less, never more.
+    pub log_max_size_bytes: u64,
+    /// Log files kept per container; an app spec may ask for fewer, never more.
+    pub log_max_files: u32,
 }
 
 impl Default for AppManagerConfig {
@@ -67,6 +72,8 @@ impl Default for AppManagerConfig {
             build: BuildConfig::default(),
             no_new_privileges: true,
             pids_limit: 4096,
+            log_max_size_bytes: 10 * 1024 * 1024,
+            log_max_files: 3,
         }
     }
 }

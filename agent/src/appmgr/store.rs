@@ -113,7 +113,7 @@ impl Store {
 /// so that a slow disk stalls only its caller: on the agent's multi-thread runtime the worker
 /// first hands its other tasks (the uplink's heartbeat, the inventory loop) to another thread;
 /// on a current-thread runtime (`apply`, `status`, most tests) or outside one it just runs `f`.
-fn off_the_executor<R>(f: impl FnOnce() -> R) -> R {
+pub(crate) fn off_the_executor<R>(f: impl FnOnce() -> R) -> R {
     match tokio::runtime::Handle::try_current() {
         Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
             tokio::task::block_in_place(f)

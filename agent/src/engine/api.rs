@@ -9,6 +9,7 @@ use async_trait::async_trait;
 
 use super::capabilities::EngineCapabilities;
 use super::error::EngineError;
+use super::tail::cut_tail;
 use super::types::{BuildOutput, ContainerDetails, ContainerSpec, ContainerSummary, ImageSummary};
 
 /// A container engine. Create and start are separate calls because real engines refuse
@@ -78,6 +79,19 @@ pub trait ContainerEngine: Send + Sync {
 
     /// The last `lines` lines of the container's stdout and stderr, interleaved.
     async fn logs_tail(&self, id: &str, lines: usize) -> Result<String, EngineError>;
+
+    /// The output of the container's last run, bounded: at most `max_lines` lines and
+    /// `max_bytes` bytes, cut at a line boundary ([`cut_tail`]). The default trims
+    /// [`Self::logs_tail`]; the Docker engine streams into a bounded buffer.
+    async fn output_tail(
+        &self,
+        id: &str,
+        max_lines: usize,
+        max_bytes: usize,
+    ) -> Result<String, EngineError> {
+        let text = self.logs_tail(id, max_lines).await?;
+        Ok(cut_tail(&text, max_lines, max_bytes))
+    }
 
     /// Build image `tag` from a tar build context with the classic builder (no BuildKit, no
     /// pulls), `dockerfile` being a path inside the context, and put `labels` on the image.

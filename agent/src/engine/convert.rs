@@ -6,13 +6,15 @@ use std::collections::{BTreeMap, HashMap};
 use bollard::errors::Error as BollardError;
 use bollard::models::{
     ContainerCreateBody, ContainerInspectResponse, ContainerSummary as BollardSummary,
-    DeviceMapping as BollardDeviceMapping, DeviceRequest as BollardDeviceRequest, HostConfig,
-    PortBinding, RestartPolicy, RestartPolicyNameEnum,
+    DeviceMapping as BollardDeviceMapping, DeviceRequest as BollardDeviceRequest, HealthConfig,
+    HealthStatusEnum, HostConfig, HostConfigLogConfig, PortBinding, RestartPolicy,
+    RestartPolicyNameEnum,
 };
 
 use super::error::EngineError;
 use super::types::{
-    ContainerDetails, ContainerSpec, ContainerState, ContainerSummary, DeviceMapping, DeviceRequest,
+    ContainerDetails, ContainerHealth, ContainerSpec, ContainerState, ContainerSummary,
+    DeviceMapping, DeviceRequest, HealthProbe, LogRotation,
 };
 
 /// The zero time the engine reports for "never".
@@ -102,6 +104,7 @@ pub(crate) fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
             name: Some(RestartPolicyNameEnum::NO),
             maximum_retry_count: None,
         }),
+        log_config: spec.log_rotation.as_ref().map(log_config),
         ..HostConfig::default()
     };
     ContainerCreateBody {
@@ -114,8 +117,60 @@ pub(crate) fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
         labels: Some(hash_map(&spec.labels)),
         exposed_ports: non_empty(exposed),
         host_config: Some(host_config),
+        healthcheck: spec.healthcheck.as_ref().map(health_config),
         ..ContainerCreateBody::default()
     }
+}
+
+fn nanos(d: Option<std::time::Duration>) -> Option<i64> {
+    d.map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+}
+
+/// The engine's health config: the command in exec form (`CMD`).
+fn health_config(p: &HealthProbe) -> HealthConfig {
+    let mut test = vec!["CMD".to_owned()];
+    test.extend(p.command.iter().cloned());
+    HealthConfig {
+        test: Some(test),
+        interval: nanos(p.interval),
+        timeout: nanos(p.timeout),
+        retries: p.retries.map(i64::from),
+        start_period: nanos(p.start_period),
+        start_interval: None,
+    }
+}
+
+/// The json-file driver with `max-size` (bytes) and `max-file`.
+fn log_config(r: &LogRotation) -> HostConfigLogConfig {
+    HostConfigLogConfig {
+        typ: Some("json-file".into()),
+        config: Some(HashMap::from([
+            ("max-size".to_owned(), r.max_size_bytes.to_string()),
+            ("max-file".to_owned(), r.max_files.to_string()),
+        ])),
+    }
+}
+
+/// The health state of an inspected container, with the output of its last check when that
+/// check failed.
+fn health(state: &bollard::models::ContainerState) -> Option<ContainerHealth> {
+    let h = state.health.as_ref()?;
+    let status = match h.status? {
+        HealthStatusEnum::STARTING => "starting",
+        HealthStatusEnum::HEALTHY => "healthy",
+        HealthStatusEnum::UNHEALTHY => "unhealthy",
+        HealthStatusEnum::EMPTY | HealthStatusEnum::NONE => return None,
+    };
+    let last_failure = h
+        .log
+        .as_ref()
+        .and_then(|log| log.last())
+        .filter(|r| r.exit_code != Some(0))
+        .and_then(|r| r.output.clone());
+    Some(ContainerHealth {
+        status: status.to_owned(),
+        last_failure,
+    })
 }
 
 fn time(value: Option<String>) -> Option<String> {
@@ -125,6 +180,7 @@ fn time(value: Option<String>) -> Option<String> {
 /// What the seam reads back from `GET /containers/{id}/json`.
 pub(crate) fn details(resp: ContainerInspectResponse) -> ContainerDetails {
     let state = resp.state.unwrap_or_default();
+    let health = health(&state);
     let config = resp.config.unwrap_or_default();
     let host = resp.host_config.unwrap_or_default();
     ContainerDetails {
@@ -167,6 +223,7 @@ pub(crate) fn details(resp: ContainerInspectResponse) -> ContainerDetails {
         binds: host.binds.unwrap_or_default(),
         security_opt: host.security_opt.unwrap_or_default(),
         pids_limit: host.pids_limit,
+        health,
     }
 }
 

@@ -19,6 +19,7 @@ use super::capabilities::EngineCapabilities;
 use super::convert::{create_body, details, map_error, summary};
 use super::docker::DockerEngine;
 use super::error::EngineError;
+use super::tail::TailBuffer;
 use super::types::{BuildOutput, ContainerDetails, ContainerSpec, ContainerSummary, ImageSummary};
 
 /// Split `repo[:tag]` at the tag colon (a colon after the last `/`, so registry ports stay).
@@ -221,6 +222,28 @@ impl ContainerEngine for DockerEngine {
             text.push_str(&String::from_utf8_lossy(&chunk.into_bytes()));
         }
         Ok(text)
+    }
+
+    async fn output_tail(
+        &self,
+        id: &str,
+        max_lines: usize,
+        max_bytes: usize,
+    ) -> Result<String, EngineError> {
+        let docker = self.docker().await?;
+        let options = LogsOptions {
+            stdout: true,
+            stderr: true,
+            tail: max_lines.to_string(),
+            ..LogsOptions::default()
+        };
+        let mut stream = docker.logs(id, Some(options));
+        let mut buffer = TailBuffer::new(max_bytes);
+        while let Some(item) = stream.next().await {
+            let chunk = self.observe(item.map_err(map_error))?;
+            buffer.push(&chunk.into_bytes());
+        }
+        Ok(buffer.finish(max_lines))
     }
 
     async fn build_image(

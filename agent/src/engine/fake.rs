@@ -19,8 +19,8 @@ use super::capabilities::EngineCapabilities;
 use super::error::EngineError;
 pub use super::fake_calls::{EngineCall, Op};
 use super::types::{
-    BuildOutput, ContainerDetails, ContainerSpec, ContainerState, ContainerSummary, DeviceRequest,
-    ImageSummary, label_matches,
+    BuildOutput, ContainerDetails, ContainerHealth, ContainerSpec, ContainerState,
+    ContainerSummary, DeviceRequest, ImageSummary, label_matches,
 };
 
 #[derive(Debug)]
@@ -164,6 +164,21 @@ impl FakeEngine {
             c.details.status = ContainerState::Exited;
             c.details.exit_code = Some(code);
             c.details.finished_at = Some(now);
+        }
+    }
+
+    /// Simulate the kernel's OOM killer ending the container's process (exit 137).
+    pub fn oom_kill(&self, id: &str) {
+        self.exit_container(id, 137);
+        if let Some(c) = self.lock().containers.get_mut(id) {
+            c.details.oom_killed = true;
+        }
+    }
+
+    /// Set what the container's health check reports.
+    pub fn set_health(&self, id: &str, health: Option<ContainerHealth>) {
+        if let Some(c) = self.lock().containers.get_mut(id) {
+            c.details.health = health;
         }
     }
 
@@ -364,6 +379,7 @@ impl ContainerEngine for FakeEngine {
             container.details.status = ContainerState::Running;
             container.details.started_at = Some(now);
             container.details.error = None;
+            container.details.oom_killed = false;
         }
         Ok(())
     }

@@ -13,6 +13,8 @@ mod docker_ops;
 mod error;
 pub mod fake;
 mod fake_calls;
+mod run_options;
+pub mod tail;
 pub mod test_image;
 mod types;
 
@@ -26,6 +28,7 @@ pub use types::{
     Bind, BuildOutput, ContainerDetails, ContainerSpec, ContainerState, ContainerSummary,
     DeviceMapping, DeviceRequest, ImageSummary, PortMapping, label_matches,
 };
+pub use types::{ContainerHealth, HealthProbe, LogRotation};
 
 /// Ask the engine at `docker_host` (`None`: the local default socket) for its capabilities.
 /// Never hangs longer than a few seconds and never fails: an engine that cannot be reached

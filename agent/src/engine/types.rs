@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use super::run_options::{ContainerHealth, HealthProbe, LogRotation};
+
 /// A host device node passed into the container (`docker run --device`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct DeviceMapping {
@@ -125,6 +127,10 @@ pub struct ContainerSpec {
     pub security_opt: Vec<String>,
     /// Most processes (threads included) in the container; `None`: the engine's default.
     pub pids_limit: Option<i64>,
+    /// A health check replacing the image's; `None` keeps the image's.
+    pub healthcheck: Option<HealthProbe>,
+    /// Log rotation of the json-file driver; `None`: the engine's default logging.
+    pub log_rotation: Option<LogRotation>,
 }
 
 /// A container's state as the engine reports it.
@@ -219,6 +225,8 @@ pub struct ContainerDetails {
     pub security_opt: Vec<String>,
     /// The pids limit as the engine reports it (`None` or `0`: unlimited).
     pub pids_limit: Option<i64>,
+    /// Health check state, when the container has a health check.
+    pub health: Option<ContainerHealth>,
 }
 
 /// One line of `list_by_label`.

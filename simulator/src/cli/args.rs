@@ -55,6 +55,8 @@ pub enum AppCommand {
     Restart(NameArg),
     /// Remove an app and its container.
     Remove(NameArg),
+    /// Show one app: state, health, and why it is down (crash, exit code, last output).
+    Show(NameArg),
 }
 
 /// `odac host …`.

@@ -1,10 +1,11 @@
 //! The `odac` command line client of the control plane's REST API:
-//! `odac app create|gpu|list|restart|remove` and `odac host list`. Exit codes: 0 success,
+//! `odac app create|gpu|list|restart|remove|show` and `odac host list`. Exit codes: 0 success,
 //! 1 failed request (the API's message in terms of the flags given, or "cannot reach the
 //! API"), 2 usage error.
 
 pub mod args;
 pub mod client;
+pub mod diagnosis;
 pub mod flags;
 pub mod table;
 
@@ -231,6 +232,11 @@ fn execute(cli: &Cli) -> Result<(), ClientError> {
         Command::App(AppCommand::Remove(a)) => {
             client.delete(&app_path(&a.name))?;
             println!("removed app {}", a.name);
+        }
+        Command::App(AppCommand::Show(a)) => {
+            let v: AppView =
+                serde_json::from_value(client.get(&app_path(&a.name))?).map_err(unexpected)?;
+            print!("{}", diagnosis::show(&v));
         }
         Command::Host(HostCommand::List(args)) => {
             let v = client.get("/api/hosts")?;

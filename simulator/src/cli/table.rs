@@ -85,6 +85,10 @@ const MAX_ERROR_CHARS: usize = 100;
 /// an app that failed for any reason, the failure itself (`last_error`) with the GPU reason
 /// after it when that is not what the failure says.
 pub fn reason(a: &AppView) -> String {
+    // a crash has its own reason: a GPU reason left from before would mislead
+    if let Some(c) = super::diagnosis::crash(a) {
+        return super::diagnosis::crash_cell(c);
+    }
     let code = a.reason.map(|r| {
         if a.attached.is_none() && a.state == "running" {
             format!("{r} (on CPU)")
@@ -122,7 +126,7 @@ pub fn apps(apps: &[AppView]) -> String {
     let rows: Vec<Vec<String>> = apps
         .iter()
         .map(|a| {
-            let mut state = a.state.clone();
+            let mut state = super::diagnosis::state_with_health(&a.state, a.status.as_ref());
             if a.restart_required {
                 state.push_str(" (restart required)");
             }

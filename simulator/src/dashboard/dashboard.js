@@ -245,15 +245,18 @@ function renderApps(f) {
     const fb = a.fallback;
     const failed = a.state === "failed" || a.state === "crash_loop";
     const error = a.status && a.status.last_error;
+    const crash = a.state !== "running" && a.status && a.status.crash;
     return el("tr", { "data-app": a.name },
       td("Name", { class: "mono" }, a.name),
       td("Host", {}, a.hostname || a.host),
       td("State", {},
         el("span", { class: "state state-" + a.state }, a.state),
-        a.restart_required ? el("span", { class: "badge restart", title: "the running container does not match the spec: restart to apply" }, "restart required") : null),
+        a.restart_required ? el("span", { class: "badge restart", title: "the running container does not match the spec: restart to apply" }, "restart required") : null,
+        healthBadge(a.status && a.status.health)),
       td("Image", { class: "mono" }, a.image || "—"),
       td("GPU requested", { class: "requested mono" }, request(a.requested)),
       td("GPU attached", { class: "attached mono" }, attached(a.attached)),
+      crash ? td("Reason", { class: "reason crash" }, ...crashCell(crash)) :
       td("Reason", { class: fb || (failed && error) ? "reason" : "reason none" },
         fb ? fb.reason + (a.attached ? "" : (a.state === "running" ? " (on CPU)" : "")) : (failed && error ? "failed" : "—"),
         fb ? el("span", { class: "detail" }, fb.tier + (fb.detail ? ": " + fb.detail : "")) : null,
@@ -265,6 +268,26 @@ function renderApps(f) {
       td("Actions", {}, el("button", { type: "button", id: "restart-" + a.name, "aria-label": "Restart " + a.name, onclick: () => restart(a.name) }, "Restart")));
   })));
   document.getElementById("apps-empty").hidden = state.apps.size > 0;
+}
+
+// The health check's verdict next to the state; the failing check's output as its title.
+function healthBadge(h) {
+  if (!h) return null;
+  return el("span", { class: "health" },
+    el("span", { class: "badge health-" + h.state, title: h.last_output || "" }, h.state),
+    h.last_output ? el("span", { class: "detail health-output" }, h.last_output) : null);
+}
+
+// Why an app that is not running stopped: its crash reason (never a GPU reason left from
+// before), exit code, OOM kill, next retry and the last lines of its output.
+function crashCell(c) {
+  const facts = [];
+  if (c.exit_code !== undefined && c.exit_code !== null) facts.push("exit " + c.exit_code);
+  if (c.oom_killed) facts.push("killed: out of memory");
+  facts.push(c.next_retry_at_ms ? "next retry " + new Date(c.next_retry_at_ms).toLocaleTimeString() : "not restarted");
+  return [c.reason,
+    el("span", { class: "detail" }, facts.join(", ")),
+    c.output_tail ? el("details", { class: "tail" }, el("summary", {}, "last output"), el("pre", {}, c.output_tail)) : null];
 }
 
 function renderEvents() {

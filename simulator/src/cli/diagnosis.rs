@@ -1,0 +1,193 @@
+//! Why an app is down, as the `odac` CLI shows it: the REASON cell of a crashed app (its crash
+//! reason and exit code, never a GPU reason left from before), the health after the state
+//! (`running (unhealthy)`), and `odac app show NAME`: state, health with the failing check's
+//! output, the crash (reason, exit code, OOM kill, next retry) and the last lines of output.
+
+use odac_protocol::{AppStatus, CrashInfo};
+
+use crate::clock::{now_ms, rfc3339};
+use crate::views::AppView;
+
+/// The crash of an app that is not running, if its status has one.
+pub fn crash(a: &AppView) -> Option<&CrashInfo> {
+    a.status
+        .as_ref()
+        .filter(|s| s.state != odac_protocol::AppState::Running)
+        .and_then(|s| s.crash.as_ref())
+}
+
+/// The REASON cell of a crash, e.g. `oom_killed (exit 137)`.
+pub fn crash_cell(c: &CrashInfo) -> String {
+    match c.exit_code {
+        Some(code) => format!("{} (exit {code})", c.reason),
+        None => c.reason.to_string(),
+    }
+}
+
+/// The state with the health check's verdict when there is one, e.g. `running (unhealthy)`.
+pub fn state_with_health(state: &str, status: Option<&AppStatus>) -> String {
+    match status.and_then(|s| s.health.as_ref()) {
+        Some(h) => format!("{state} ({})", h.state),
+        None => state.to_owned(),
+    }
+}
+
+/// When, relative to now, e.g. `in 4s`.
+fn relative(ms: u64, now: u64) -> String {
+    if ms <= now {
+        return "now".to_owned();
+    }
+    let secs = (ms - now).div_ceil(1000);
+    format!("in {secs}s")
+}
+
+/// `odac app show NAME`.
+pub fn show(a: &AppView) -> String {
+    let mut out = String::new();
+    let mut line = |k: &str, v: &str| out.push_str(&format!("{k:<13} {v}\n"));
+    line("name", &a.name);
+    line(
+        "host",
+        if a.hostname.is_empty() {
+            &a.host
+        } else {
+            &a.hostname
+        },
+    );
+    let status = a.status.as_ref();
+    line("state", &a.state);
+    line("image", a.image.as_deref().unwrap_or("-"));
+    if let Some(s) = status {
+        line("restarts", &s.restart_count.to_string());
+        if let Some(h) = &s.health {
+            line("health", h.state.as_str());
+            if let Some(o) = &h.last_output {
+                line(
+                    "health check",
+                    &o.split_whitespace().collect::<Vec<_>>().join(" "),
+                );
+            }
+        }
+        if let Some(e) = &s.last_error {
+            line("last error", e);
+        }
+    }
+    if let Some(r) = a.reason {
+        line("gpu reason", r.as_str());
+    }
+    if let Some(c) = status.and_then(|s| s.crash.as_ref()) {
+        line(
+            "crash",
+            &format!("{}: {}", c.reason, c.reason.explanation()),
+        );
+        line("fix", c.reason.fix());
+        if let Some(code) = c.exit_code {
+            line("exit code", &code.to_string());
+        }
+        line("oom killed", if c.oom_killed { "yes" } else { "no" });
+        match c.next_retry_at_ms {
+            Some(ms) => line(
+                "next retry",
+                &format!("{} ({})", rfc3339(ms), relative(ms, now_ms())),
+            ),
+            None => line("next retry", "none (not restarted)"),
+        }
+        if let Some(tail) = &c.output_tail {
+            out.push_str("last output:\n");
+            for l in tail.lines() {
+                out.push_str(&format!("  {l}\n"));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use odac_protocol::{AppSpec, AppState, CrashReason, HealthReport, HealthState};
+
+    fn view(status: AppStatus) -> AppView {
+        AppView {
+            name: "svc".into(),
+            host: "h1".into(),
+            hostname: "gpu-1".into(),
+            state: status.state.as_str().into(),
+            image: Some("busybox".into()),
+            requested: None,
+            attached: None,
+            fallback: None,
+            reason: Some(odac_protocol::Reason::EngineRejected),
+            restart_required: false,
+            restart_token: None,
+            spec: AppSpec::default(),
+            status: Some(status),
+        }
+    }
+
+    #[test]
+    fn a_crash_is_shown_with_its_output_and_next_retry() {
+        let v = view(AppStatus {
+            name: "svc".into(),
+            state: AppState::CrashLoop,
+            restart_count: 4,
+            crash: Some(CrashInfo {
+                reason: CrashReason::CrashLoop,
+                exit_code: Some(3),
+                oom_killed: false,
+                next_retry_at_ms: Some(now_ms() + 4_000),
+                output_tail: Some("loading\nboom\n".into()),
+            }),
+            ..AppStatus::default()
+        });
+        assert_eq!(
+            crash(&v).map(crash_cell).as_deref(),
+            Some("crash_loop (exit 3)")
+        );
+        assert_eq!(
+            crate::cli::table::reason(&v),
+            "crash_loop (exit 3)",
+            "never the old gpu reason"
+        );
+        let text = show(&v);
+        assert!(text.contains("gpu reason    engine_rejected\n"), "{text}");
+        assert!(
+            text.contains("crash         crash_loop: the app exits again"),
+            "{text}"
+        );
+        assert!(
+            text.contains("fix           read the last output"),
+            "{text}"
+        );
+        assert!(text.contains("exit code     3\n"), "{text}");
+        assert!(
+            text.contains("(in 4s)") || text.contains("(in 3s)"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("last output:\n  loading\n  boom\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn health_follows_the_state() {
+        let mut s = AppStatus {
+            name: "svc".into(),
+            state: AppState::Running,
+            ..AppStatus::default()
+        };
+        assert_eq!(state_with_health("running", Some(&s)), "running");
+        s.health = Some(HealthReport {
+            state: HealthState::Unhealthy,
+            last_output: Some("model not\nloaded".into()),
+        });
+        assert_eq!(
+            state_with_health("running", Some(&s)),
+            "running (unhealthy)"
+        );
+        let text = show(&view(s));
+        assert!(text.contains("health check  model not loaded\n"), "{text}");
+        assert_eq!(relative(10, 20), "now");
+    }
+}
