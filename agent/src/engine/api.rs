@@ -9,6 +9,7 @@ use async_trait::async_trait;
 
 use super::capabilities::EngineCapabilities;
 use super::error::EngineError;
+use super::log_stream::{LogLines, LogStreamOptions};
 use super::types::{BuildOutput, ContainerDetails, ContainerSpec, ContainerSummary, ImageSummary};
 
 /// A container engine. Create and start are separate calls because real engines refuse
@@ -78,6 +79,19 @@ pub trait ContainerEngine: Send + Sync {
 
     /// The last `lines` lines of the container's stdout and stderr, interleaved.
     async fn logs_tail(&self, id: &str, lines: usize) -> Result<String, EngineError>;
+
+    /// Stream the container's stdout and stderr as lines (live when `options.follow`);
+    /// dropping the stream stops it. The default refuses: engines that cannot stream say so.
+    async fn log_stream(
+        &self,
+        id: &str,
+        options: LogStreamOptions,
+    ) -> Result<LogLines, EngineError> {
+        let _ = options;
+        Err(EngineError::Other(format!(
+            "this container engine cannot stream logs (asked for {id:?})"
+        )))
+    }
 
     /// Build image `tag` from a tar build context with the classic builder (no BuildKit, no
     /// pulls), `dockerfile` being a path inside the context, and put `labels` on the image.

@@ -223,6 +223,15 @@ impl ContainerEngine for DockerEngine {
         Ok(text)
     }
 
+    async fn log_stream(
+        &self,
+        id: &str,
+        options: super::log_stream::LogStreamOptions,
+    ) -> Result<super::log_stream::LogLines, EngineError> {
+        let result = self.stream_logs(id, options).await;
+        self.observe(result)
+    }
+
     async fn build_image(
         &self,
         tag: &str,

@@ -1,0 +1,416 @@
+//! Live logs over the uplink: a `logs_request` opens a stream of an app container's output
+//! (through [`ContainerEngine::log_stream`]), sent back as bounded `logs_chunk`s and one final
+//! `logs_end`. Each stream is one task; its chunks go through one bounded queue per session
+//! that the session drains only when no report, ack or error is waiting, so output never delays
+//! a status. A stream is rate-limited (a token bucket of lines per second); lines over the rate,
+//! or that find the queue full, are dropped and counted in the next chunk. A stream ends on
+//! `logs_cancel`, after its timeout, when the output ends, on shutdown (the session sends
+//! `shutdown` ends) and with its session (the tasks are cancelled when [`LogSessions`] drops).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use futures_util::StreamExt;
+use odac_protocol::{
+    AgentMessage, LogsChunk, LogsEnd, LogsEndReason, LogsRequest, MAX_LOGS_CHUNK_LINES,
+    cut_log_line,
+};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info};
+
+use crate::appmgr::container::container_name;
+use crate::engine::{ContainerEngine, EngineError, LogStreamOptions};
+
+/// Bounds of live log streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogLimits {
+    /// Streams open at once per session; one more ends at once with `busy`.
+    pub max_streams: usize,
+    /// How long a stream lasts when its request names no timeout.
+    pub default_timeout: Duration,
+    /// Lines per second per stream (also the burst).
+    pub lines_per_sec: u32,
+    /// Chunks waiting to be sent, per session.
+    pub queue: usize,
+    /// Most lines in one chunk.
+    pub chunk_lines: usize,
+    /// Most bytes of text in one chunk.
+    pub chunk_bytes: usize,
+    /// How long a line may wait for its chunk to fill.
+    pub linger: Duration,
+}
+
+impl Default for LogLimits {
+    fn default() -> Self {
+        Self {
+            max_streams: 8,
+            default_timeout: Duration::from_secs(600),
+            lines_per_sec: 2000,
+            queue: 8,
+            chunk_lines: 500,
+            chunk_bytes: 64 * 1024,
+            linger: Duration::from_millis(100),
+        }
+    }
+}
+
+/// Where the logs come from: the engine and the instance whose containers are the apps'.
+pub struct LogSource {
+    engine: Arc<dyn ContainerEngine>,
+    instance: String,
+    limits: LogLimits,
+}
+
+impl LogSource {
+    /// Logs of `instance`'s app containers on `engine`.
+    pub fn new(engine: Arc<dyn ContainerEngine>, instance: impl Into<String>) -> Self {
+        Self {
+            engine,
+            instance: instance.into(),
+            limits: LogLimits::default(),
+        }
+    }
+
+    /// Other bounds (tests).
+    #[must_use]
+    pub fn with_limits(mut self, limits: LogLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+}
+
+/// The log streams of one session.
+pub(crate) struct LogSessions {
+    source: Option<Arc<LogSource>>,
+    chunks_tx: mpsc::Sender<LogsChunk>,
+    chunks: mpsc::Receiver<LogsChunk>,
+    ends_tx: mpsc::UnboundedSender<LogsEnd>,
+    ends: mpsc::UnboundedReceiver<LogsEnd>,
+    /// Open streams by request id.
+    open: HashMap<String, CancellationToken>,
+}
+
+impl LogSessions {
+    /// No stream yet; `source` `None` answers every request with `not_found`.
+    pub(crate) fn new(source: Option<Arc<LogSource>>) -> Self {
+        let queue = source.as_ref().map_or(1, |s| s.limits.queue.max(1));
+        let (chunks_tx, chunks) = mpsc::channel(queue);
+        let (ends_tx, ends) = mpsc::unbounded_channel();
+        Self {
+            source,
+            chunks_tx,
+            chunks,
+            ends_tx,
+            ends,
+            open: HashMap::new(),
+        }
+    }
+
+    /// Opens a stream; refusals are queued as its `logs_end`.
+    pub(crate) fn request(&mut self, req: LogsRequest) {
+        let id = req.request_id.clone();
+        if self.open.contains_key(&id) {
+            // the open stream keeps its id; this duplicate gets nothing
+            debug!(request_id = %id, "ignoring a logs_request for an open stream");
+            return;
+        }
+        let Some(source) = self.source.clone() else {
+            self.refuse(
+                id,
+                LogsEndReason::NotFound,
+                "this agent serves no logs".into(),
+            );
+            return;
+        };
+        if self.open.len() >= source.limits.max_streams {
+            let max = source.limits.max_streams;
+            let message = format!("{max} log streams are already open on this session");
+            self.refuse(id, LogsEndReason::Busy, message);
+            return;
+        }
+        info!(request_id = %id, app = %req.app, follow = req.follow, "log stream opened");
+        let cancel = CancellationToken::new();
+        self.open.insert(id, cancel.clone());
+        let chunks = self.chunks_tx.clone();
+        let ends = self.ends_tx.clone();
+        tokio::spawn(async move {
+            let end = run_stream(&source, req, chunks, cancel).await;
+            if let Some(end) = end {
+                let _ = ends.send(end);
+            }
+        });
+    }
+
+    /// Ends a stream at once (it counts as open until its end is sent).
+    fn refuse(&mut self, request_id: String, reason: LogsEndReason, message: String) {
+        self.open
+            .insert(request_id.clone(), CancellationToken::new());
+        let _ = self.ends_tx.send(LogsEnd {
+            request_id,
+            reason,
+            dropped: 0,
+            message,
+        });
+    }
+
+    /// Ends a stream at the viewer's request; returns its `logs_end` (`None`: unknown id).
+    pub(crate) fn cancel(&mut self, request_id: &str) -> Option<LogsEnd> {
+        let token = self.open.remove(request_id)?;
+        token.cancel();
+        info!(request_id, "log stream cancelled by the control plane");
+        Some(LogsEnd {
+            request_id: request_id.to_owned(),
+            reason: LogsEndReason::Cancelled,
+            dropped: 0,
+            message: "the viewer went away".into(),
+        })
+    }
+
+    /// Ends every stream for shutdown; returns their `logs_end`s.
+    pub(crate) fn shut_down(&mut self) -> Vec<LogsEnd> {
+        self.open
+            .drain()
+            .map(|(request_id, token)| {
+                token.cancel();
+                LogsEnd {
+                    request_id,
+                    reason: LogsEndReason::Shutdown,
+                    dropped: 0,
+                    message: "the agent is shutting down".into(),
+                }
+            })
+            .collect()
+    }
+
+    /// The next message to send: an end first, else a chunk of a stream still open.
+    pub(crate) async fn next(&mut self) -> AgentMessage {
+        loop {
+            tokio::select! {
+                biased;
+                Some(end) = self.ends.recv() => {
+                    if self.open.remove(&end.request_id).is_some() {
+                        return AgentMessage::LogsEnd(end);
+                    }
+                }
+                Some(chunk) = self.chunks.recv() => {
+                    if self.open.contains_key(&chunk.request_id) {
+                        return AgentMessage::LogsChunk(chunk);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Drop for LogSessions {
+    fn drop(&mut self) {
+        for token in self.open.values() {
+            token.cancel();
+        }
+    }
+}
+
+/// A token bucket of lines.
+struct Bucket {
+    rate: f64,
+    tokens: f64,
+    at: Instant,
+}
+
+impl Bucket {
+    fn new(per_sec: u32) -> Self {
+        let rate = f64::from(per_sec.max(1));
+        Self {
+            rate,
+            tokens: rate,
+            at: Instant::now(),
+        }
+    }
+
+    fn take(&mut self) -> bool {
+        let now = Instant::now();
+        let refill = now.duration_since(self.at).as_secs_f64() * self.rate;
+        self.tokens = (self.tokens + refill).min(self.rate);
+        self.at = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// One stream's batching state.
+struct Pump {
+    request_id: String,
+    limits: LogLimits,
+    batch: Vec<String>,
+    bytes: usize,
+    dropped: u64,
+    chunks: mpsc::Sender<LogsChunk>,
+}
+
+impl Pump {
+    fn push(&mut self, line: &str) {
+        let line = cut_log_line(line);
+        if self.bytes + line.len() > self.limits.chunk_bytes {
+            self.flush();
+        }
+        self.bytes += line.len();
+        self.batch.push(line.to_owned());
+        if self.batch.len() >= self.limits.chunk_lines.min(MAX_LOGS_CHUNK_LINES) {
+            self.flush();
+        }
+    }
+
+    /// Queues the batch; when the queue is full its lines are dropped and counted.
+    fn flush(&mut self) {
+        if self.batch.is_empty() {
+            return;
+        }
+        let chunk = LogsChunk {
+            request_id: self.request_id.clone(),
+            lines: std::mem::take(&mut self.batch),
+            dropped: std::mem::take(&mut self.dropped),
+        };
+        self.bytes = 0;
+        if let Err(e) = self.chunks.try_send(chunk) {
+            let chunk = match e {
+                mpsc::error::TrySendError::Full(c) | mpsc::error::TrySendError::Closed(c) => c,
+            };
+            self.dropped = chunk.dropped + chunk.lines.len() as u64;
+        }
+    }
+
+    /// Reads `lines` until they end (`complete`) or fail (`error`).
+    async fn run(&mut self, mut lines: crate::engine::LogLines) -> (LogsEndReason, String) {
+        let mut bucket = Bucket::new(self.limits.lines_per_sec);
+        let mut flush_at: Option<Instant> = None;
+        loop {
+            let linger = async {
+                match flush_at {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                item = lines.next() => match item {
+                    Some(Ok(line)) => {
+                        if bucket.take() {
+                            self.push(&line);
+                            if self.batch.is_empty() {
+                                flush_at = None;
+                            } else if flush_at.is_none() {
+                                flush_at = Some(Instant::now() + self.limits.linger);
+                            }
+                        } else {
+                            self.dropped += 1;
+                        }
+                    }
+                    Some(Err(e)) => {
+                        self.flush();
+                        return (LogsEndReason::Error, format!("reading the container's logs failed: {e}"));
+                    }
+                    None => {
+                        self.flush();
+                        return (LogsEndReason::Complete, String::new());
+                    }
+                },
+                () = linger => {
+                    self.flush();
+                    flush_at = None;
+                }
+            }
+        }
+    }
+}
+
+/// Runs one stream to its end; `None` when it was cancelled (the session answers for it).
+async fn run_stream(
+    source: &LogSource,
+    req: LogsRequest,
+    chunks: mpsc::Sender<LogsChunk>,
+    cancel: CancellationToken,
+) -> Option<LogsEnd> {
+    let container = container_name(&source.instance, &req.app);
+    let timeout = req.timeout_secs.map_or(source.limits.default_timeout, |s| {
+        Duration::from_secs(u64::from(s))
+    });
+    let options = LogStreamOptions {
+        follow: req.follow,
+        tail: req.tail,
+        since_unix: req.since_secs.map(since_unix),
+    };
+    let mut pump = Pump {
+        request_id: req.request_id.clone(),
+        limits: source.limits,
+        batch: Vec::new(),
+        bytes: 0,
+        dropped: 0,
+        chunks,
+    };
+    let end = |reason, message: String, dropped| LogsEnd {
+        request_id: req.request_id.clone(),
+        reason,
+        dropped,
+        message,
+    };
+    let deadline = tokio::time::sleep(timeout);
+    tokio::pin!(deadline);
+    let lines = tokio::select! {
+        () = cancel.cancelled() => return None,
+        () = &mut deadline => return Some(end(LogsEndReason::Timeout, timeout_message(timeout), 0)),
+        r = source.engine.log_stream(&container, options) => r,
+    };
+    let lines = match lines {
+        Ok(lines) => lines,
+        Err(EngineError::NotFound(_)) => {
+            return Some(end(
+                LogsEndReason::NotFound,
+                format!("app {:?} has no container ({container})", req.app),
+                0,
+            ));
+        }
+        Err(e) => {
+            return Some(end(
+                LogsEndReason::Error,
+                format!("cannot read the logs of {container}: {e}"),
+                0,
+            ));
+        }
+    };
+    let (reason, message) = tokio::select! {
+        () = cancel.cancelled() => return None,
+        () = &mut deadline => (LogsEndReason::Timeout, timeout_message(timeout)),
+        r = pump.run(lines) => r,
+    };
+    let (reason, message) = match (reason, &message) {
+        // a missing container shows up as the stream's first error
+        (LogsEndReason::Error, m) if m.contains("not found") || m.contains("No such container") => {
+            (
+                LogsEndReason::NotFound,
+                format!("app {:?} has no container ({container})", req.app),
+            )
+        }
+        _ => (reason, message),
+    };
+    let dropped = pump.dropped + pump.batch.len() as u64;
+    debug!(request_id = %req.request_id, ?reason, dropped, "log stream ended");
+    Some(end(reason, message, dropped))
+}
+
+fn timeout_message(timeout: Duration) -> String {
+    format!("the stream reached its timeout of {}s", timeout.as_secs())
+}
+
+/// Now minus `secs`, in Unix seconds.
+fn since_unix(secs: u64) -> i64 {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    i64::try_from(now.saturating_sub(secs)).unwrap_or(i64::MAX)
+}
