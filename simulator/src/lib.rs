@@ -30,6 +30,7 @@ pub mod hub;
 pub mod identity;
 pub mod inventories;
 pub mod listener;
+pub mod logs;
 pub mod model;
 pub mod placement;
 pub mod reasons;

@@ -55,6 +55,8 @@ pub enum AppCommand {
     Restart(NameArg),
     /// Remove an app and its container.
     Remove(NameArg),
+    /// Print an app's output (`--follow` keeps printing it), streamed from its agent.
+    Logs(super::logs::LogsArgs),
 }
 
 /// `odac host …`.

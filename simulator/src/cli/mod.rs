@@ -1,11 +1,12 @@
 //! The `odac` command line client of the control plane's REST API:
-//! `odac app create|gpu|list|restart|remove` and `odac host list`. Exit codes: 0 success,
+//! `odac app create|gpu|list|restart|remove|logs` and `odac host list`. Exit codes: 0 success,
 //! 1 failed request (the API's message in terms of the flags given, or "cannot reach the
 //! API"), 2 usage error.
 
 pub mod args;
 pub mod client;
 pub mod flags;
+pub mod logs;
 pub mod table;
 
 use std::io::Read;
@@ -231,6 +232,9 @@ fn execute(cli: &Cli) -> Result<(), ClientError> {
         Command::App(AppCommand::Remove(a)) => {
             client.delete(&app_path(&a.name))?;
             println!("removed app {}", a.name);
+        }
+        Command::App(AppCommand::Logs(a)) => {
+            logs::logs(&client, a, &mut std::io::stdout(), &mut std::io::stderr())?;
         }
         Command::Host(HostCommand::List(args)) => {
             let v = client.get("/api/hosts")?;
