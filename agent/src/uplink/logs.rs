@@ -267,9 +267,10 @@ impl Pump {
         }
     }
 
-    /// Queues the batch; when the queue is full its lines are dropped and counted.
+    /// Queues the batch (or, with no line, the count of dropped ones); when the queue is
+    /// full its lines are dropped and counted.
     fn flush(&mut self) {
-        if self.batch.is_empty() {
+        if self.batch.is_empty() && self.dropped == 0 {
             return;
         }
         let chunk = LogsChunk {
@@ -302,13 +303,14 @@ impl Pump {
                     Some(Ok(line)) => {
                         if bucket.take() {
                             self.push(&line);
-                            if self.batch.is_empty() {
-                                flush_at = None;
-                            } else if flush_at.is_none() {
-                                flush_at = Some(Instant::now() + self.limits.linger);
-                            }
                         } else {
                             self.dropped += 1;
+                        }
+                        let pending = !self.batch.is_empty() || self.dropped > 0;
+                        if !pending {
+                            flush_at = None;
+                        } else if flush_at.is_none() {
+                            flush_at = Some(Instant::now() + self.limits.linger);
                         }
                     }
                     Some(Err(e)) => {
@@ -322,7 +324,8 @@ impl Pump {
                 },
                 () = linger => {
                     self.flush();
-                    flush_at = None;
+                    // a chunk the full queue refused is retried (as a count) a linger later
+                    flush_at = (self.dropped > 0).then(|| Instant::now() + self.limits.linger);
                 }
             }
         }
