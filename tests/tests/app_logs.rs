@@ -6,7 +6,8 @@
 //! 3. 100,000 lines in a burst while a viewer follows: a crash of another app during the burst
 //!    still reaches the control plane, every line is either printed or counted as dropped, and the agent's
 //!    peak RSS (`VmHWM`) grows by at most 5 MiB;
-//! 4. a cut link ends both viewers' streams with a message, and so does an agent restart.
+//! 4. a cut link ends both viewers' streams with a message, and so do an agent stopped
+//!    gracefully (`shutdown`) and a killed agent (`agent_disconnected`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::io::{BufRead, BufReader};
@@ -327,13 +328,40 @@ fn live_logs_stream_through_the_uplink_and_end_cleanly() {
         },
     )
     .unwrap();
-    stack.agent_mut().unwrap().restart().unwrap();
+    // a graceful stop says so (`shutdown`); a killed agent is a disconnect like a cut link
+    let agent = stack.agent_mut().unwrap();
+    agent
+        .process_mut()
+        .unwrap()
+        .terminate(Duration::from_secs(30))
+        .unwrap();
     let code = c.wait_exit(Duration::from_secs(30));
-    println!("after the agent restart: exit {code:?}: {}", c.errors());
+    println!("after the agent stopped: exit {code:?}: {}", c.errors());
     assert_eq!(code, Some(1), "{}", c.errors());
-    let errors = c.errors();
     assert!(
-        errors.contains("(shutdown)") || errors.contains("disconnected"),
-        "{errors}"
+        c.errors()
+            .contains("(shutdown): the agent is shutting down"),
+        "{}",
+        c.errors()
     );
+    agent.restart().unwrap();
+    stack.wait_connected(Duration::from_secs(30)).unwrap();
+    let mut d = Viewer::start(&stack, &["ticker", "--follow", "--tail", "1"]);
+    poll(
+        "a viewer after the restart to get a line",
+        Duration::from_secs(30),
+        || {
+            if d.lines().is_empty() {
+                Err(d.errors())
+            } else {
+                Ok(())
+            }
+        },
+    )
+    .unwrap();
+    stack.agent_mut().unwrap().restart().unwrap();
+    let code = d.wait_exit(Duration::from_secs(30));
+    println!("after the agent was killed: exit {code:?}: {}", d.errors());
+    assert_eq!(code, Some(1), "{}", d.errors());
+    assert!(d.errors().contains("disconnected"), "{}", d.errors());
 }
