@@ -56,7 +56,7 @@ pub struct LogsChunk {
     pub request_id: String,
     /// Lines, at most [`MAX_LOGS_CHUNK_LINES`], each at most [`MAX_LOGS_LINE`] bytes.
     pub lines: Vec<String>,
-    /// Lines dropped just before these ones (rate limit, or the link was busy).
+    /// Lines of the stream dropped since its previous chunk (rate limit, or the link was busy).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub dropped: u64,
 }

@@ -82,11 +82,20 @@ impl LogSource {
     }
 }
 
+/// What a stream's task queues: chunks (dropped when the queue is full) and, after them, its
+/// end (waited for, so it always arrives after the stream's last chunk).
+#[derive(Debug)]
+enum Out {
+    Chunk(LogsChunk),
+    End(LogsEnd),
+}
+
 /// The log streams of one session.
 pub(crate) struct LogSessions {
     source: Option<Arc<LogSource>>,
-    chunks_tx: mpsc::Sender<LogsChunk>,
-    chunks: mpsc::Receiver<LogsChunk>,
+    chunks_tx: mpsc::Sender<Out>,
+    chunks: mpsc::Receiver<Out>,
+    /// Ends of streams refused at once (they have no chunk).
     ends_tx: mpsc::UnboundedSender<LogsEnd>,
     ends: mpsc::UnboundedReceiver<LogsEnd>,
     /// Open streams by request id.
@@ -135,11 +144,10 @@ impl LogSessions {
         let cancel = CancellationToken::new();
         self.open.insert(id, cancel.clone());
         let chunks = self.chunks_tx.clone();
-        let ends = self.ends_tx.clone();
         tokio::spawn(async move {
-            let end = run_stream(&source, req, chunks, cancel).await;
+            let end = run_stream(&source, req, chunks.clone(), cancel).await;
             if let Some(end) = end {
-                let _ = ends.send(end);
+                let _ = chunks.send(Out::End(end)).await;
             }
         });
     }
@@ -195,11 +203,18 @@ impl LogSessions {
                         return AgentMessage::LogsEnd(end);
                     }
                 }
-                Some(chunk) = self.chunks.recv() => {
-                    if self.open.contains_key(&chunk.request_id) {
-                        return AgentMessage::LogsChunk(chunk);
+                Some(out) = self.chunks.recv() => match out {
+                    Out::Chunk(chunk) => {
+                        if self.open.contains_key(&chunk.request_id) {
+                            return AgentMessage::LogsChunk(chunk);
+                        }
                     }
-                }
+                    Out::End(end) => {
+                        if self.open.remove(&end.request_id).is_some() {
+                            return AgentMessage::LogsEnd(end);
+                        }
+                    }
+                },
             }
         }
     }
@@ -251,7 +266,7 @@ struct Pump {
     batch: Vec<String>,
     bytes: usize,
     dropped: u64,
-    chunks: mpsc::Sender<LogsChunk>,
+    chunks: mpsc::Sender<Out>,
 }
 
 impl Pump {
@@ -279,10 +294,11 @@ impl Pump {
             dropped: std::mem::take(&mut self.dropped),
         };
         self.bytes = 0;
-        if let Err(e) = self.chunks.try_send(chunk) {
-            let chunk = match e {
-                mpsc::error::TrySendError::Full(c) | mpsc::error::TrySendError::Closed(c) => c,
-            };
+        if let Err(
+            mpsc::error::TrySendError::Full(Out::Chunk(chunk))
+            | mpsc::error::TrySendError::Closed(Out::Chunk(chunk)),
+        ) = self.chunks.try_send(Out::Chunk(chunk))
+        {
             self.dropped = chunk.dropped + chunk.lines.len() as u64;
         }
     }
@@ -336,7 +352,7 @@ impl Pump {
 async fn run_stream(
     source: &LogSource,
     req: LogsRequest,
-    chunks: mpsc::Sender<LogsChunk>,
+    chunks: mpsc::Sender<Out>,
     cancel: CancellationToken,
 ) -> Option<LogsEnd> {
     let container = container_name(&source.instance, &req.app);
@@ -416,4 +432,192 @@ fn since_unix(secs: u64) -> i64 {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     i64::try_from(now.saturating_sub(secs)).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+    use super::*;
+    use crate::engine::{ContainerSpec, EngineCall, FakeEngine, Op};
+
+    async fn engine_with(app: &str, lines: usize) -> Arc<FakeEngine> {
+        let engine = Arc::new(FakeEngine::new());
+        engine.add_image("img");
+        let spec = ContainerSpec {
+            name: container_name("inst", app),
+            image: "img".into(),
+            ..ContainerSpec::default()
+        };
+        let id = engine.create(&spec).await.unwrap();
+        let text: String = (1..=lines).map(|i| format!("line {i}\n")).collect();
+        engine.push_log(&id, &text);
+        engine
+    }
+
+    fn sessions(engine: &Arc<FakeEngine>, limits: LogLimits) -> LogSessions {
+        let engine: Arc<dyn ContainerEngine> = engine.clone();
+        LogSessions::new(Some(Arc::new(
+            LogSource::new(engine, "inst").with_limits(limits),
+        )))
+    }
+
+    fn request(id: &str, app: &str) -> LogsRequest {
+        LogsRequest {
+            request_id: id.into(),
+            app: app.into(),
+            ..LogsRequest::default()
+        }
+    }
+
+    /// Every message until the end of stream `id`.
+    async fn until_end(s: &mut LogSessions, id: &str) -> (Vec<LogsChunk>, LogsEnd) {
+        let mut chunks = Vec::new();
+        loop {
+            match s.next().await {
+                AgentMessage::LogsChunk(c) if c.request_id == id => chunks.push(c),
+                AgentMessage::LogsEnd(e) if e.request_id == id => return (chunks, e),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_tail_is_sent_in_bounded_chunks_then_ends_complete() {
+        let engine = engine_with("web", 25).await;
+        let mut s = sessions(
+            &engine,
+            LogLimits {
+                chunk_lines: 10,
+                ..LogLimits::default()
+            },
+        );
+        s.request(LogsRequest {
+            tail: Some(23),
+            ..request("r1", "web")
+        });
+        let (chunks, end) = until_end(&mut s, "r1").await;
+        let sizes: Vec<usize> = chunks.iter().map(|c| c.lines.len()).collect();
+        assert_eq!(sizes, [10, 10, 3]);
+        assert_eq!(chunks[0].lines[0], "line 3");
+        assert_eq!(end.reason, LogsEndReason::Complete);
+        assert_eq!(end.dropped, 0);
+        let calls = engine.calls_of(Op::LogStream);
+        assert_eq!(
+            calls,
+            [EngineCall::LogStream(
+                "inst_web".into(),
+                LogStreamOptions {
+                    follow: false,
+                    tail: Some(23),
+                    since_unix: None
+                }
+            )]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn lines_over_the_rate_are_dropped_and_counted() {
+        let engine = engine_with("web", 100).await;
+        let mut s = sessions(
+            &engine,
+            LogLimits {
+                lines_per_sec: 10,
+                ..LogLimits::default()
+            },
+        );
+        s.request(request("r1", "web"));
+        let (chunks, end) = until_end(&mut s, "r1").await;
+        let sent: usize = chunks.iter().map(|c| c.lines.len()).sum();
+        let dropped: u64 = chunks.iter().map(|c| c.dropped).sum::<u64>() + end.dropped;
+        assert_eq!(sent, 10);
+        assert_eq!(sent as u64 + dropped, 100);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_followed_stream_ends_at_its_timeout() {
+        let engine = engine_with("web", 2).await;
+        let mut s = sessions(&engine, LogLimits::default());
+        s.request(LogsRequest {
+            follow: true,
+            timeout_secs: Some(5),
+            ..request("r1", "web")
+        });
+        let started = Instant::now();
+        let (chunks, end) = until_end(&mut s, "r1").await;
+        assert_eq!(chunks.len(), 1);
+        assert_eq!(end.reason, LogsEndReason::Timeout);
+        assert_eq!(started.elapsed(), Duration::from_secs(5));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_default_timeout_applies_when_the_request_names_none() {
+        let engine = engine_with("web", 0).await;
+        let mut s = sessions(&engine, LogLimits::default());
+        s.request(LogsRequest {
+            follow: true,
+            ..request("r1", "web")
+        });
+        let started = Instant::now();
+        let (_, end) = until_end(&mut s, "r1").await;
+        assert_eq!(end.reason, LogsEndReason::Timeout);
+        assert_eq!(started.elapsed(), Duration::from_secs(600));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn cancel_ends_the_stream_and_nothing_of_it_follows() {
+        let engine = engine_with("web", 3).await;
+        let mut s = sessions(&engine, LogLimits::default());
+        s.request(LogsRequest {
+            follow: true,
+            ..request("r1", "web")
+        });
+        s.request(LogsRequest {
+            follow: true,
+            timeout_secs: Some(60),
+            ..request("r2", "web")
+        });
+        let end = s.cancel("r1").unwrap();
+        assert_eq!(end.reason, LogsEndReason::Cancelled);
+        assert!(s.cancel("r1").is_none(), "a second cancel is ignored");
+        // only r2's chunk and end arrive
+        let (chunks, end) = until_end(&mut s, "r2").await;
+        assert_eq!(chunks.len(), 1);
+        assert_eq!(end.reason, LogsEndReason::Timeout);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn unknown_apps_busy_sessions_and_shutdown_end_streams() {
+        let engine = engine_with("web", 1).await;
+        let mut s = sessions(
+            &engine,
+            LogLimits {
+                max_streams: 1,
+                ..LogLimits::default()
+            },
+        );
+        s.request(request("gone", "nope"));
+        let (_, end) = until_end(&mut s, "gone").await;
+        assert_eq!(end.reason, LogsEndReason::NotFound);
+        assert!(end.message.contains("inst_nope"), "{}", end.message);
+
+        s.request(LogsRequest {
+            follow: true,
+            ..request("r1", "web")
+        });
+        s.request(request("r2", "web"));
+        let (_, end) = until_end(&mut s, "r2").await;
+        assert_eq!(end.reason, LogsEndReason::Busy);
+        let ends = s.shut_down();
+        assert_eq!(ends.len(), 1);
+        assert_eq!(ends[0].request_id, "r1");
+        assert_eq!(ends[0].reason, LogsEndReason::Shutdown);
+    }
+
+    #[tokio::test]
+    async fn without_a_source_every_request_is_not_found() {
+        let mut s = LogSessions::new(None);
+        s.request(request("r1", "web"));
+        let (_, end) = until_end(&mut s, "r1").await;
+        assert_eq!(end.reason, LogsEndReason::NotFound);
+    }
 }
