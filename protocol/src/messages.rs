@@ -2,7 +2,8 @@
 //! `inventory`, `app_status`, `event`, `ack`, `error`; every report carries a `seq` that the
 //! control plane acks. Control plane → agent: `welcome`, `desired_state`, `app_upsert`,
 //! `app_delete`, `ack`, `error`; state-changing messages carry a `seq` that the agent acks
-//! once it has persisted them.
+//! once it has persisted them. Live logs (`logs_request` / `logs_cancel` one way, `logs_chunk`
+//! / `logs_end` the other) carry no `seq`: see [`crate::logs`].
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
