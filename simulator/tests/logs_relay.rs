@@ -73,11 +73,15 @@ fn wait_output(child: Child) -> (i32, String, String) {
 fn the_cli_prints_relayed_chunks_and_dropped_counts() {
     let sim = Sim::start();
     let mut c = setup(&sim, "agt_logs", "web");
-    let child = odac_logs(&sim, &["web", "--tail", "5", "--since", "10m"]);
+    let child = odac_logs(
+        &sim,
+        &["web", "--tail", "5", "--since", "10m", "--timeout", "2h"],
+    );
     let req = logs_request(&sim, &mut c);
     assert_eq!(req.app, "web");
     assert_eq!(req.tail, Some(5));
     assert_eq!(req.since_secs, Some(600));
+    assert_eq!(req.timeout_secs, Some(7200));
     assert!(!req.follow);
     let id = req.request_id.clone();
     send(

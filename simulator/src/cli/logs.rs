@@ -1,4 +1,4 @@
-//! `odac app logs NAME [--follow] [--tail N] [--since DURATION]`: reads the API's live-log
+//! `odac app logs NAME [--follow] [--tail N] [--since DURATION] [--timeout DURATION]`: reads the API's live-log
 //! Server-Sent Events and prints each line as it comes. Dropped lines are reported on stderr
 //! (`[N lines dropped]`); a stream that ends for any reason other than its natural end or
 //! its timeout (agent disconnected, shutting down, no container) prints why and exits 1.
@@ -24,6 +24,9 @@ pub struct LogsArgs {
     /// Only output of the last DURATION (`90`, `30s`, `10m`, `2h`, `1d`).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub since: Option<u64>,
+    /// End the stream after DURATION (the agent's default: 10m; at most 1d).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub timeout: Option<u64>,
 }
 
 /// Parses `90`, `30s`, `10m`, `2h` or `1d` into seconds.
@@ -64,6 +67,9 @@ pub fn logs(
     }
     if let Some(s) = args.since {
         query.push(format!("since={s}"));
+    }
+    if let Some(t) = args.timeout {
+        query.push(format!("timeout={t}"));
     }
     let path = format!("/api/apps/{}/logs?{}", segment(&args.name), query.join("&"));
     let reader = client.get_stream(&path)?;
