@@ -15,6 +15,7 @@ pub mod connect;
 pub mod control;
 pub mod heartbeat;
 pub mod identity;
+mod log_pump;
 pub mod logs;
 pub mod outbox;
 pub mod resync;
