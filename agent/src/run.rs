@@ -22,6 +22,7 @@ use crate::config::Config;
 use crate::engine::{ContainerEngine, DockerEngine};
 use crate::instance_lock::{self, InstanceLock};
 use crate::sysinfo::{Assessment, scan};
+use crate::uplink::logs::LogSource;
 use crate::uplink::{
     AppControl, ApplyError, Dialer, Endpoint, EventSink, TOKEN_ENV, Token, Uplink, UplinkConfig,
     identity, tls,
@@ -246,7 +247,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), RunE
         Arc::new(ManagerControl(manager)),
         inventory_rx,
     )
-    .with_heartbeat(uplink_beat);
+    .with_heartbeat(uplink_beat)
+    .with_logs(LogSource::new(docker.clone(), config.apps.instance.clone()));
     tasks.spawn(forward_events(
         app_events,
         uplink.events(),

@@ -69,6 +69,8 @@ pub fn decode_control(frame: &[u8]) -> Result<ControlMessage, DecodeError> {
         "app_delete" => ControlMessage::AppDelete(payload(value)?),
         "ack" => ControlMessage::Ack(payload(value)?),
         "error" => ControlMessage::Error(payload(value)?),
+        "logs_request" => ControlMessage::LogsRequest(payload(value)?),
+        "logs_cancel" => ControlMessage::LogsCancel(payload(value)?),
         _ => return Err(DecodeError::UnknownType(kind)),
     };
     msg.validate().map_err(DecodeError::Invalid)?;
@@ -86,6 +88,8 @@ pub fn decode_agent(frame: &[u8]) -> Result<AgentMessage, DecodeError> {
         "ack" => AgentMessage::Ack(payload(value)?),
         "error" => AgentMessage::Error(payload(value)?),
         "resync" => AgentMessage::Resync(payload(value)?),
+        "logs_chunk" => AgentMessage::LogsChunk(payload(value)?),
+        "logs_end" => AgentMessage::LogsEnd(payload(value)?),
         _ => return Err(DecodeError::UnknownType(kind)),
     };
     msg.validate().map_err(DecodeError::Invalid)?;

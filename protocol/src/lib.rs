@@ -16,6 +16,7 @@ mod gpu;
 mod identity;
 mod inventory;
 mod limits;
+mod logs;
 mod messages;
 mod reason;
 mod runtime;
@@ -33,6 +34,10 @@ pub use gpu::{GpuCount, GpuCountValue, GpuOptionalValue, GpuRequest, GpuRuntime,
 pub use identity::{AGENT_ID_HEADER, MAX_AGENT_ID, validate_agent_id};
 pub use inventory::{AcceleratorVerdict, EngineInfo, GpuInfo, HostInfo, Inventory};
 pub use limits::*;
+pub use logs::{
+    LogsCancel, LogsChunk, LogsEnd, LogsEndReason, LogsRequest, MAX_LOGS_CHUNK_LINES,
+    MAX_LOGS_LINE, MAX_LOGS_REQUEST_ID, MAX_LOGS_TAIL, MAX_LOGS_TIMEOUT_SECS, cut_log_line,
+};
 pub use messages::{
     AGENT_TYPES, Ack, AgentMessage, AppDelete, AppStatusReport, AppUpsert, CONTROL_TYPES,
     ControlMessage, DesiredStateMessage, ErrorCode, ErrorMessage, Event, EventLevel, Hello,

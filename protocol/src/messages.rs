@@ -2,7 +2,8 @@
 //! `inventory`, `app_status`, `event`, `ack`, `error`; every report carries a `seq` that the
 //! control plane acks. Control plane → agent: `welcome`, `desired_state`, `app_upsert`,
 //! `app_delete`, `ack`, `error`; state-changing messages carry a `seq` that the agent acks
-//! once it has persisted them.
+//! once it has persisted them. Live logs (`logs_request` / `logs_cancel` one way, `logs_chunk`
+//! / `logs_end` the other) carry no `seq`: see [`crate::logs`].
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -15,6 +16,7 @@ use crate::error::{
 pub use crate::error_message::{ErrorCode, ErrorMessage};
 use crate::inventory::Inventory;
 use crate::limits::MAX_NAME;
+use crate::logs::{LogsCancel, LogsChunk, LogsEnd, LogsRequest};
 use crate::status::AppStatus;
 
 /// A message from the agent to the control plane.
@@ -35,6 +37,10 @@ pub enum AgentMessage {
     Error(ErrorMessage),
     /// The agent needs a full `desired_state` snapshot before it applies anything else.
     Resync(Resync),
+    /// The next lines of a live log stream.
+    LogsChunk(LogsChunk),
+    /// A live log stream is over.
+    LogsEnd(LogsEnd),
 }
 
 /// A message from the control plane to the agent.
@@ -56,6 +62,10 @@ pub enum ControlMessage {
     Ack(Ack),
     /// An agent message was refused.
     Error(ErrorMessage),
+    /// Starts a live log stream.
+    LogsRequest(LogsRequest),
+    /// Ends a live log stream.
+    LogsCancel(LogsCancel),
 }
 
 /// `hello`: who the agent is and where it stands.
@@ -218,13 +228,19 @@ impl AgentMessage {
             AgentMessage::Ack(_) => "ack",
             AgentMessage::Error(_) => "error",
             AgentMessage::Resync(_) => "resync",
+            AgentMessage::LogsChunk(_) => "logs_chunk",
+            AgentMessage::LogsEnd(_) => "logs_end",
         }
     }
 
     /// The report `seq`, for messages that carry one.
     pub fn seq(&self) -> Option<u64> {
         match self {
-            AgentMessage::Hello(_) | AgentMessage::Ack(_) | AgentMessage::Resync(_) => None,
+            AgentMessage::Hello(_)
+            | AgentMessage::Ack(_)
+            | AgentMessage::Resync(_)
+            | AgentMessage::LogsChunk(_)
+            | AgentMessage::LogsEnd(_) => None,
             AgentMessage::Inventory(m) => Some(m.seq),
             AgentMessage::AppStatus(m) => Some(m.seq),
             AgentMessage::Event(m) => Some(m.seq),
@@ -249,6 +265,8 @@ impl AgentMessage {
             AgentMessage::Ack(_) => Ok(()),
             AgentMessage::Error(e) => e.validate(),
             AgentMessage::Resync(r) => check_string("reason", &r.reason),
+            AgentMessage::LogsChunk(c) => c.validate(),
+            AgentMessage::LogsEnd(e) => e.validate(),
         }
     }
 }
@@ -263,6 +281,8 @@ impl ControlMessage {
             ControlMessage::AppDelete(_) => "app_delete",
             ControlMessage::Ack(_) => "ack",
             ControlMessage::Error(_) => "error",
+            ControlMessage::LogsRequest(_) => "logs_request",
+            ControlMessage::LogsCancel(_) => "logs_cancel",
         }
     }
 
@@ -272,7 +292,11 @@ impl ControlMessage {
             ControlMessage::DesiredState(m) => Some(m.seq),
             ControlMessage::AppUpsert(m) => Some(m.seq),
             ControlMessage::AppDelete(m) => Some(m.seq),
-            ControlMessage::Welcome(_) | ControlMessage::Ack(_) | ControlMessage::Error(_) => None,
+            ControlMessage::Welcome(_)
+            | ControlMessage::Ack(_)
+            | ControlMessage::Error(_)
+            | ControlMessage::LogsRequest(_)
+            | ControlMessage::LogsCancel(_) => None,
         }
     }
 
@@ -303,12 +327,14 @@ impl ControlMessage {
             }
             ControlMessage::Ack(_) => Ok(()),
             ControlMessage::Error(e) => e.validate(),
+            ControlMessage::LogsRequest(r) => r.validate(),
+            ControlMessage::LogsCancel(c) => c.validate(),
         }
     }
 }
 
 /// `type` values of agent messages.
-pub const AGENT_TYPES: [&str; 7] = [
+pub const AGENT_TYPES: [&str; 9] = [
     "hello",
     "inventory",
     "app_status",
@@ -316,14 +342,18 @@ pub const AGENT_TYPES: [&str; 7] = [
     "ack",
     "error",
     "resync",
+    "logs_chunk",
+    "logs_end",
 ];
 
 /// `type` values of control-plane messages.
-pub const CONTROL_TYPES: [&str; 6] = [
+pub const CONTROL_TYPES: [&str; 8] = [
     "welcome",
     "desired_state",
     "app_upsert",
     "app_delete",
     "ack",
     "error",
+    "logs_request",
+    "logs_cancel",
 ];

@@ -39,7 +39,30 @@ pub fn tighten(schema: &mut Schema) {
     let agent_id = json!({"minLength": 1, "maxLength": crate::MAX_AGENT_ID,
         "pattern": "^[A-Za-z0-9][A-Za-z0-9._:-]*$", "not": {"pattern": "\\.\\."}});
     let port = json!({"minimum": 1, "maximum": 65535});
+    let request_id =
+        json!({"minLength": 1, "maxLength": crate::MAX_LOGS_REQUEST_ID, "pattern": "\\S"});
     for (def, field, rules) in [
+        ("LogsRequest", "request_id", request_id.clone()),
+        ("LogsRequest", "app", label.clone()),
+        (
+            "LogsRequest",
+            "tail",
+            json!({"maximum": crate::MAX_LOGS_TAIL}),
+        ),
+        (
+            "LogsRequest",
+            "timeout_secs",
+            json!({"minimum": 1, "maximum": crate::MAX_LOGS_TIMEOUT_SECS}),
+        ),
+        ("LogsCancel", "request_id", request_id.clone()),
+        ("LogsChunk", "request_id", request_id.clone()),
+        (
+            "LogsChunk",
+            "lines",
+            json!({"maxItems": crate::MAX_LOGS_CHUNK_LINES,
+                   "items": {"type": "string", "maxLength": crate::MAX_LOGS_LINE}}),
+        ),
+        ("LogsEnd", "request_id", request_id),
         (
             "Welcome",
             "heartbeat_secs",

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use odac_protocol::{AGENT_TYPES, CONTROL_TYPES, decode_agent, decode_control, encode};
 use serde_json::Value;
 
-const AGENT: [&str; 7] = [
+const AGENT: [&str; 9] = [
     "hello",
     "inventory",
     "app_status",
@@ -16,14 +16,18 @@ const AGENT: [&str; 7] = [
     "agent_ack",
     "agent_error",
     "resync",
+    "logs_chunk",
+    "logs_end",
 ];
-const CONTROL: [&str; 6] = [
+const CONTROL: [&str; 8] = [
     "welcome",
     "desired_state",
     "app_upsert",
     "app_delete",
     "control_ack",
     "control_error",
+    "logs_request",
+    "logs_cancel",
 ];
 
 fn dir() -> PathBuf {

@@ -341,6 +341,41 @@ fn control_table() -> Vec<(&'static str, Value, bool)> {
             false,
         ),
         (
+            "logs request",
+            json!({"type": "logs_request", "request_id": "r1", "app": "web", "follow": true, "tail": 100, "since_secs": 60, "timeout_secs": 600}),
+            true,
+        ),
+        (
+            "logs cancel",
+            json!({"type": "logs_cancel", "request_id": "r1"}),
+            true,
+        ),
+        (
+            "logs request with an empty request id",
+            json!({"type": "logs_request", "request_id": "", "app": "web"}),
+            false,
+        ),
+        (
+            "logs request of a bad app name",
+            json!({"type": "logs_request", "request_id": "r1", "app": "Web App"}),
+            false,
+        ),
+        (
+            "logs request over the tail limit",
+            json!({"type": "logs_request", "request_id": "r1", "app": "web", "tail": 100001}),
+            false,
+        ),
+        (
+            "logs request with a zero timeout",
+            json!({"type": "logs_request", "request_id": "r1", "app": "web", "timeout_secs": 0}),
+            false,
+        ),
+        (
+            "logs request over the timeout limit",
+            json!({"type": "logs_request", "request_id": "r1", "app": "web", "timeout_secs": 86401}),
+            false,
+        ),
+        (
             "257 apps",
             json!({"type": "desired_state", "seq": 1, "generation": 1,
             "apps": many(257, |i| json!({"name": format!("app-{i}"), "image": "x"}))}),
@@ -361,6 +396,36 @@ fn agent_table() -> Vec<(&'static str, Value, bool)> {
             "resync",
             json!({"type": "resync", "reason": "seq 2: internal: read-only"}),
             true,
+        ),
+        (
+            "logs chunk",
+            json!({"type": "logs_chunk", "request_id": "r1", "lines": ["a", "b"], "dropped": 2}),
+            true,
+        ),
+        (
+            "logs end",
+            json!({"type": "logs_end", "request_id": "r1", "reason": "timeout"}),
+            true,
+        ),
+        (
+            "logs chunk of 1001 lines",
+            json!({"type": "logs_chunk", "request_id": "r1", "lines": vec!["x"; 1001]}),
+            false,
+        ),
+        (
+            "logs chunk with a 4097-byte line",
+            json!({"type": "logs_chunk", "request_id": "r1", "lines": ["y".repeat(4097)]}),
+            false,
+        ),
+        (
+            "logs end with a 65-byte request id",
+            json!({"type": "logs_end", "request_id": "r".repeat(65), "reason": "complete"}),
+            false,
+        ),
+        (
+            "logs end with an unknown reason",
+            json!({"type": "logs_end", "request_id": "r1", "reason": "bored"}),
+            false,
         ),
         ("empty agent id", hello(""), false),
         ("129-byte agent id", hello(&"a".repeat(129)), false),

@@ -1,7 +1,8 @@
 //! The dashboard at `/`: one HTML page with its CSS and JS embedded in the binary
 //! (`include_str!`, no build step). The page reads `/api/hosts` and `/api/apps`, listens to
 //! `/api/events` (SSE, read with `fetch` so that an `--api-token` given as `#token=T` is sent)
-//! for live updates, and drives `PUT …/gpu` and `POST …/restart`. Exercised in headless
+//! for live updates, and drives `PUT …/gpu` and `POST …/restart`; `dashboard/logs.js` is the
+//! logs panel (`GET …/logs`, SSE). Exercised in headless
 //! Chromium by `tests/dashboard_browser.rs`.
 
 use std::sync::Arc;
@@ -16,6 +17,7 @@ use crate::hub::Hub;
 const INDEX: &str = include_str!("dashboard/index.html");
 const CSS: &str = include_str!("dashboard/dashboard.css");
 const JS: &str = include_str!("dashboard/dashboard.js");
+const LOGS_JS: &str = include_str!("dashboard/logs.js");
 
 async fn index() -> impl IntoResponse {
     (
@@ -38,10 +40,18 @@ async fn js() -> impl IntoResponse {
     )
 }
 
-/// Routes `/`, `/dashboard.css` and `/dashboard.js`.
+async fn logs_js() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        LOGS_JS,
+    )
+}
+
+/// Routes `/`, `/dashboard.css`, `/dashboard.js` and `/dashboard-logs.js` (the logs panel).
 pub fn routes() -> Router<Arc<Hub>> {
     Router::new()
         .route("/", get(index))
         .route("/dashboard.css", get(css))
         .route("/dashboard.js", get(js))
+        .route("/dashboard-logs.js", get(logs_js))
 }

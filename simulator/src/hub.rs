@@ -84,6 +84,8 @@ pub struct Hub {
     changes: broadcast::Sender<DesiredChange>,
     events: broadcast::Sender<FleetEvent>,
     closing: tokio::sync::watch::Sender<bool>,
+    /// Open live-log viewers.
+    pub logs: crate::logs::LogViewers,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -120,6 +122,7 @@ impl Hub {
             changes: broadcast::channel(1024).0,
             events: broadcast::channel(1024).0,
             closing: tokio::sync::watch::channel(false).0,
+            logs: crate::logs::LogViewers::default(),
         })
     }
 
@@ -327,6 +330,18 @@ impl Hub {
         let mut v: Vec<String> = lock(&self.sessions).keys().cloned().collect();
         v.sort();
         v
+    }
+
+    /// The id of `host`'s live session, if it has one.
+    pub fn session_id(&self, host: &str) -> Option<String> {
+        lock(&self.sessions).get(host).map(|e| e.session_id.clone())
+    }
+
+    /// Sends `cmd` to `host`'s live session; `false` when it has none.
+    pub fn send_to_session(&self, host: &str, cmd: SessionCmd) -> bool {
+        lock(&self.sessions)
+            .get(host)
+            .is_some_and(|e| e.tx.send(cmd).is_ok())
     }
 
     /// Sends `cmd` to every live session; returns how many got it.

@@ -31,6 +31,7 @@ pub mod identity;
 pub mod inventories;
 pub mod listener;
 pub mod liveness;
+pub mod logs;
 pub mod model;
 pub mod placement;
 pub mod reasons;

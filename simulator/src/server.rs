@@ -142,6 +142,7 @@ pub fn router(hub: Arc<Hub>) -> Router {
         )
         .route("/api/apps/{name}/gpu", put(api::set_gpu))
         .route("/api/apps/{name}/restart", post(api::restart_app))
+        .route("/api/apps/{name}/logs", get(crate::logs::app_logs))
         .route("/api/events", get(sse::events))
         .route("/api/events/log", get(api::event_log))
         .route("/api/catalog", get(api::list_catalog))

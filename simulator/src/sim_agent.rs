@@ -273,7 +273,17 @@ impl SimAgent {
                 self.stats.errors.fetch_add(1, Ordering::Relaxed);
                 Vec::new()
             }
-            ControlMessage::Welcome(_) => Vec::new(),
+            ControlMessage::Welcome(_) | ControlMessage::LogsCancel(_) => Vec::new(),
+            ControlMessage::LogsRequest(r) => {
+                let end = odac_protocol::LogsEnd {
+                    request_id: r.request_id,
+                    reason: odac_protocol::LogsEndReason::NotFound,
+                    dropped: 0,
+                    message: "a simulated agent has no containers".to_owned(),
+                };
+                conn.send(&AgentMessage::LogsEnd(end)).await?;
+                Vec::new()
+            }
         };
         for name in changed {
             self.report(conn, &name).await?;

@@ -257,6 +257,8 @@ impl Session {
                 tracing::info!(host = %self.host, reason = %r.reason, "agent asked for a resync");
                 self.send_snapshot();
             }
+            AgentMessage::LogsChunk(c) => self.hub.logs.chunk(&self.host, c),
+            AgentMessage::LogsEnd(e) => self.hub.logs.end(&self.host, e),
         }
         if let Some(seq) = seq {
             self.ack(seq);
@@ -444,6 +446,7 @@ async fn session(hub: Arc<Hub>, socket: WebSocket, caller: crate::agent_auth::Ca
         }
     }
     hub.unregister_session(&host, &session_id);
+    hub.logs.session_ended(&host, &session_id);
     drop(s);
     if dropped {
         writer.abort();

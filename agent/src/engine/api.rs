@@ -9,6 +9,7 @@ use async_trait::async_trait;
 
 use super::capabilities::EngineCapabilities;
 use super::error::EngineError;
+use super::log_stream::{LogLines, LogStreamOptions};
 use super::tail::cut_tail;
 use super::types::{BuildOutput, ContainerDetails, ContainerSpec, ContainerSummary, ImageSummary};
 
@@ -91,6 +92,19 @@ pub trait ContainerEngine: Send + Sync {
     ) -> Result<String, EngineError> {
         let text = self.logs_tail(id, max_lines).await?;
         Ok(cut_tail(&text, max_lines, max_bytes))
+    }
+
+    /// Stream the container's stdout and stderr as lines (live when `options.follow`);
+    /// dropping the stream stops it. The default refuses: engines that cannot stream say so.
+    async fn log_stream(
+        &self,
+        id: &str,
+        options: LogStreamOptions,
+    ) -> Result<LogLines, EngineError> {
+        let _ = options;
+        Err(EngineError::Other(format!(
+            "this container engine cannot stream logs (asked for {id:?})"
+        )))
     }
 
     /// Build image `tag` from a tar build context with the classic builder (no BuildKit, no

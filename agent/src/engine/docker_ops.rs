@@ -246,6 +246,15 @@ impl ContainerEngine for DockerEngine {
         Ok(buffer.finish(max_lines))
     }
 
+    async fn log_stream(
+        &self,
+        id: &str,
+        options: super::log_stream::LogStreamOptions,
+    ) -> Result<super::log_stream::LogLines, EngineError> {
+        let result = self.stream_logs(id, options).await;
+        self.observe(result)
+    }
+
     async fn build_image(
         &self,
         tag: &str,

@@ -13,6 +13,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures_util::StreamExt;
 
 use super::api::ContainerEngine;
 use super::capabilities::EngineCapabilities;
@@ -568,6 +569,27 @@ impl ContainerEngine for FakeEngine {
             state.images.remove(&tag);
         }
         Ok(())
+    }
+
+    async fn log_stream(
+        &self,
+        id: &str,
+        options: super::log_stream::LogStreamOptions,
+    ) -> Result<super::log_stream::LogLines, EngineError> {
+        let mut state = self.enter(EngineCall::LogStream(id.to_owned(), options))?;
+        let logs = &Self::container(&mut state, id)?.logs;
+        let all: Vec<String> = logs.lines().map(str::to_owned).collect();
+        let skip = options
+            .tail
+            .map_or(0, |t| all.len().saturating_sub(t as usize));
+        let lines = all.into_iter().skip(skip).map(Ok);
+        // what exists, then (following) nothing more until the stream is dropped
+        let rest = if options.follow {
+            futures_util::stream::pending().boxed()
+        } else {
+            futures_util::stream::empty().boxed()
+        };
+        Ok(Box::pin(futures_util::stream::iter(lines).chain(rest)))
     }
 
     async fn logs_tail(&self, id: &str, lines: usize) -> Result<String, EngineError> {

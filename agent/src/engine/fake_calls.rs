@@ -43,6 +43,8 @@ pub enum Op {
     ListImagesByLabel,
     /// `remove_image`
     RemoveImage,
+    /// `log_stream`
+    LogStream,
 }
 
 /// One recorded call, with its arguments.
@@ -98,6 +100,8 @@ pub enum EngineCall {
     ListImagesByLabel(String),
     /// `remove_image(image, force)`
     RemoveImage(String, bool),
+    /// `log_stream(id, options)`
+    LogStream(String, super::log_stream::LogStreamOptions),
 }
 
 impl EngineCall {
@@ -121,6 +125,7 @@ impl EngineCall {
             Self::BuildImage { .. } => Op::BuildImage,
             Self::ListImagesByLabel(_) => Op::ListImagesByLabel,
             Self::RemoveImage(..) => Op::RemoveImage,
+            Self::LogStream(..) => Op::LogStream,
         }
     }
 }

@@ -9,10 +9,12 @@ mod capabilities;
 mod convert;
 mod docker;
 mod docker_build;
+mod docker_logs;
 mod docker_ops;
 mod error;
 pub mod fake;
 mod fake_calls;
+mod log_stream;
 mod run_options;
 pub mod tail;
 pub mod test_image;
@@ -24,6 +26,7 @@ pub use docker::{CONNECT_TIMEOUT, DockerEngine};
 pub use error::EngineError;
 pub use fake::FakeEngine;
 pub use fake_calls::{EngineCall, Op};
+pub use log_stream::{LineSplitter, LogLines, LogStreamOptions};
 pub use types::{
     Bind, BuildOutput, ContainerDetails, ContainerSpec, ContainerState, ContainerSummary,
     DeviceMapping, DeviceRequest, ImageSummary, PortMapping, label_matches,

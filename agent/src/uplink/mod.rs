@@ -15,6 +15,8 @@ pub mod connect;
 pub mod control;
 pub mod heartbeat;
 pub mod identity;
+mod log_pump;
+pub mod logs;
 pub mod outbox;
 pub mod removal_log;
 pub mod resync;
@@ -114,6 +116,7 @@ pub struct Uplink {
     link_events: broadcast::Sender<LinkEvent>,
     resync: Arc<resync::ResyncState>,
     beat: Heartbeat,
+    logs: Option<Arc<logs::LogSource>>,
 }
 
 impl Uplink {
@@ -133,7 +136,14 @@ impl Uplink {
             link_events: broadcast::channel(256).0,
             resync: Arc::default(),
             beat: Heartbeat::detached("uplink"),
+            logs: None,
         }
+    }
+
+    /// Serves live logs (`logs_request`) from `source`.
+    pub fn with_logs(mut self, source: logs::LogSource) -> Self {
+        self.logs = Some(Arc::new(source));
+        self
     }
 
     /// Stamps `beat` on every turn of the connect loop and of a session, and while they wait
@@ -231,6 +241,7 @@ impl Uplink {
                         link_events: &self.link_events,
                         resync: &self.resync,
                         beat: &self.beat,
+                        logs: self.logs.clone(),
                     };
                     match session::run_session(ws, ctx).await {
                         SessionEnd::Shutdown => break,

@@ -30,6 +30,7 @@ use tracing::{debug, info, warn};
 use super::connect::WsStream;
 use super::control::{AppControl, ApplyError};
 use super::heartbeat::{Beat, Heartbeat};
+use super::logs::{LogSessions, LogSource};
 use super::outbox::Outbox;
 use super::resync::{ResyncState, is_incremental};
 use super::{LinkEvent, lock};
@@ -70,6 +71,8 @@ pub(crate) struct SessionCtx<'a> {
     pub resync: &'a ResyncState,
     /// Stamped on every turn of the session loop and every idle second.
     pub beat: &'a LoopBeat,
+    /// Where live logs come from (`None`: every `logs_request` ends with `not_found`).
+    pub logs: Option<Arc<LogSource>>,
 }
 
 /// A change applied (or refused) by the app manager.
@@ -137,6 +140,7 @@ pub(crate) async fn run_session(mut ws: WsStream, ctx: SessionCtx<'_>) -> Sessio
 
     let mut idle = tokio::time::interval(IDLE_STAMP);
     idle.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut logs = LogSessions::new(ctx.logs.clone());
 
     loop {
         ctx.beat.stamp();
@@ -154,7 +158,7 @@ pub(crate) async fn run_session(mut ws: WsStream, ctx: SessionCtx<'_>) -> Sessio
         tokio::select! {
             biased;
             () = ctx.shutdown.cancelled() => {
-                return shutdown(&mut ws, applying, interval).await;
+                return shutdown(&mut ws, applying, interval, logs.shut_down()).await;
             }
             outcome = poll_apply(&mut applying) => {
                 applying = None;
@@ -180,7 +184,7 @@ pub(crate) async fn run_session(mut ws: WsStream, ctx: SessionCtx<'_>) -> Sessio
                 }
             }
             frame = ws.next() => {
-                let step = on_frame(&mut ws, frame, &mut heartbeat, ctx.outbox, &mut queued, interval).await;
+                let step = on_frame(&mut ws, frame, &mut heartbeat, ctx.outbox, &mut queued, &mut logs, interval).await;
                 if let Ok(Some(refused)) = &step {
                     resync = after_apply(ctx.resync, refused).or(resync);
                 }
@@ -201,6 +205,12 @@ pub(crate) async fn run_session(mut ws: WsStream, ctx: SessionCtx<'_>) -> Sessio
             },
             () = ctx.wake.notified() => {
                 if let Err(Lost(reason)) = flush(&mut ws, ctx.outbox, interval).await {
+                    return lost(reason);
+                }
+            }
+            // after every report: log output never delays a status
+            msg = logs.next() => {
+                if let Err(Lost(reason)) = send(&mut ws, Message::text(encode(&msg)), interval).await {
                     return lost(reason);
                 }
             }
@@ -276,6 +286,7 @@ async fn on_frame(
     heartbeat: &mut Heartbeat,
     outbox: &Arc<Mutex<Outbox>>,
     queued: &mut VecDeque<ControlMessage>,
+    logs: &mut LogSessions,
     interval: Duration,
 ) -> Result<Option<Outcome>, Lost> {
     use tokio_tungstenite::tungstenite::Error as WsError;
@@ -339,6 +350,20 @@ async fn on_frame(
             );
             Ok(None)
         }
+        Ok(ControlMessage::LogsRequest(r)) => {
+            logs.request(r);
+            Ok(None)
+        }
+        Ok(ControlMessage::LogsCancel(c)) => match logs.cancel(&c.request_id) {
+            Some(end) => send(
+                ws,
+                Message::text(encode(&AgentMessage::LogsEnd(end))),
+                interval,
+            )
+            .await
+            .map(|()| None),
+            None => Ok(None),
+        },
         Ok(m) => {
             queued.push_back(m);
             Ok(None)
@@ -439,7 +464,11 @@ fn start_apply(apps: &Arc<dyn AppControl>, msg: ControlMessage) -> Option<ApplyF
                 }
             }))
         }
-        ControlMessage::Welcome(_) | ControlMessage::Ack(_) | ControlMessage::Error(_) => None,
+        ControlMessage::Welcome(_)
+        | ControlMessage::Ack(_)
+        | ControlMessage::Error(_)
+        | ControlMessage::LogsRequest(_)
+        | ControlMessage::LogsCancel(_) => None,
     }
 }
 
@@ -517,7 +546,16 @@ async fn shutdown(
     ws: &mut WsStream,
     applying: Option<ApplyFuture>,
     interval: Duration,
+    log_ends: Vec<odac_protocol::LogsEnd>,
 ) -> SessionEnd {
+    for end in log_ends {
+        let _ = send(
+            ws,
+            Message::text(encode(&AgentMessage::LogsEnd(end))),
+            interval,
+        )
+        .await;
+    }
     if let Some(f) = applying {
         match tokio::time::timeout(SHUTDOWN_APPLY_GRACE, f).await {
             Ok(outcome) => {

@@ -57,6 +57,8 @@ pub enum AppCommand {
     Remove(NameArg),
     /// Show one app: state, health, and why it is down (crash, exit code, last output).
     Show(NameArg),
+    /// Print an app's output (`--follow` keeps printing it), streamed from its agent.
+    Logs(super::logs::LogsArgs),
 }
 
 /// `odac host …`.

@@ -144,6 +144,28 @@ impl Client {
             .map_err(|e| ClientError::new(format!("unexpected answer from {path}: {e}")))
     }
 
+    /// `GET path` answered by a stream (no overall timeout), read as it arrives.
+    pub fn get_stream(&self, path: &str) -> Result<impl std::io::BufRead, ClientError> {
+        let req = self
+            .auth(self.agent.get(&self.url(path)))
+            .config()
+            .timeout_global(None)
+            .build();
+        let resp = req.call().map_err(|e| {
+            ClientError::new(one_line(&format!(
+                "cannot reach the API at {}: {e}",
+                self.base
+            )))
+        })?;
+        if !resp.status().is_success() {
+            return Err(self
+                .finish(Ok(resp))
+                .err()
+                .unwrap_or_else(|| ClientError::new(format!("unexpected answer from {path}"))));
+        }
+        Ok(std::io::BufReader::new(resp.into_body().into_reader()))
+    }
+
     /// `POST path` with a JSON body.
     pub fn post(&self, path: &str, body: &Value) -> Result<Value, ClientError> {
         self.finish(self.auth(self.agent.post(&self.url(path))).send_json(body))

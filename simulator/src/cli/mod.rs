@@ -1,5 +1,5 @@
 //! The `odac` command line client of the control plane's REST API:
-//! `odac app create|gpu|list|restart|remove|show` and `odac host list`. Exit codes: 0 success,
+//! `odac app create|gpu|list|restart|remove|show|logs` and `odac host list`. Exit codes: 0 success,
 //! 1 failed request (the API's message in terms of the flags given, or "cannot reach the
 //! API"), 2 usage error.
 
@@ -7,6 +7,7 @@ pub mod args;
 pub mod client;
 pub mod diagnosis;
 pub mod flags;
+pub mod logs;
 pub mod table;
 
 use std::io::Read;
@@ -237,6 +238,9 @@ fn execute(cli: &Cli) -> Result<(), ClientError> {
             let v: AppView =
                 serde_json::from_value(client.get(&app_path(&a.name))?).map_err(unexpected)?;
             print!("{}", diagnosis::show(&v));
+        }
+        Command::App(AppCommand::Logs(a)) => {
+            logs::logs(&client, a, &mut std::io::stdout(), &mut std::io::stderr())?;
         }
         Command::Host(HostCommand::List(args)) => {
             let v = client.get("/api/hosts")?;

@@ -265,7 +265,8 @@ function renderApps(f) {
         el("input", { type: "checkbox", id: toggleId, role: "switch", checked: gpuOn, "aria-checked": String(gpuOn),
           onchange: ev => setGpu(a.name, ev.target.checked) }),
         el("span", {}, "GPU for " + a.name))),
-      td("Actions", {}, el("button", { type: "button", id: "restart-" + a.name, "aria-label": "Restart " + a.name, onclick: () => restart(a.name) }, "Restart")));
+      td("Actions", {}, el("button", { type: "button", id: "restart-" + a.name, "aria-label": "Restart " + a.name, onclick: () => restart(a.name) }, "Restart"),
+        el("button", { type: "button", id: "logs-" + a.name, "aria-label": "Logs of " + a.name, onclick: () => openLogs(a.name) }, "Logs")));
   })));
   document.getElementById("apps-empty").hidden = state.apps.size > 0;
 }
