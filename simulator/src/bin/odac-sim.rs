@@ -1,5 +1,5 @@
 //! `odac-sim` binary: the simulated control plane (`serve`), a simulated fleet of agents
-//! (`fleet`) and the all-in-one demo with a real local agent (`demo`).
+//! (`fleet`), the all-in-one demo with a real local agent (`demo`) and the GPU lab (`gpu-lab`).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -126,6 +126,19 @@ enum Command {
         /// Leave the sample app (and its container) in place on exit.
         #[arg(long)]
         keep: bool,
+    },
+    /// Start a private Docker engine configured like a GPU host (simulated NVIDIA, AMD and
+    /// Intel GPUs, toolkit stand-ins) and a host root describing it; run until Ctrl-C.
+    GpuLab {
+        /// Lab dir (created, must be empty; removed on exit).
+        #[arg(long)]
+        dir: PathBuf,
+        /// GPUs to simulate: vendor:count, comma-separated.
+        #[arg(long, default_value = "nvidia:2,amd:2,intel:1")]
+        gpus: String,
+        /// Make `nvidia` the engine's default runtime.
+        #[arg(long)]
+        nvidia_default_runtime: bool,
     },
 }
 
@@ -264,6 +277,18 @@ async fn main_async(cli: Cli) -> anyhow::Result<()> {
                 keep,
             )
             .await?;
+        }
+        Command::GpuLab {
+            dir,
+            gpus,
+            nvidia_default_runtime,
+        } => {
+            let config = odac_simulator::gpu_lab::LabConfig {
+                dir,
+                gpus: odac_simulator::gpu_lab::LabGpus::parse(&gpus)?,
+                nvidia_default_runtime,
+            };
+            odac_simulator::gpu_lab::run(&config).await?;
         }
     }
     Ok(())
