@@ -144,10 +144,8 @@ impl LabEngine {
         lines[lines.len().saturating_sub(5)..].join("\n")
     }
 
-    async fn client(&self) -> Result<DockerEngine, LabError> {
-        DockerEngine::connect(Some(&self.paths.docker_host()))
-            .await
-            .map_err(|e| self.error(e.to_string()))
+    fn client(&self) -> Result<DockerEngine, LabError> {
+        DockerEngine::lazy(Some(&self.paths.docker_host())).map_err(|e| self.error(e.to_string()))
     }
 
     async fn wait_ready(&mut self) -> Result<(), LabError> {
@@ -157,7 +155,7 @@ impl LabEngine {
                 return Err(self.error(format!("dockerd exited ({status}): {}", self.log_tail())));
             }
             if self.paths.socket().exists() {
-                let client = self.client().await?;
+                let client = self.client()?;
                 if client.list_all().await.is_ok() {
                     return Ok(());
                 }
@@ -186,8 +184,7 @@ impl LabEngine {
             "ENV PATH=/bin".to_owned(),
             r#"CMD ["sh", "-c", "trap 'exit 0' TERM INT; sleep 999999999 & wait"]"#.to_owned(),
         ];
-        self.client()
-            .await?
+        self.client()?
             .import_image(LAB_IMAGE, tar, &changes)
             .await
             .map_err(|e| self.error(format!("loading {LAB_IMAGE}: {e}")))
@@ -197,7 +194,7 @@ impl LabEngine {
     /// process still running from the lab dir (containerd, shims). Never fails: the lab is
     /// going away either way.
     pub async fn stop(&mut self) {
-        if let Ok(client) = self.client().await
+        if let Ok(client) = self.client()
             && let Ok(containers) = client.list_all().await
         {
             for c in containers {
