@@ -30,7 +30,9 @@ fn uuid(i: u32) -> String {
 /// A stack whose agent works on the lab's engine and host root.
 fn stack_on_lab(scenario: &str, gpus: &str, extra: &[&str]) -> (Stack, Lab) {
     let mut stack = Stack::builder(scenario).no_agent().start().unwrap();
+    let t = std::time::Instant::now();
     let lab = Lab::start(stack.dir(), gpus, extra).unwrap();
+    figure(scenario, "lab_start", secs(t.elapsed()));
     stack.options.docker_host = Some(lab.docker_host.clone());
     stack.options.host_root = lab.host_root.clone();
     stack.start_agent().unwrap();
@@ -43,6 +45,8 @@ fn finish(scenario: &str, mut stack: Stack, lab: Lab) {
     drop(stack.agent.take());
     let took = lab.stop().unwrap();
     figure(scenario, "lab_stop", secs(took));
+    let main = stack.containers().unwrap();
+    assert!(main.is_empty(), "nothing on the main engine: {main:?}");
 }
 
 fn app(lab: &Lab, name: &str, gpu: Value, command: Option<&str>) -> Value {
@@ -384,11 +388,20 @@ fn hook_failure_optional_falls_back_required_fails() {
         .filter(|l| l.kind == "hook-failed")
         .count();
     assert!(failed >= 2, "the hook ran and failed for both: {failed}");
+    assert!(
+        lab.hook_lines()
+            .unwrap()
+            .iter()
+            .filter(|l| l.kind == "hook-failed")
+            .all(|l| l.visible == vec![uuid(0)]),
+        "asked for the allocated uuid"
+    );
     finish(SCENARIO, stack, lab);
 }
 
-/// The "refused on restart" path: the render node of a stopped container's GPU vanishes, the
-/// engine refuses to start it again, and the agent recreates the optional app on the CPU.
+/// The "refused on restart" path: the GPU's render and card nodes vanish from the host and
+/// the container stops (in that order, so the agent cannot restart it in between); the engine
+/// refuses to start it again, and the agent recreates the optional app on the CPU.
 #[test]
 fn device_vanished_while_stopped_recreated_on_cpu() {
     const SCENARIO: &str = "gpulab-vanished";

@@ -57,8 +57,10 @@ impl LabPaths {
     }
 }
 
-/// Makes the dir (refusing one with files: the lab deletes what is in it on exit).
-fn prepare_dir(dir: &Path) -> Result<PathBuf, LabError> {
+/// Makes the dir (refusing one with files: the lab deletes what is in it on exit); returns it
+/// resolved, and whether the lab created it.
+fn prepare_dir(dir: &Path) -> Result<(PathBuf, bool), LabError> {
+    let created = !dir.exists();
     std::fs::create_dir_all(dir).map_err(|e| LabError::io("create", dir, e))?;
     let dir = std::fs::canonicalize(dir).map_err(|e| LabError::io("resolve", dir, e))?;
     let mut entries = std::fs::read_dir(&dir).map_err(|e| LabError::io("list", &dir, e))?;
@@ -71,7 +73,7 @@ fn prepare_dir(dir: &Path) -> Result<PathBuf, LabError> {
             ),
         ));
     }
-    Ok(dir)
+    Ok((dir, created))
 }
 
 /// Everything but the engine: host root, stand-ins, the hook's devices file.
@@ -95,13 +97,26 @@ fn build_files(paths: &LabPaths, gpus: &LabGpus) -> Result<EnginePaths, LabError
     })
 }
 
-/// Deletes the lab dir's contents and the dir itself.
-fn remove_all(dir: &Path) -> Result<(), LabError> {
-    match std::fs::remove_dir_all(dir) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(LabError::io("remove", dir, e)),
+/// Deletes what the lab made: the dir's contents, and the dir when the lab created it.
+fn remove_all(dir: &Path, created: bool) -> Result<(), LabError> {
+    if created {
+        return match std::fs::remove_dir_all(dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(LabError::io("remove", dir, e)),
+        };
     }
+    let entries = std::fs::read_dir(dir).map_err(|e| LabError::io("list", dir, e))?;
+    for entry in entries.filter_map(Result::ok) {
+        let path = entry.path();
+        let removed = if path.is_dir() && !path.is_symlink() {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        removed.map_err(|e| LabError::io("remove", &path, e))?;
+    }
+    Ok(())
 }
 
 /// The lines printed once the lab is up.
@@ -117,38 +132,61 @@ pub fn banner(paths: &LabPaths, docker_host: &str, pid: u32) -> String {
 
 /// Runs the lab until SIGINT/SIGTERM, then takes it all down.
 pub async fn run(config: &LabConfig) -> Result<(), LabError> {
-    let dir = prepare_dir(&config.dir)?;
+    let (dir, created) = prepare_dir(&config.dir)?;
     let paths = LabPaths::new(&dir);
     let started = match build_files(&paths, &config.gpus) {
-        Ok(engine_paths) => LabEngine::start(engine_paths, config.nvidia_default_runtime).await,
+        Ok(engine_paths) => {
+            let docker_host = engine_paths.docker_host();
+            LabEngine::start(engine_paths, config.nvidia_default_runtime)
+                .await
+                .map(|engine| (engine, docker_host))
+        }
         Err(e) => Err(e),
     };
-    let mut engine = match started {
-        Ok(engine) => engine,
+    let (mut engine, docker_host) = match started {
+        Ok(started) => started,
         Err(e) => {
-            let _ = remove_all(&dir);
+            let _ = remove_all(&dir, created);
             return Err(e);
         }
     };
     let mut out = std::io::stdout();
-    let _ = out.write_all(
-        banner(
-            &paths,
-            &format!("unix://{}/docker.sock", dir.display()),
-            engine.pid(),
-        )
-        .as_bytes(),
-    );
+    let _ = out.write_all(banner(&paths, &docker_host, engine.pid()).as_bytes());
     let _ = out.flush();
     crate::server::wait_for_signal().await;
     engine.stop().await;
-    let left = engine::mounts_under(&dir);
-    for m in &left {
+    for m in engine::mounts_under(&dir) {
         let _ = std::process::Command::new("umount")
-            .args(["-l", m])
+            .args(["-l", &m])
             .status();
     }
-    remove_all(&dir)?;
+    remove_all(&dir, created)?;
     println!("stopped");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dir_with_files_is_refused_and_only_what_the_lab_made_is_removed() {
+        let tmp = std::env::temp_dir().join(format!("odac-gpu-lab-unit-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        let (dir, created) = prepare_dir(&tmp).unwrap_or_else(|e| panic!("{e}"));
+        assert!(created);
+        std::fs::write(dir.join("x"), "").unwrap_or_else(|e| panic!("{e}"));
+        let err = prepare_dir(&tmp)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.contains("not empty") && err.contains("odac-gpu-lab-unit"),
+            "{err}"
+        );
+        remove_all(&dir, false).unwrap_or_else(|e| panic!("{e}"));
+        assert!(dir.exists() && std::fs::read_dir(&dir).map(|d| d.count()).unwrap_or(1) == 0);
+        remove_all(&dir, true).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!dir.exists());
+    }
 }
