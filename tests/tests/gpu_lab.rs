@@ -455,3 +455,40 @@ fn device_vanished_while_stopped_recreated_on_cpu() {
     figure(SCENARIO, "fallback", format!("{:?}", after.fallback));
     finish(SCENARIO, stack, lab);
 }
+
+/// Input the lab cannot use is refused before anything is made: an unknown vendor (clap's
+/// usage error naming it), and a dir with files in it (which the lab would delete on exit).
+#[test]
+fn bad_gpus_and_a_dir_with_files_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sim = odac_e2e::bins::bin(odac_e2e::bins::SIM).unwrap();
+    let dir = tmp.path().join("lab");
+    let out = std::process::Command::new(&sim)
+        .args(["gpu-lab", "--gpus", "tpu:1", "--dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("invalid --gpus \"tpu:1\"") && err.contains("unknown vendor"),
+        "{err}"
+    );
+    assert!(!dir.exists(), "nothing made");
+
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("keep"), "mine").unwrap();
+    let out = std::process::Command::new(&sim)
+        .args(["gpu-lab", "--gpus", "intel:1", "--dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("not empty") && err.contains(&dir.display().to_string()),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(dir.join("keep")).unwrap(), "mine");
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "nothing made");
+}

@@ -134,8 +134,8 @@ enum Command {
         #[arg(long)]
         dir: PathBuf,
         /// GPUs to simulate: vendor:count, comma-separated.
-        #[arg(long, default_value = "nvidia:2,amd:2,intel:1")]
-        gpus: String,
+        #[arg(long, default_value = "nvidia:2,amd:2,intel:1", value_parser = odac_simulator::gpu_lab::LabGpus::parse)]
+        gpus: odac_simulator::gpu_lab::LabGpus,
         /// Make `nvidia` the engine's default runtime.
         #[arg(long)]
         nvidia_default_runtime: bool,
@@ -285,7 +285,7 @@ async fn main_async(cli: Cli) -> anyhow::Result<()> {
         } => {
             let config = odac_simulator::gpu_lab::LabConfig {
                 dir,
-                gpus: odac_simulator::gpu_lab::LabGpus::parse(&gpus)?,
+                gpus,
                 nvidia_default_runtime,
             };
             odac_simulator::gpu_lab::run(&config).await?;
