@@ -60,7 +60,7 @@ impl Lab {
     pub fn start(parent: &Path, gpus: &str, extra: &[&str]) -> Result<Lab> {
         let dir = parent.join("lab");
         let mut cmd = Command::new(bin(SIM)?);
-        cmd.args(["gpu-lab", "--dir"])
+        cmd.args(["gpu-lab", "--stop-with-parent", "--dir"])
             .arg(&dir)
             .args(["--gpus", gpus])
             .args(extra);

@@ -139,6 +139,9 @@ enum Command {
         /// Make `nvidia` the engine's default runtime.
         #[arg(long)]
         nvidia_default_runtime: bool,
+        /// Stop (as on SIGTERM) when the process that started the lab exits.
+        #[arg(long)]
+        stop_with_parent: bool,
     },
 }
 
@@ -282,11 +285,13 @@ async fn main_async(cli: Cli) -> anyhow::Result<()> {
             dir,
             gpus,
             nvidia_default_runtime,
+            stop_with_parent,
         } => {
             let config = odac_simulator::gpu_lab::LabConfig {
                 dir,
                 gpus,
                 nvidia_default_runtime,
+                stop_with_parent,
             };
             odac_simulator::gpu_lab::run(&config).await?;
         }

@@ -85,7 +85,11 @@ fn start_script(paths: &EnginePaths, default_nvidia: bool) -> String {
         "#!/bin/sh\n# odac gpu-lab: run in private network and mount namespaces\nset -e\n\
          mount --rbind /dev/pts {pts}\nmount --rbind {dev} /dev\n\
          ip link set lo up 2>/dev/null || true\nexport PATH={bin}:\"$PATH\"\n\
+         # should the lab die without stopping the engine (SIGKILL), stop the engine\n\
+         (tail --pid={lab} -f {watch} >/dev/null 2>&1; kill -TERM $$ 2>/dev/null) &\n\
          exec dockerd {flags}\n",
+        lab = std::process::id(),
+        watch = q(&d.join("daemon.json")),
         pts = q(&dev.join("pts")),
         dev = q(&dev),
         bin = q(&paths.bin),
@@ -285,5 +289,10 @@ mod tests {
         );
         assert!(s.ends_with("--default-runtime nvidia\n"));
         assert!(!start_script(&paths, false).contains("--default-runtime"));
+        let watcher = format!(
+            "tail --pid={} -f '/tmp/lab/daemon.json'",
+            std::process::id()
+        );
+        assert!(s.contains(&watcher), "{s}");
     }
 }

@@ -31,6 +31,20 @@ pub struct LabConfig {
     /// Make `nvidia` the engine's default runtime (as `nvidia-ctk runtime configure
     /// --set-as-default` does), so every container goes through the runtime stand-in.
     pub nvidia_default_runtime: bool,
+    /// Stop as on SIGTERM when the process that started the lab goes away (tests use it so a
+    /// killed test run leaves no lab behind).
+    pub stop_with_parent: bool,
+}
+
+/// Returns once this process's parent has changed (it died and the lab was re-parented).
+async fn parent_gone() {
+    let parent = std::os::unix::process::parent_id();
+    loop {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        if std::os::unix::process::parent_id() != parent {
+            return;
+        }
+    }
 }
 
 /// The lab's files.
@@ -153,7 +167,10 @@ pub async fn run(config: &LabConfig) -> Result<(), LabError> {
     let mut out = std::io::stdout();
     let _ = out.write_all(banner(&paths, &docker_host, engine.pid()).as_bytes());
     let _ = out.flush();
-    crate::server::wait_for_signal().await;
+    tokio::select! {
+        () = crate::server::wait_for_signal() => {}
+        () = parent_gone(), if config.stop_with_parent => {}
+    }
     engine.stop().await;
     for m in engine::mounts_under(&dir) {
         let _ = std::process::Command::new("umount")
