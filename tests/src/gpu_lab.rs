@@ -177,13 +177,18 @@ impl Lab {
                 .filter_map(std::result::Result::ok)
                 .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
             {
-                let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
-                    .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
-                    .unwrap_or_default();
+                let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                let names_dir = raw.split(|b| *b == 0).any(|arg| {
+                    let arg = String::from_utf8_lossy(arg);
+                    let path = arg.rsplit_once('=').map_or(&*arg, |(_, v)| v);
+                    let path = path.strip_prefix("unix://").unwrap_or(path);
+                    path == dir || path.starts_with(&format!("{dir}/"))
+                });
+                let cmdline = String::from_utf8_lossy(&raw).replace('\0', " ");
                 let ns = std::fs::read_link(format!("/proc/{pid}/ns/net"))
                     .map(|p| p.display().to_string())
                     .unwrap_or_default();
-                if cmdline.contains(&dir) || ns == self.net_ns {
+                if names_dir || ns == self.net_ns {
                     left.push(format!("process {pid} ({ns}): {}", cmdline.trim()));
                 }
             }
@@ -195,7 +200,7 @@ impl Lab {
             if line
                 .split_whitespace()
                 .nth(4)
-                .is_some_and(|m| m.starts_with(&dir))
+                .is_some_and(|m| m == dir || m.starts_with(&format!("{dir}/")))
             {
                 left.push(format!("mount {line}"));
             }

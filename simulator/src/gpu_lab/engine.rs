@@ -233,9 +233,19 @@ fn signal(pid: u32, sig: &str) {
         .status();
 }
 
-/// Processes whose command line names `dir` (what the lab's engine started).
+/// Whether one argument names `dir` or a path under it (`--flag=PATH` and `unix://PATH` too).
+fn names(arg: &str, dir: &str) -> bool {
+    let path = arg.rsplit_once('=').map_or(arg, |(_, v)| v);
+    let path = path.strip_prefix("unix://").unwrap_or(path);
+    path == dir
+        || path
+            .strip_prefix(dir)
+            .is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// Processes with an argument naming `dir` or a path under it (what the lab's engine started).
 pub fn processes_using(dir: &Path) -> Vec<u32> {
-    let needle = dir.display().to_string();
+    let dir = dir.display().to_string();
     let me = std::process::id();
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
@@ -245,13 +255,10 @@ pub fn processes_using(dir: &Path) -> Vec<u32> {
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
         .filter(|pid| *pid != me)
         .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .map(|c| {
-                    String::from_utf8_lossy(&c)
-                        .replace('\0', " ")
-                        .contains(&needle)
-                })
-                .unwrap_or(false)
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                c.split(|b| *b == 0)
+                    .any(|arg| names(&String::from_utf8_lossy(arg), &dir))
+            })
         })
         .collect()
 }
@@ -263,7 +270,7 @@ pub fn mounts_under(dir: &Path) -> Vec<String> {
         .unwrap_or_default()
         .lines()
         .filter_map(|l| l.split_whitespace().nth(4))
-        .filter(|m| m.starts_with(&needle))
+        .filter(|m| names(m, &needle))
         .map(str::to_owned)
         .collect()
 }
@@ -294,5 +301,14 @@ mod tests {
             std::process::id()
         );
         assert!(s.contains(&watcher), "{s}");
+    }
+
+    #[test]
+    fn only_paths_under_the_dir_are_its_own() {
+        assert!(names("/tmp/lab", "/tmp/lab"));
+        assert!(names("--data-root=/tmp/lab/data", "/tmp/lab"));
+        assert!(names("unix:///tmp/lab/docker.sock", "/tmp/lab"));
+        assert!(!names("/tmp/lab2/data", "/tmp/lab"));
+        assert!(!names("--dir", "/tmp/lab"));
     }
 }
