@@ -13,7 +13,7 @@ use odac_e2e::figures::{figure, secs};
 use odac_e2e::gpu_lab::Lab;
 use odac_e2e::require_docker;
 use odac_e2e::stack::Stack;
-use odac_protocol::{FallbackTier, Mechanism, Reason};
+use odac_protocol::{FallbackTier, Mechanism, Reason, Vendor};
 use odac_simulator::views::AppView;
 use serde_json::{Value, json};
 
@@ -25,6 +25,28 @@ const VIDEO_GID: &str = "4044";
 /// The lab's NVIDIA UUIDs.
 fn uuid(i: u32) -> String {
     format!("GPU-0dac1ab0-0000-4000-8000-{i:012x}")
+}
+
+/// The agent's NVIDIA verdict detail (schedulable), after checking whether the engine lists
+/// the `nvidia` runtime.
+fn nvidia_verdict(stack: &Stack, runtime_registered: bool) -> String {
+    let inv = stack.sim.hosts().unwrap()[0]
+        .inventory
+        .clone()
+        .expect("an inventory");
+    assert_eq!(
+        inv.engine.runtimes.iter().any(|r| r == "nvidia"),
+        runtime_registered,
+        "{:?}",
+        inv.engine.runtimes
+    );
+    let verdict = inv
+        .accelerators
+        .get(&Vendor::Nvidia)
+        .cloned()
+        .expect("an nvidia verdict");
+    assert!(verdict.schedulable, "{verdict:?}");
+    verdict.detail.unwrap_or_default()
 }
 
 /// A stack whose agent works on the lab's engine and host root.
@@ -109,15 +131,22 @@ fn logs_with(lab: &Lab, id: &str, needle: &str) -> String {
     .unwrap()
 }
 
-/// NVIDIA by UUID through `DeviceRequests` (moby's `nvidia` device driver, which adds the
-/// toolkit's prestart hook): a count-2 and a count-1 app on three GPUs get disjoint UUIDs
-/// covering all three; the hook was asked for exactly those, inspect shows them, the
-/// container has their device nodes.
+/// NVIDIA by UUID through `DeviceRequests` alone (no `nvidia` runtime registered: moby's
+/// `nvidia` device driver adds the toolkit's prestart hook, which the agent found installed in
+/// the host root): a count-2 and a count-1 app on three GPUs get disjoint UUIDs covering all
+/// three; the hook was asked for exactly those, inspect shows them, the container has their
+/// device nodes.
 #[test]
 fn nvidia_by_uuid_through_device_requests_with_count_and_spread() {
     const SCENARIO: &str = "gpulab-nvidia";
     require_docker!(SCENARIO);
-    let (stack, lab) = stack_on_lab(SCENARIO, "nvidia:3", &[]);
+    let (stack, lab) = stack_on_lab(SCENARIO, "nvidia:3", &["--nvidia-runtime", "none"]);
+    let verdict = nvidia_verdict(&stack, false);
+    assert!(
+        verdict.contains("nvidia-container-runtime-hook installed"),
+        "{verdict}"
+    );
+    figure(SCENARIO, "verdict", verdict);
     stack
         .sim
         .create_app(&app(
@@ -185,12 +214,11 @@ fn nvidia_by_uuid_through_device_requests_with_count_and_spread() {
 fn nvidia_through_the_nvidia_runtime() {
     const SCENARIO: &str = "gpulab-nvrt";
     require_docker!(SCENARIO);
-    let (stack, lab) = stack_on_lab(SCENARIO, "nvidia:2", &["--nvidia-default-runtime"]);
-    let host = &stack.sim.hosts().unwrap()[0];
+    let (stack, lab) = stack_on_lab(SCENARIO, "nvidia:2", &["--nvidia-runtime", "default"]);
+    let verdict = nvidia_verdict(&stack, true);
     assert!(
-        host.schedulable.iter().any(|v| v.to_string() == "nvidia"),
-        "{:?}",
-        host.schedulable
+        verdict.contains("nvidia runtime registered with the engine"),
+        "{verdict}"
     );
     stack
         .sim

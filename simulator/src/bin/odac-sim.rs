@@ -136,9 +136,9 @@ enum Command {
         /// GPUs to simulate: vendor:count, comma-separated.
         #[arg(long, default_value = "nvidia:2,amd:2,intel:1", value_parser = odac_simulator::gpu_lab::LabGpus::parse)]
         gpus: odac_simulator::gpu_lab::LabGpus,
-        /// Make `nvidia` the engine's default runtime.
-        #[arg(long)]
-        nvidia_default_runtime: bool,
+        /// The `nvidia` runtime: not registered, registered, or registered as the default.
+        #[arg(long, value_enum, default_value_t)]
+        nvidia_runtime: odac_simulator::gpu_lab::NvidiaRuntime,
         /// Stop (as on SIGTERM) when the process that started the lab exits.
         #[arg(long)]
         stop_with_parent: bool,
@@ -284,13 +284,13 @@ async fn main_async(cli: Cli) -> anyhow::Result<()> {
         Command::GpuLab {
             dir,
             gpus,
-            nvidia_default_runtime,
+            nvidia_runtime,
             stop_with_parent,
         } => {
             let config = odac_simulator::gpu_lab::LabConfig {
                 dir,
                 gpus,
-                nvidia_default_runtime,
+                nvidia_runtime,
                 stop_with_parent,
             };
             odac_simulator::gpu_lab::run(&config).await?;

@@ -23,6 +23,18 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long the engine may take to exit after SIGTERM.
 const STOP_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// How the engine knows the `nvidia` runtime stand-in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum NvidiaRuntime {
+    /// Not registered: only moby's `nvidia` device driver (the hook on its PATH) is there.
+    None,
+    /// Registered as runtime `nvidia` (`--add-runtime`), as `nvidia-ctk runtime configure` does.
+    #[default]
+    Registered,
+    /// Registered and the default runtime (`nvidia-ctk runtime configure --set-as-default`).
+    Default,
+}
+
 /// Where the engine keeps its files.
 #[derive(Debug, Clone)]
 pub struct EnginePaths {
@@ -63,7 +75,7 @@ fn q(p: &Path) -> String {
 }
 
 /// The script run inside the new namespaces: mounts, then `exec dockerd`.
-fn start_script(paths: &EnginePaths, default_nvidia: bool) -> String {
+fn start_script(paths: &EnginePaths, nvidia: NvidiaRuntime) -> String {
     let dev = paths.root.join("dev");
     let d = &paths.dir;
     let mut flags = vec![
@@ -76,9 +88,14 @@ fn start_script(paths: &EnginePaths, default_nvidia: bool) -> String {
         "--storage-driver vfs".to_owned(),
         "--containerd-namespace odac-gpu-lab --containerd-plugins-namespace odac-gpu-lab-plugins"
             .to_owned(),
-        format!("--add-runtime nvidia={}", q(&paths.bin.join(RUNTIME))),
     ];
-    if default_nvidia {
+    if nvidia != NvidiaRuntime::None {
+        flags.push(format!(
+            "--add-runtime nvidia={}",
+            q(&paths.bin.join(RUNTIME))
+        ));
+    }
+    if nvidia == NvidiaRuntime::Default {
         flags.push("--default-runtime nvidia".to_owned());
     }
     format!(
@@ -99,11 +116,11 @@ fn start_script(paths: &EnginePaths, default_nvidia: bool) -> String {
 
 impl LabEngine {
     /// Starts the engine and waits until it answers; loads [`LAB_IMAGE`].
-    pub async fn start(paths: EnginePaths, default_nvidia: bool) -> Result<LabEngine, LabError> {
+    pub async fn start(paths: EnginePaths, nvidia: NvidiaRuntime) -> Result<LabEngine, LabError> {
         let daemon_json = paths.dir.join("daemon.json");
         std::fs::write(&daemon_json, "{}\n").map_err(|e| LabError::io("write", &daemon_json, e))?;
         let script = paths.dir.join("engine.sh");
-        std::fs::write(&script, start_script(&paths, default_nvidia))
+        std::fs::write(&script, start_script(&paths, nvidia))
             .map_err(|e| LabError::io("write", &script, e))?;
         let log = std::fs::File::create(paths.log())
             .map_err(|e| LabError::io("create", paths.log(), e))?;
@@ -286,7 +303,7 @@ mod tests {
             root: "/tmp/lab/root".into(),
             bin: "/tmp/lab/root/usr/bin".into(),
         };
-        let s = start_script(&paths, true);
+        let s = start_script(&paths, NvidiaRuntime::Default);
         assert!(s.contains("mount --rbind '/tmp/lab/root/dev' /dev"));
         assert!(s.contains("--bridge none --iptables=false --ip-masq=false"));
         assert!(s.contains("--data-root '/tmp/lab/data' --exec-root '/tmp/lab/exec'"));
@@ -295,7 +312,9 @@ mod tests {
             s.contains("--add-runtime nvidia='/tmp/lab/root/usr/bin/nvidia-container-runtime'")
         );
         assert!(s.ends_with("--default-runtime nvidia\n"));
-        assert!(!start_script(&paths, false).contains("--default-runtime"));
+        let registered = start_script(&paths, NvidiaRuntime::Registered);
+        assert!(registered.contains("--add-runtime") && !registered.contains("--default-runtime"));
+        assert!(!start_script(&paths, NvidiaRuntime::None).contains("--add-runtime"));
         let watcher = format!(
             "tail --pid={} -f '/tmp/lab/daemon.json'",
             std::process::id()

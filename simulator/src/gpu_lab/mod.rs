@@ -14,7 +14,7 @@ pub mod standins;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-pub use engine::LAB_IMAGE;
+pub use engine::{LAB_IMAGE, NvidiaRuntime};
 pub use error::LabError;
 pub use gpus::{LabGpus, nvidia_uuid};
 
@@ -28,9 +28,8 @@ pub struct LabConfig {
     pub dir: PathBuf,
     /// The GPUs simulated.
     pub gpus: LabGpus,
-    /// Make `nvidia` the engine's default runtime (as `nvidia-ctk runtime configure
-    /// --set-as-default` does), so every container goes through the runtime stand-in.
-    pub nvidia_default_runtime: bool,
+    /// Whether the `nvidia` runtime stand-in is registered, and as the default.
+    pub nvidia_runtime: NvidiaRuntime,
     /// Stop as on SIGTERM when the process that started the lab goes away (tests use it so a
     /// killed test run leaves no lab behind).
     pub stop_with_parent: bool,
@@ -151,7 +150,7 @@ pub async fn run(config: &LabConfig) -> Result<(), LabError> {
     let started = match build_files(&paths, &config.gpus) {
         Ok(engine_paths) => {
             let docker_host = engine_paths.docker_host();
-            LabEngine::start(engine_paths, config.nvidia_default_runtime)
+            LabEngine::start(engine_paths, config.nvidia_runtime)
                 .await
                 .map(|engine| (engine, docker_host))
         }
