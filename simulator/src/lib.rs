@@ -5,7 +5,8 @@
 //! `/api/` ([`api`], [`admin`], [`sse`]) and the dashboard ([`dashboard`]). Fleet state lives
 //! in [`hub`] (in memory) and [`store`] (the state dir). [`faults`] lets tests break things on
 //! purpose; [`agent_conn`], [`sim_agent`] and [`fleet`] are protocol-level fake agents;
-//! [`demo`] brings up the simulator with a real local agent; [`cli`] is the `odac` client.
+//! [`demo`] brings up the simulator with a real local agent; [`cli`] is the `odac` client;
+//! [`gpu_lab`] is a private Docker engine configured like a GPU host (`odac-sim gpu-lab`).
 
 pub mod admin;
 pub mod agent_auth;
@@ -24,6 +25,7 @@ pub mod error;
 pub mod faults;
 pub mod fleet;
 pub mod gpu_auto;
+pub mod gpu_lab;
 pub mod http_errors;
 pub mod http_serve;
 pub mod hub;

@@ -7,6 +7,7 @@
 //! - [`ports`], [`tcp_proxy`], [`unix_proxy`] (over [`relay`]): loopback ports and the proxies
 //!   the tests cut, blackhole and restore;
 //! - [`docker`], [`image`]: the test's own view of the engine, cleanup by label, the test image;
+//! - [`gpu_lab`]: `odac-sim gpu-lab` (a private engine configured like a GPU host) and its checks;
 //! - [`tls`]: certificates made at test time;
 //! - [`git_repo`]: a local repository a public git URL is rewritten to, built-image cleanup;
 //! - [`sim`], [`agent`], [`stack`]: the simulator, the agent and a scenario's whole world;
@@ -21,6 +22,7 @@ pub mod docker;
 pub mod error;
 pub mod figures;
 pub mod git_repo;
+pub mod gpu_lab;
 pub mod image;
 pub mod poll;
 pub mod ports;

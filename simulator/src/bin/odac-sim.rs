@@ -1,5 +1,5 @@
 //! `odac-sim` binary: the simulated control plane (`serve`), a simulated fleet of agents
-//! (`fleet`) and the all-in-one demo with a real local agent (`demo`).
+//! (`fleet`), the all-in-one demo with a real local agent (`demo`) and the GPU lab (`gpu-lab`).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -127,6 +127,22 @@ enum Command {
         /// Leave the sample app (and its container) in place on exit.
         #[arg(long)]
         keep: bool,
+    },
+    /// Start a private Docker engine configured like a GPU host (simulated NVIDIA, AMD and
+    /// Intel GPUs, toolkit stand-ins) and a host root describing it; run until Ctrl-C.
+    GpuLab {
+        /// Lab dir (created, must be empty; removed on exit).
+        #[arg(long)]
+        dir: PathBuf,
+        /// GPUs to simulate: vendor:count, comma-separated.
+        #[arg(long, default_value = "nvidia:2,amd:2,intel:1", value_parser = odac_simulator::gpu_lab::LabGpus::parse)]
+        gpus: odac_simulator::gpu_lab::LabGpus,
+        /// The `nvidia` runtime: not registered, registered, or registered as the default.
+        #[arg(long, value_enum, default_value_t)]
+        nvidia_runtime: odac_simulator::gpu_lab::NvidiaRuntime,
+        /// Stop (as on SIGTERM) when the process that started the lab exits.
+        #[arg(long)]
+        stop_with_parent: bool,
     },
 }
 
@@ -268,6 +284,20 @@ async fn main_async(cli: Cli) -> anyhow::Result<()> {
                 keep,
             )
             .await?;
+        }
+        Command::GpuLab {
+            dir,
+            gpus,
+            nvidia_runtime,
+            stop_with_parent,
+        } => {
+            let config = odac_simulator::gpu_lab::LabConfig {
+                dir,
+                gpus,
+                nvidia_runtime,
+                stop_with_parent,
+            };
+            odac_simulator::gpu_lab::run(&config).await?;
         }
     }
     Ok(())

@@ -1,0 +1,221 @@
+//! The lab's host root: a fixture tree, in the formats the agent's scan reads (see
+//! `tests/fixtures/hosts`), describing the chosen GPUs (PCI devices under `sys/devices`, the
+//! NVIDIA procfs and module, the kfd topology), and a `dev/` whose GPU nodes are real character
+//! devices (mknod with `/dev/null`'s numbers 1:3, owned by the render and video groups). The
+//! lab's engine sees this `dev/` as its `/dev`, so a node the agent finds is one the engine can
+//! pass, and a node removed here vanishes for both.
+
+use std::path::{Path, PathBuf};
+
+use super::error::LabError;
+use super::gpus::{LabGpu, LabGpus, LabVendor};
+
+/// Group owning render nodes and `/dev/kfd` (like `render` on a GPU host).
+pub const RENDER_GID: u32 = 4610;
+/// Group owning card nodes (like `video`).
+pub const VIDEO_GID: u32 = 4044;
+/// The NVIDIA driver version the tree shows.
+const NVIDIA_DRIVER: &str = "550.54.14";
+
+/// Character devices every `/dev` needs (the engine and runc use them): name, major, minor.
+const BASE_NODES: [(&str, u32, u32); 6] = [
+    ("null", 1, 3),
+    ("zero", 1, 5),
+    ("full", 1, 7),
+    ("random", 1, 8),
+    ("urandom", 1, 9),
+    ("tty", 5, 0),
+];
+
+fn write(root: &Path, rel: &str, text: &str) -> Result<(), LabError> {
+    let path = root.join(rel);
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| LabError::io("create", parent, e))?;
+    }
+    std::fs::write(&path, text).map_err(|e| LabError::io("write", &path, e))
+}
+
+fn symlink(root: &Path, rel: &str, target: &str) -> Result<(), LabError> {
+    let path = root.join(rel);
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| LabError::io("create", parent, e))?;
+    }
+    std::os::unix::fs::symlink(target, &path).map_err(|e| LabError::io("symlink", &path, e))
+}
+
+/// `mknod PATH c MAJOR MINOR`, mode 0666 (0660 for GPU nodes), group `gid`.
+fn mknod(path: &Path, major: u32, minor: u32, mode: &str, gid: u32) -> Result<(), LabError> {
+    let out = std::process::Command::new("mknod")
+        .args(["-m", mode])
+        .arg(path)
+        .args(["c", &major.to_string(), &minor.to_string()])
+        .output()
+        .map_err(|e| LabError::command("mknod", e.to_string()))?;
+    if !out.status.success() {
+        return Err(LabError::command(
+            format!("mknod {}", path.display()),
+            String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        ));
+    }
+    std::os::unix::fs::chown(path, Some(0), Some(gid)).map_err(|e| LabError::io("chown", path, e))
+}
+
+/// Builds the tree under `root` (created); returns the GPUs it describes.
+pub fn build(root: &Path, gpus: &LabGpus) -> Result<Vec<LabGpu>, LabError> {
+    let devices = gpus.devices();
+    write(
+        root,
+        "etc/os-release",
+        "NAME=\"odac gpu-lab\"\nPRETTY_NAME=\"odac gpu-lab\"\n",
+    )?;
+    write(root, "proc/sys/kernel/hostname", "odac-gpu-lab\n")?;
+    write(root, "proc/sys/kernel/osrelease", "6.1.0-odac-gpu-lab\n")?;
+    write(
+        root,
+        "proc/meminfo",
+        "MemTotal:       32768000 kB\nMemFree:        16384000 kB\n",
+    )?;
+    write(root, "sys/devices/system/cpu/online", "0-3\n")?;
+    let dev = root.join("dev");
+    for sub in ["dri", "pts", "shm", "mqueue"] {
+        let d = dev.join(sub);
+        std::fs::create_dir_all(&d).map_err(|e| LabError::io("create", &d, e))?;
+    }
+    for (name, major, minor) in BASE_NODES {
+        mknod(&dev.join(name), major, minor, "666", 0)?;
+    }
+    for gpu in &devices {
+        pci_device(root, gpu)?;
+    }
+    if gpus.nvidia > 0 {
+        nvidia(root, &devices)?;
+    }
+    if gpus.amd > 0 {
+        amd(root, &devices)?;
+    }
+    for gpu in &devices {
+        if let Some(card) = gpu.card {
+            mknod(&dev.join(format!("dri/card{card}")), 1, 3, "660", VIDEO_GID)?;
+        }
+        if let Some(render) = gpu.render {
+            mknod(
+                &dev.join(format!("dri/renderD{render}")),
+                1,
+                3,
+                "660",
+                RENDER_GID,
+            )?;
+        }
+    }
+    Ok(devices)
+}
+
+/// `sys/devices/pci0000:00/<addr>/` with ids, class, driver link and DRM minors.
+fn pci_device(root: &Path, gpu: &LabGpu) -> Result<(), LabError> {
+    let (vendor, device, class, driver) = match gpu.vendor {
+        LabVendor::Nvidia => ("0x10de", "0x20b0", "0x030200", "nvidia"),
+        LabVendor::Amd => ("0x1002", "0x740f", "0x038000", "amdgpu"),
+        LabVendor::Intel => ("0x8086", "0x56a0", "0x030000", "i915"),
+    };
+    let dir = format!("sys/devices/pci0000:00/{}", gpu.pci_address);
+    write(root, &format!("{dir}/vendor"), &format!("{vendor}\n"))?;
+    write(root, &format!("{dir}/device"), &format!("{device}\n"))?;
+    write(root, &format!("{dir}/class"), &format!("{class}\n"))?;
+    write(root, &format!("{dir}/numa_node"), "0\n")?;
+    symlink(
+        root,
+        &format!("{dir}/driver"),
+        &format!("../../../bus/pci/drivers/{driver}"),
+    )?;
+    let drivers = root.join("sys/bus/pci/drivers").join(driver);
+    std::fs::create_dir_all(&drivers).map_err(|e| LabError::io("create", &drivers, e))?;
+    if let Some(card) = gpu.card {
+        write(
+            root,
+            &format!("{dir}/drm/card{card}/dev"),
+            &format!("226:{card}\n"),
+        )?;
+    }
+    if let Some(render) = gpu.render {
+        write(
+            root,
+            &format!("{dir}/drm/renderD{render}/dev"),
+            &format!("226:{render}\n"),
+        )?;
+    }
+    if gpu.vendor == LabVendor::Amd {
+        write(
+            root,
+            &format!("{dir}/product_name"),
+            "AMD Instinct MI210 (gpu-lab)\n",
+        )?;
+        write(root, &format!("{dir}/mem_info_vram_total"), "68702699520\n")?;
+    }
+    Ok(())
+}
+
+/// The NVIDIA driver's procfs and module, `/dev/nvidia*`, and the devices file of the hook.
+fn nvidia(root: &Path, devices: &[LabGpu]) -> Result<(), LabError> {
+    write(
+        root,
+        "proc/driver/nvidia/version",
+        &format!("NVRM version: NVIDIA UNIX x86_64 Kernel Module  {NVIDIA_DRIVER}  (gpu-lab)\n"),
+    )?;
+    write(
+        root,
+        "sys/module/nvidia/version",
+        &format!("{NVIDIA_DRIVER}\n"),
+    )?;
+    let dev = root.join("dev");
+    mknod(&dev.join("nvidiactl"), 1, 3, "666", 0)?;
+    mknod(&dev.join("nvidia-uvm"), 1, 3, "666", 0)?;
+    for gpu in devices.iter().filter(|g| g.vendor == LabVendor::Nvidia) {
+        let uuid = gpu.uuid.clone().unwrap_or_default();
+        write(
+            root,
+            &format!("proc/driver/nvidia/gpus/{}/information", gpu.pci_address),
+            &format!(
+                "Model: \t\t NVIDIA A100-SXM4-40GB (gpu-lab)\nGPU UUID: \t {uuid}\n\
+                 Bus Location: \t {}\nDevice Minor: \t {}\n",
+                gpu.pci_address, gpu.index
+            ),
+        )?;
+        mknod(&dev.join(format!("nvidia{}", gpu.index)), 1, 3, "666", 0)?;
+    }
+    Ok(())
+}
+
+/// `/dev/kfd` and the kfd topology: a CPU node 0, then one node per AMD GPU.
+fn amd(root: &Path, devices: &[LabGpu]) -> Result<(), LabError> {
+    mknod(&root.join("dev/kfd"), 1, 3, "660", RENDER_GID)?;
+    let nodes = "sys/class/kfd/kfd/topology/nodes";
+    write(
+        root,
+        &format!("{nodes}/0/properties"),
+        "cpu_cores_count 4\nsimd_count 0\n",
+    )?;
+    for (i, gpu) in devices
+        .iter()
+        .filter(|g| g.vendor == LabVendor::Amd)
+        .enumerate()
+    {
+        let bus = u32::from_str_radix(gpu.pci_address.get(5..7).unwrap_or("0"), 16).unwrap_or(0);
+        write(
+            root,
+            &format!("{nodes}/{}/properties", i + 1),
+            &format!(
+                "cpu_cores_count 0\nsimd_count 416\nvendor_id 4098\ndevice_id 29711\n\
+                 location_id {}\ndomain 0\ndrm_render_minor {}\nunique_id {}\n",
+                bus << 8,
+                gpu.render.unwrap_or(0),
+                1_801_979_520_617_338_000u64 + u64::from(gpu.index)
+            ),
+        )?;
+    }
+    Ok(())
+}
+
+/// Where the toolkit binaries go in the tree (on the lab engine's PATH as well).
+pub fn bin_dir(root: &Path) -> PathBuf {
+    root.join("usr/bin")
+}
