@@ -119,6 +119,12 @@ pub(crate) fn apps(apps: &AppManagerConfig) -> Result<(), ConfigError> {
         3_600_000,
     )?;
     range("apps.stop_timeout_secs", apps.stop_timeout_secs, 0, 3600)?;
+    range(
+        "apps.refusal_memory_secs",
+        apps.refusal_memory_secs,
+        0,
+        86_400,
+    )?;
     if apps.pids_limit != 0 {
         range("apps.pids_limit", u64::from(apps.pids_limit), 16, 4_194_304)?;
     }

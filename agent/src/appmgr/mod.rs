@@ -7,7 +7,7 @@
 //! [`policy`] and [`binds`] (which host paths may be mounted), [`container`] (spec →
 //! container spec),
 //! [`fallback`] (`start_with_gpu_fallback` and the engine-refusal classifier),
-//! [`crashloop`], `reconcile` (one pass), [`build`] and `source` (apps built from git
+//! [`crashloop`], `reconcile` (one pass), `refusals` (device sets the engine refused), [`build`] and `source` (apps built from git
 //! sources), [`events`] (diagnostic events), [`cli`] + [`local`] (`apply` and `status`, and
 //! which agent set they work on), and [`doctor`] (`doctor` with the ownership checks).
 
@@ -28,6 +28,7 @@ mod manager;
 pub mod ownership;
 pub mod policy;
 mod reconcile;
+mod refusals;
 mod removal;
 mod settings;
 mod source;

@@ -49,6 +49,10 @@ pub struct AppManagerConfig {
     /// Most processes and threads per container (a fork bomb stays in its container);
     /// 0 leaves the engine's default (unlimited).
     pub pids_limit: u32,
+    /// How long an engine refusal of a device set is remembered ([`refusals`](super::refusals)),
+    /// in seconds: until then, or until the inventory changes, creates asking for the same
+    /// devices go straight to the CPU (optional) or fail (required). 0: never remembered.
+    pub refusal_memory_secs: u64,
 }
 
 impl Default for AppManagerConfig {
@@ -67,6 +71,7 @@ impl Default for AppManagerConfig {
             build: BuildConfig::default(),
             no_new_privileges: true,
             pids_limit: 4096,
+            refusal_memory_secs: 600,
         }
     }
 }
@@ -84,6 +89,11 @@ impl AppManagerConfig {
     /// The pids limit every container gets.
     pub fn pids_limit(&self) -> Option<i64> {
         (self.pids_limit > 0).then_some(i64::from(self.pids_limit))
+    }
+
+    /// How long an engine refusal is remembered (zero: not at all).
+    pub fn refusal_memory(&self) -> Duration {
+        Duration::from_secs(self.refusal_memory_secs)
     }
 
     /// The poll interval.
