@@ -48,16 +48,18 @@ pub(crate) fn no_fractions(prefix: &str, value: &config::Value) -> Result<(), Co
     }
 }
 
-/// A log filter: comma-separated levels and `target=level` directives (span filters in
-/// `[...]` are left to tracing's parser).
+/// A log filter: comma-separated levels and `target=level` directives (what
+/// [`Targets`](tracing_subscriber::filter::Targets) reads; no span or field filters).
 pub(crate) fn log_filter(filter: &str) -> Result<(), ConfigError> {
     let bad = |m: String| key("log_level", format!("{filter:?}: {m}"));
     if filter.trim().is_empty() {
         return Err(bad("is empty (use a level: info, debug, ...)".into()));
     }
     for directive in filter.split(',').map(str::trim) {
-        if directive.contains('[') {
-            continue;
+        if directive.contains(['[', ']', '{', '}']) {
+            return Err(bad(format!(
+                "{directive:?}: span and field filters are not supported (write target=level)"
+            )));
         }
         let level = match directive.rsplit_once('=') {
             Some((target, level)) if !target.trim().is_empty() => level,
@@ -71,7 +73,9 @@ pub(crate) fn log_filter(filter: &str) -> Result<(), ConfigError> {
             )));
         }
     }
-    tracing_subscriber::EnvFilter::try_new(filter).map_err(|e| bad(e.to_string()))?;
+    filter
+        .parse::<tracing_subscriber::filter::Targets>()
+        .map_err(|e| bad(e.to_string()))?;
     Ok(())
 }
 
