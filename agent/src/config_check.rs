@@ -48,16 +48,18 @@ pub(crate) fn no_fractions(prefix: &str, value: &config::Value) -> Result<(), Co
     }
 }
 
-/// A log filter: comma-separated levels and `target=level` directives (span filters in
-/// `[...]` are left to tracing's parser).
+/// A log filter: comma-separated levels and `target=level` directives (what
+/// [`Targets`](tracing_subscriber::filter::Targets) reads; no span or field filters).
 pub(crate) fn log_filter(filter: &str) -> Result<(), ConfigError> {
     let bad = |m: String| key("log_level", format!("{filter:?}: {m}"));
     if filter.trim().is_empty() {
         return Err(bad("is empty (use a level: info, debug, ...)".into()));
     }
     for directive in filter.split(',').map(str::trim) {
-        if directive.contains('[') {
-            continue;
+        if directive.contains(['[', ']', '{', '}']) {
+            return Err(bad(format!(
+                "{directive:?}: span and field filters are not supported (write target=level)"
+            )));
         }
         let level = match directive.rsplit_once('=') {
             Some((target, level)) if !target.trim().is_empty() => level,
@@ -71,7 +73,9 @@ pub(crate) fn log_filter(filter: &str) -> Result<(), ConfigError> {
             )));
         }
     }
-    tracing_subscriber::EnvFilter::try_new(filter).map_err(|e| bad(e.to_string()))?;
+    filter
+        .parse::<tracing_subscriber::filter::Targets>()
+        .map_err(|e| bad(e.to_string()))?;
     Ok(())
 }
 
@@ -119,6 +123,12 @@ pub(crate) fn apps(apps: &AppManagerConfig) -> Result<(), ConfigError> {
         3_600_000,
     )?;
     range("apps.stop_timeout_secs", apps.stop_timeout_secs, 0, 3600)?;
+    range(
+        "apps.refusal_memory_secs",
+        apps.refusal_memory_secs,
+        0,
+        86_400,
+    )?;
     if apps.pids_limit != 0 {
         range("apps.pids_limit", u64::from(apps.pids_limit), 16, 4_194_304)?;
     }

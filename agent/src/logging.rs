@@ -1,6 +1,7 @@
 //! Tracing setup: human-readable lines on a terminal (with colours and timestamps), plain
 //! lines without timestamps when stderr is not a terminal (journald stamps them), or one JSON
-//! object per line with `log_format = "json"`. The filter comes from `log_level`.
+//! object per line with `log_format = "json"`. The filter comes from `log_level`: a level and
+//! `target=level` directives, read as a [`Targets`] filter (no regular expressions).
 //!
 //! Some dependencies dump what they carry at their most verbose levels: tungstenite's trace
 //! shows the upgrade request (the bearer token) and every frame (git secrets in a desired
@@ -10,8 +11,8 @@
 use std::io::IsTerminal;
 
 use tracing::Level;
-use tracing_subscriber::EnvFilter;
-use tracing_subscriber::filter::filter_fn;
+use tracing::level_filters::LevelFilter;
+use tracing_subscriber::filter::{ParseError, Targets, filter_fn};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
@@ -51,27 +52,34 @@ pub fn within_caps(target: &str, level: &Level) -> bool {
 
 /// Installs the global subscriber, writing to stderr.
 pub fn init(level: &str, format: LogFormat) -> Result<(), LoggingError> {
-    let filter = EnvFilter::try_new(level).map_err(|e| LoggingError::Filter(e.to_string()))?;
+    let targets: Targets = level
+        .parse()
+        .map_err(|e: ParseError| LoggingError::Filter(e.to_string()))?;
     let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+        .with_max_level(LevelFilter::TRACE)
         .with_writer(std::io::stderr);
-    let caps = || filter_fn(|meta| within_caps(meta.target(), meta.level()));
+    let caps = filter_fn(|meta| within_caps(meta.target(), meta.level()));
     let result = match format {
         LogFormat::Json => builder
             .json()
             .flatten_event(true)
             .with_current_span(false)
             .finish()
-            .with(caps())
+            .with(targets)
+            .with(caps)
             .try_init(),
-        LogFormat::Text if std::io::stderr().is_terminal() => {
-            builder.with_ansi(true).finish().with(caps()).try_init()
-        }
+        LogFormat::Text if std::io::stderr().is_terminal() => builder
+            .with_ansi(true)
+            .finish()
+            .with(targets)
+            .with(caps)
+            .try_init(),
         LogFormat::Text => builder
             .with_ansi(false)
             .without_time()
             .finish()
-            .with(caps())
+            .with(targets)
+            .with(caps)
             .try_init(),
     };
     result.map_err(|e| LoggingError::Install(e.to_string()))

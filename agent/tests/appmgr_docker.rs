@@ -904,3 +904,42 @@ fn apply_and_status_commands() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("apps[0].name"));
 }
+
+/// Learned refusals on the real engine: after it refused the fixture's render node once, a
+/// second app asking for the same devices on the same inventory goes straight to the CPU
+/// (one create, no failed start) and still reports `engine_rejected` with the engine's words.
+#[tokio::test]
+async fn a12_a_learned_refusal_skips_the_failed_start() {
+    with_engine("a12", |run| async move {
+        let m = run.open("state", HostSource::Root(fixture("intel-i915-igpu")));
+        let opt = Some(r#"{"runtime":"intel","optional":true}"#);
+        m.set_desired(desired(1, vec![sleeper("vid", opt)]))
+            .await
+            .unwrap();
+        let first = m.reconcile_once().await.remove(0);
+        assert_eq!(first.state, AppState::Running, "{first:?}");
+        assert_eq!(run.engine.creates().len(), 2, "gpu try, then cpu");
+        let words = first.gpu.fallback.unwrap().detail.unwrap();
+        m.set_desired(desired(2, vec![sleeper("vid", opt), sleeper("vid2", opt)]))
+            .await
+            .unwrap();
+        let statuses = m.reconcile_once().await;
+        let second = status(&statuses, "vid2");
+        assert_eq!(second.state, AppState::Running, "{second:?}");
+        let fb = second.gpu.fallback.clone().unwrap();
+        assert_eq!(
+            (fb.tier, fb.reason),
+            (FallbackTier::Engine, Reason::EngineRejected)
+        );
+        let detail = fb.detail.unwrap();
+        assert!(
+            detail.starts_with(&words) && detail.contains("(learned "),
+            "{detail}"
+        );
+        let creates = run.engine.creates();
+        assert_eq!(creates.len(), 3, "one more create, without devices");
+        assert!(creates[2].devices.is_empty());
+        assert_eq!(run.containers().await.len(), 2);
+    })
+    .await;
+}

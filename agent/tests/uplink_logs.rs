@@ -33,7 +33,7 @@ async fn captured_logs_never_contain_the_token() {
     let capture = Capture::default();
     let sink = capture.clone();
     let subscriber = tracing_subscriber::fmt()
-        .with_env_filter("trace")
+        .with_max_level(tracing::Level::TRACE)
         .with_ansi(false)
         .with_writer(move || sink.clone())
         .finish();

@@ -1,7 +1,8 @@
 //! Creating an app's container: the held refusals (policy, pre-flight, a required GPU the
 //! engine refused) that are not retried until the spec or the plan changes, the retry of
 //! other failures on the crash-loop backoff, named volumes ([`volumes`](super::volumes)), the GPU plan applied to the
-//! container spec, and [`start_with_gpu_fallback`]. Every GPU fallback decision is also an
+//! container spec, and [`start_with_gpu_fallback`] (or, for devices the engine refused
+//! before, the [`refusals`](super::refusals) learned). Every GPU fallback decision is also an
 //! event (once per decision: held refusals are not repeated).
 
 use odac_protocol::{AppSpec, AppStatus, Fallback, FallbackTier, Mechanism, Reason};
@@ -11,12 +12,13 @@ use super::build::Built;
 use super::container::{self, container_spec};
 use super::crashloop::CrashGuard;
 use super::diagnosis;
-use super::fallback::{StartOutcome, clip, start_plain, start_with_gpu_fallback};
+use super::fallback::{StartOutcome, clip, run_on_cpu, start_plain, start_with_gpu_fallback};
 use super::labels::{self, Identity};
 use super::policy;
 use super::reconcile::{AppRecord, Hold, Pass};
 use crate::engine::{ContainerSummary, EngineError};
 use crate::gpu::{Plan, resolve_with};
+use crate::sysinfo::inventory_hash;
 
 impl Pass<'_> {
     pub(super) async fn create(
@@ -154,8 +156,27 @@ impl Pass<'_> {
                 {
                     return Ok(self.failed(spec, format!("{}: {v}", Reason::PolicyDenied), None));
                 }
-                tracing::info!(app = %spec.name, vendor = %att.vendor, mechanism = %att.mechanism, devices = ?att.devices, "creating with gpu");
-                start_with_gpu_fallback(self.engine, &gpu_spec, optional.then_some(base)).await
+                let cpu_spec = optional.then_some(base);
+                let memory = self.config.refusal_memory();
+                let inventory = inventory_hash(&self.assessment.inventory());
+                if let Some(learned) = self.refusals.recall(att, &inventory, now, memory) {
+                    tracing::info!(app = %spec.name, devices = ?att.devices, "the engine refused these devices before: not asking again");
+                    run_on_cpu(self.engine, learned.error(), learned.fallback, cpu_spec).await
+                } else {
+                    tracing::info!(app = %spec.name, vendor = %att.vendor, mechanism = %att.mechanism, devices = ?att.devices, "creating with gpu");
+                    let outcome = start_with_gpu_fallback(self.engine, &gpu_spec, cpu_spec).await;
+                    if let StartOutcome::Started {
+                        fallback: Some(fb), ..
+                    }
+                    | StartOutcome::Failed {
+                        fallback: Some(fb), ..
+                    } = &outcome
+                        && !memory.is_zero()
+                    {
+                        self.refusals.learn(att, inventory, now, fb);
+                    }
+                    outcome
+                }
             }
             _ => {
                 if let Some(fb) = &preflight {

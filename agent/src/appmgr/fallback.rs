@@ -139,6 +139,18 @@ pub async fn start_with_gpu_fallback(
             fallback: Some(fallback),
         };
     }
+    run_on_cpu(engine, refusal, fallback, cpu_spec).await
+}
+
+/// After the engine refused the device (`refusal`, reported as `fallback`): create and start
+/// `cpu_spec` without devices, labelled with the fallback, or (no `cpu_spec`: required
+/// intent) fail with the engine's refusal.
+pub async fn run_on_cpu(
+    engine: &dyn ContainerEngine,
+    refusal: EngineError,
+    fallback: Fallback,
+    cpu_spec: Option<ContainerSpec>,
+) -> StartOutcome {
     let Some(mut cpu) = cpu_spec else {
         return StartOutcome::Failed {
             id: None,

@@ -9,7 +9,7 @@
 //! [`fallback`] (`start_with_gpu_fallback` and the engine-refusal classifier),
 //! [`crashloop`], `crashbook` (crash counters kept across agent restarts), `diagnosis` (why
 //! an app is down: exit, OOM kill, output tail; health; restart policy; log rotation),
-//! `reconcile` (one pass), [`build`] and `source` (apps built from git
+//! `reconcile` (one pass), `refusals` (device sets the engine refused), [`build`] and `source` (apps built from git
 //! sources), [`events`] (diagnostic events), [`cli`] + [`local`] (`apply` and `status`, and
 //! which agent set they work on), and [`doctor`] (`doctor` with the ownership checks).
 
@@ -32,6 +32,7 @@ mod manager;
 pub mod ownership;
 pub mod policy;
 mod reconcile;
+mod refusals;
 mod removal;
 mod settings;
 mod source;

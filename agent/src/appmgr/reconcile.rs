@@ -52,6 +52,7 @@ use super::fallback::{clip, is_device_refusal};
 use super::host::HostSource;
 use super::labels::{self, Identity};
 use super::ownership::{self, Ownership};
+use super::refusals::Refusals;
 use super::settings::AppManagerConfig;
 use super::source::{GitImage, with_build};
 use crate::engine::{
@@ -132,6 +133,7 @@ pub(crate) struct Reconciler {
     /// The crash bookkeeping read from the state directory at the first pass, until each
     /// app's record takes its part; and what was saved last.
     crashes: Option<(crashbook::Book, crashbook::Book)>,
+    refusals: Refusals,
 }
 
 /// The inputs of a pass.
@@ -162,6 +164,8 @@ pub(super) struct Pass<'a> {
     pub(super) desired_binds: Vec<(String, HostUse)>,
     /// Host paths the engine's containers bind, read once per pass when an app needs them.
     pub(super) engine_binds: Option<Vec<HostUse>>,
+    /// Device sets the engine refused.
+    pub(super) refusals: &'a mut Refusals,
 }
 
 impl Reconciler {
@@ -251,6 +255,7 @@ impl Reconciler {
             quiet: input.quiet,
             desired_binds: desired_uses(&apps, &input.config.policy.allowed_bind_prefixes),
             engine_binds: None,
+            refusals: &mut self.refusals,
         };
 
         let named: std::collections::BTreeSet<&str> =

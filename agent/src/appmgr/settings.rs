@@ -54,6 +54,10 @@ pub struct AppManagerConfig {
     pub log_max_size_bytes: u64,
     /// Log files kept per container; an app spec may ask for fewer, never more.
     pub log_max_files: u32,
+    /// How long an engine refusal of a device set is remembered ([`refusals`](super::refusals)),
+    /// in seconds: until then, or until the inventory changes, creates asking for the same
+    /// devices go straight to the CPU (optional) or fail (required). 0: never remembered.
+    pub refusal_memory_secs: u64,
 }
 
 impl Default for AppManagerConfig {
@@ -74,6 +78,7 @@ impl Default for AppManagerConfig {
             pids_limit: 4096,
             log_max_size_bytes: 10 * 1024 * 1024,
             log_max_files: 3,
+            refusal_memory_secs: 600,
         }
     }
 }
@@ -91,6 +96,11 @@ impl AppManagerConfig {
     /// The pids limit every container gets.
     pub fn pids_limit(&self) -> Option<i64> {
         (self.pids_limit > 0).then_some(i64::from(self.pids_limit))
+    }
+
+    /// How long an engine refusal is remembered (zero: not at all).
+    pub fn refusal_memory(&self) -> Duration {
+        Duration::from_secs(self.refusal_memory_secs)
     }
 
     /// The poll interval.

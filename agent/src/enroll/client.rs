@@ -1,13 +1,21 @@
 //! The one HTTP exchange of enrollment: `POST {cp}/api/enroll` with `{"code": "..."}`; a 2xx
-//! answer carries `{"token": "..."}`, a refusal `{"error": "..."}`. TLS is rustls with the ring
-//! provider, trusting either the given CA certificates or the WebPKI roots. Redirects are not
-//! followed (a code is never sent anywhere but the control plane named on the command line).
+//! answer carries `{"token": "..."}`, a refusal `{"error": "..."}`. HTTP/1.1 is hyper's client
+//! (the one the engine client brings: the agent has a single HTTP stack) on a short-lived
+//! current-thread runtime; TLS is rustls with the ring provider, trusting either the given CA
+//! certificates or the WebPKI roots. Redirects are not followed (a code is never sent anywhere
+//! but the control plane named on the command line).
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::Uri;
+use hyper_util::rt::TokioIo;
+use rustls::{ClientConfig, RootCertStore};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, ServerName};
 use serde::Deserialize;
-use ureq::http::Uri;
-use ureq::tls::{Certificate, RootCerts, TlsConfig, TlsProvider};
 
 use super::{EnrollCode, EnrollError};
 
@@ -18,7 +26,7 @@ pub const ENROLL_PATH: &str = "/api/enroll";
 const TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Longest answer body read, in bytes.
-const MAX_BODY: u64 = 64 * 1024;
+const MAX_BODY: usize = 64 * 1024;
 
 /// Longest token accepted, in bytes.
 const MAX_TOKEN_BYTES: usize = 4096;
@@ -68,6 +76,16 @@ impl BaseUrl {
         format!("{}{ENROLL_PATH}", self.https())
     }
 
+    /// Host (without IPv6 brackets) and port (443 unless given) to connect to.
+    fn host_port(&self) -> Result<(String, u16), String> {
+        let uri: Uri = format!("https://{}/", self.authority)
+            .parse()
+            .map_err(|_| format!("{:?} is not a valid host", self.authority))?;
+        let host = uri.host().unwrap_or_default();
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        Ok((host.to_owned(), uri.port_u16().unwrap_or(443)))
+    }
+
     /// The agents' WebSocket endpoint on the same host: `wss://authority/prefix{path}`.
     pub fn agent_ws_url(&self, path: &str) -> String {
         format!("wss://{}{}{path}", self.authority, self.prefix)
@@ -78,20 +96,13 @@ impl BaseUrl {
 pub fn parse_ca(
     pem: &[u8],
     path: &std::path::Path,
-) -> Result<Vec<Certificate<'static>>, EnrollError> {
-    let mut certs = Vec::new();
-    for item in ureq::tls::parse_pem(pem) {
-        match item {
-            Ok(ureq::tls::PemItem::Certificate(c)) => certs.push(c),
-            Ok(_) => {}
-            Err(e) => {
-                return Err(EnrollError::BadCa {
-                    path: path.to_owned(),
-                    why: e.to_string(),
-                });
-            }
-        }
-    }
+) -> Result<Vec<CertificateDer<'static>>, EnrollError> {
+    let certs = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| EnrollError::BadCa {
+            path: path.to_owned(),
+            why: e.to_string(),
+        })?;
     if certs.is_empty() {
         return Err(EnrollError::BadCa {
             path: path.to_owned(),
@@ -99,6 +110,80 @@ pub fn parse_ca(
         });
     }
     Ok(certs)
+}
+
+/// The TLS configuration: the given CA certificates or the WebPKI roots, ALPN `http/1.1`.
+fn tls_config(ca: Option<Vec<CertificateDer<'static>>>) -> Result<ClientConfig, String> {
+    let roots = match ca {
+        Some(certs) => {
+            let mut roots = RootCertStore::empty();
+            for cert in certs {
+                roots
+                    .add(cert)
+                    .map_err(|e| format!("the ca certificate is not usable: {e}"))?;
+            }
+            roots
+        }
+        None => RootCertStore {
+            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+        },
+    };
+    let mut config = ClientConfig::builder_with_provider(crate::uplink::tls::crypto_provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// Connect, POST the code, read the answer (at most [`MAX_BODY`] bytes): status and body.
+async fn exchange(
+    base: &BaseUrl,
+    code: &EnrollCode,
+    ca: Option<Vec<CertificateDer<'static>>>,
+) -> Result<(u16, String), String> {
+    let config = tls_config(ca)?;
+    let (host, port) = base.host_port()?;
+    let name = ServerName::try_from(host.clone())
+        .map_err(|_| format!("{host:?} is not a valid server name"))?;
+    let tcp = tokio::net::TcpStream::connect((host.as_str(), port))
+        .await
+        .map_err(|e| format!("connecting to {host}:{port}: {e}"))?;
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .map_err(|e| format!("tls with {host}:{port}: {e}"))?;
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        .await
+        .map_err(|e| e.to_string())?;
+    let driver = tokio::spawn(connection);
+    let body = serde_json::json!({ "code": code.expose() }).to_string();
+    let request = hyper::Request::post(format!("{}{ENROLL_PATH}", base.prefix))
+        .header(hyper::header::HOST, &base.authority)
+        .header(hyper::header::ACCEPT, "application/json")
+        .header(hyper::header::CONTENT_TYPE, "application/json")
+        .header(
+            hyper::header::USER_AGENT,
+            format!("odac-agent/{}", crate::AGENT_VERSION),
+        )
+        .header(hyper::header::CONNECTION, "close")
+        .body(Full::new(Bytes::from(body)))
+        .map_err(|e| e.to_string())?;
+    let response = sender
+        .send_request(request)
+        .await
+        .map_err(|e| e.to_string())?;
+    let status = response.status().as_u16();
+    let bytes = Limited::new(response.into_body(), MAX_BODY)
+        .collect()
+        .await
+        .map_err(|e| format!("reading the answer: {e}"))?
+        .to_bytes();
+    driver.abort();
+    let text = String::from_utf8(bytes.to_vec())
+        .map_err(|_| "reading the answer: not utf-8".to_owned())?;
+    Ok((status, text))
 }
 
 #[derive(Deserialize)]
@@ -115,45 +200,21 @@ struct Refused {
 pub fn redeem(
     base: &BaseUrl,
     code: &EnrollCode,
-    ca: Option<Vec<Certificate<'static>>>,
+    ca: Option<Vec<CertificateDer<'static>>>,
 ) -> Result<String, EnrollError> {
-    let roots = match ca {
-        Some(certs) => RootCerts::Specific(std::sync::Arc::new(certs)),
-        None => RootCerts::WebPki,
-    };
-    let tls = TlsConfig::builder()
-        .provider(TlsProvider::Rustls)
-        .root_certs(roots)
-        .build();
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .tls_config(tls)
-        .https_only(true)
-        .http_status_as_error(false)
-        .max_redirects(0)
-        .timeout_global(Some(TIMEOUT))
-        .user_agent(format!("odac-agent/{}", crate::AGENT_VERSION))
-        .build()
-        .into();
     let url = base.enroll_url();
-    let body = serde_json::json!({ "code": code.expose() });
-    let mut response = agent
-        .post(&url)
-        .header("Accept", "application/json")
-        .send_json(&body)
-        .map_err(|e| EnrollError::Http {
-            url: url.clone(),
-            why: code.redact(&e.to_string()),
-        })?;
-    let status = response.status().as_u16();
-    let text = response
-        .body_mut()
-        .with_config()
-        .limit(MAX_BODY)
-        .read_to_string()
-        .map_err(|e| EnrollError::Http {
-            url: url.clone(),
-            why: format!("reading the answer: {}", code.redact(&e.to_string())),
-        })?;
+    let failed = |why: String| EnrollError::Http {
+        url: url.clone(),
+        why: code.redact(&why),
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| failed(format!("starting the runtime: {e}")))?;
+    let (status, text) = runtime
+        .block_on(async { tokio::time::timeout(TIMEOUT, exchange(base, code, ca)).await })
+        .map_err(|_| failed(format!("no answer within {} s", TIMEOUT.as_secs())))?
+        .map_err(failed)?;
     if (200..300).contains(&status) {
         let granted: Granted = serde_json::from_str(&text).map_err(|e| EnrollError::BadAnswer {
             url: url.clone(),

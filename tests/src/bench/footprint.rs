@@ -6,7 +6,7 @@
 //! processes restarted (the agent adopts its 20 containers), the agent converged, 3 s to
 //! settle, then an idle window (60 s; `--quick` 5 s) over which CPU is read from
 //! `/proc/<pid>/stat`; peak and current RSS at its end. Targets: agent peak RSS ≤ 1.5× the bare
-//! client's, idle CPU ≤ 0.1 % of one core.
+//! client's, idle CPU ≤ 0.1 % of one core. The two binaries' sizes on disk are reported too.
 
 use std::time::Duration;
 
@@ -155,6 +155,19 @@ pub fn run(opts: Opts) -> Result<Option<Table>> {
         )
         .baseline(col(|f| f.client_cpu))
         .target(Target::AtMost(0.1)),
+    );
+    let size_kib = |path: std::path::PathBuf| {
+        std::fs::metadata(&path)
+            .map(|m| m.len() as f64 / 1024.0)
+            .map_err(|e| Error::io("stat", &path, e))
+    };
+    t.push(
+        Row::new(
+            "binary size (as the profile builds it: stripped in release)",
+            Unit::Kib,
+            vec![size_kib(odac_e2e::bins::bin("odac-agent")?)?],
+        )
+        .baseline(vec![size_kib(super::client::client_bin()?)?]),
     );
     let dockerd: Vec<f64> = figures.iter().filter_map(|f| f.dockerd_cpu).collect();
     if !dockerd.is_empty() {
