@@ -86,6 +86,7 @@ pub fn decode_agent(frame: &[u8]) -> Result<AgentMessage, DecodeError> {
         "ack" => AgentMessage::Ack(payload(value)?),
         "error" => AgentMessage::Error(payload(value)?),
         "resync" => AgentMessage::Resync(payload(value)?),
+        "gpu_stats" => AgentMessage::GpuStats(payload(value)?),
         _ => return Err(DecodeError::UnknownType(kind)),
     };
     msg.validate().map_err(DecodeError::Invalid)?;

@@ -13,6 +13,7 @@ use crate::error::{
     ValidationError, check_dns_label, check_len, check_opt_string, check_required, check_string,
 };
 pub use crate::error_message::{ErrorCode, ErrorMessage};
+use crate::gpu_stats::GpuStatsReport;
 use crate::inventory::Inventory;
 use crate::limits::MAX_NAME;
 use crate::status::AppStatus;
@@ -35,6 +36,8 @@ pub enum AgentMessage {
     Error(ErrorMessage),
     /// The agent needs a full `desired_state` snapshot before it applies anything else.
     Resync(Resync),
+    /// Live per-GPU figures and the GPUs each app holds (see `gpu_stats.rs`).
+    GpuStats(GpuStatsReport),
 }
 
 /// A message from the control plane to the agent.
@@ -218,6 +221,7 @@ impl AgentMessage {
             AgentMessage::Ack(_) => "ack",
             AgentMessage::Error(_) => "error",
             AgentMessage::Resync(_) => "resync",
+            AgentMessage::GpuStats(_) => "gpu_stats",
         }
     }
 
@@ -229,6 +233,7 @@ impl AgentMessage {
             AgentMessage::AppStatus(m) => Some(m.seq),
             AgentMessage::Event(m) => Some(m.seq),
             AgentMessage::Error(m) => m.seq,
+            AgentMessage::GpuStats(m) => Some(m.seq),
         }
     }
 
@@ -249,6 +254,7 @@ impl AgentMessage {
             AgentMessage::Ack(_) => Ok(()),
             AgentMessage::Error(e) => e.validate(),
             AgentMessage::Resync(r) => check_string("reason", &r.reason),
+            AgentMessage::GpuStats(m) => m.stats.validate().map_err(|e| e.under("stats")),
         }
     }
 }
@@ -308,7 +314,7 @@ impl ControlMessage {
 }
 
 /// `type` values of agent messages.
-pub const AGENT_TYPES: [&str; 7] = [
+pub const AGENT_TYPES: [&str; 8] = [
     "hello",
     "inventory",
     "app_status",
@@ -316,6 +322,7 @@ pub const AGENT_TYPES: [&str; 7] = [
     "ack",
     "error",
     "resync",
+    "gpu_stats",
 ];
 
 /// `type` values of control-plane messages.

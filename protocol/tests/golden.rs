@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use odac_protocol::{AGENT_TYPES, CONTROL_TYPES, decode_agent, decode_control, encode};
 use serde_json::Value;
 
-const AGENT: [&str; 7] = [
+const AGENT: [&str; 8] = [
     "hello",
     "inventory",
     "app_status",
@@ -16,6 +16,7 @@ const AGENT: [&str; 7] = [
     "agent_ack",
     "agent_error",
     "resync",
+    "gpu_stats",
 ];
 const CONTROL: [&str; 6] = [
     "welcome",
