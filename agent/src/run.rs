@@ -225,6 +225,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), RunE
     tasks.spawn(manager.clone().run_with(shutdown.clone(), manager_beat));
 
     let app_events = manager.subscribe_events();
+    let telemetry_manager = manager.clone();
+    let telemetry_feed = inventory_rx.clone();
     let uplink = Uplink::new(
         UplinkConfig {
             dialer: Dialer::new(
@@ -250,6 +252,13 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), RunE
     tasks.spawn(forward_events(
         app_events,
         uplink.events(),
+        shutdown.clone(),
+    ));
+    tasks.spawn(crate::telemetry::task::spawn_for(
+        &config,
+        telemetry_feed,
+        Arc::new(ManagerControl(telemetry_manager)),
+        uplink.gpu_stats(),
         shutdown.clone(),
     ));
     uplink.run(shutdown.clone()).await;

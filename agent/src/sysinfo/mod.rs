@@ -13,7 +13,7 @@ pub mod cdi;
 pub mod change;
 pub mod cli;
 pub mod doctor;
-mod fsread;
+pub(crate) mod fsread;
 mod host;
 pub mod model;
 mod nvidia;
