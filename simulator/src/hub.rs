@@ -84,6 +84,8 @@ pub struct Hub {
     changes: broadcast::Sender<DesiredChange>,
     events: broadcast::Sender<FleetEvent>,
     closing: tokio::sync::watch::Sender<bool>,
+    /// Live GPU figures and their last hour, per host (`gpu_stats` reports).
+    pub gpu_history: crate::gpu_history::GpuHistory,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -120,6 +122,7 @@ impl Hub {
             changes: broadcast::channel(1024).0,
             events: broadcast::channel(1024).0,
             closing: tokio::sync::watch::channel(false).0,
+            gpu_history: crate::gpu_history::GpuHistory::default(),
         })
     }
 
@@ -380,6 +383,12 @@ impl Hub {
     pub fn record_inventory(&self, host: &str, inv: Inventory) {
         self.touch_host(host, |h| h.inventory = Some(Arc::new(inv)));
         self.emit_host(host);
+    }
+
+    /// Records a `gpu_stats` report and pushes it to SSE clients (`gpu_stats` event).
+    pub fn record_gpu_stats(&self, host: &str, stats: odac_protocol::GpuStats) {
+        let view = self.gpu_history.record(host, stats, crate::clock::now_ms());
+        self.emit("gpu_stats", to_value(&view));
     }
 
     /// Records an app status; a `removed` one forgets the app's status on that host.

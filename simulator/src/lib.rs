@@ -24,6 +24,7 @@ pub mod error;
 pub mod faults;
 pub mod fleet;
 pub mod gpu_auto;
+pub mod gpu_history;
 pub mod http_errors;
 pub mod http_serve;
 pub mod hub;

@@ -249,6 +249,7 @@ impl Session {
                 tracing::info!(host = %self.host, reason = %r.reason, "agent asked for a resync");
                 self.send_snapshot();
             }
+            AgentMessage::GpuStats(m) => self.hub.record_gpu_stats(&self.host, m.stats),
         }
         if let Some(seq) = seq {
             self.ack(seq);

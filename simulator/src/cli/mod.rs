@@ -6,6 +6,7 @@
 pub mod args;
 pub mod client;
 pub mod flags;
+pub mod gpu_table;
 pub mod table;
 
 use std::io::Read;
@@ -241,6 +242,7 @@ fn execute(cli: &Cli) -> Result<(), ClientError> {
                 print!("{}", table::hosts(&hosts));
             }
         }
+        Command::Host(HostCommand::Show(args)) => gpu_table::show(&client, &args)?,
     }
     Ok(())
 }
