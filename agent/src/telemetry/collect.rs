@@ -29,6 +29,8 @@ pub struct Collector {
     root: PathBuf,
     nvml: NvmlState,
     energy: HashMap<String, EnergyMark>,
+    /// PCI device directory of each GPU id, found once.
+    dirs: HashMap<String, PathBuf>,
 }
 
 impl std::fmt::Debug for Collector {
@@ -55,6 +57,7 @@ impl Collector {
             root: root.to_path_buf(),
             nvml: NvmlState::NotTried(loader),
             energy: HashMap::new(),
+            dirs: HashMap::new(),
         }
     }
 
@@ -91,12 +94,16 @@ impl Collector {
             .iter()
             .map(|g| {
                 let id = g.pci_address.as_str();
-                let dev = r.host(&format!("/sys/bus/pci/devices/{id}"));
-                let card = g
-                    .card_node
-                    .as_deref()
-                    .and_then(|c| c.rsplit('/').next())
-                    .map(|name| r.host(&format!("/sys/class/drm/{name}")));
+                let card_name = g.card_node.as_deref().and_then(|c| c.rsplit('/').next());
+                let dev = match self.dirs.get(id) {
+                    Some(dir) => dir.clone(),
+                    None => {
+                        let dir = device_dir(&mut r, id, card_name);
+                        self.dirs.insert(id.to_owned(), dir.clone());
+                        dir
+                    }
+                };
+                let card = card_name.map(|name| dev.join("drm").join(name));
                 match g.vendor {
                     Vendor::Amd => super::amd::sample(&mut r, id, &dev),
                     Vendor::Intel => {
@@ -150,6 +157,47 @@ impl Collector {
     }
 }
 
+/// Walking `/sys/devices` for a device stops this deep.
+const MAX_WALK_DEPTH: usize = 8;
+
+/// The PCI device directory of GPU `id`: `/sys/class/drm/<card>/device`, else
+/// `/sys/bus/pci/devices/<id>`, else the directory named `id` below `/sys/devices` (trees
+/// without the bus view); the bus path when none exists (its reads then come back empty).
+fn device_dir(r: &mut Reader, id: &str, card: Option<&str>) -> PathBuf {
+    if let Some(card) = card {
+        let link = r.host(&format!("/sys/class/drm/{card}/device"));
+        if r.exists(&link) {
+            return link;
+        }
+    }
+    let bus = r.host(&format!("/sys/bus/pci/devices/{id}"));
+    if r.exists(&bus) {
+        return bus;
+    }
+    let devices = r.host("/sys/devices");
+    find_dir(r, &devices, id, 0).unwrap_or(bus)
+}
+
+fn find_dir(r: &mut Reader, dir: &Path, name: &str, depth: usize) -> Option<PathBuf> {
+    if depth > MAX_WALK_DEPTH {
+        return None;
+    }
+    let entries = r.entries(dir);
+    for (entry, path) in &entries {
+        if entry == name && path.is_dir() && !path.is_symlink() {
+            return Some(path.clone());
+        }
+    }
+    entries
+        .into_iter()
+        .filter(|(entry, path)| {
+            (entry.starts_with("pci") || crate::sysinfo::fsread::is_pci_address(entry))
+                && path.is_dir()
+                && !path.is_symlink()
+        })
+        .find_map(|(_, path)| find_dir(r, &path, name, depth + 1))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -191,6 +239,19 @@ mod tests {
         assert_eq!(s[1].util, Some(12));
         fake.set("0000:3b:00.0", |s| s.util = Some(99));
         assert_eq!(c.sample(&gpus, Instant::now())[0].util, Some(99));
+    }
+
+    #[test]
+    fn device_dirs_are_found_in_trees_without_the_bus_view() {
+        let dir = tempfile::tempdir().unwrap();
+        let dev = dir.path().join("sys/devices/pci0000:00/0000:00:02.0");
+        std::fs::create_dir_all(dev.join("drm/card1")).unwrap();
+        std::fs::write(dev.join("drm/card1/gt_act_freq_mhz"), "900\n").unwrap();
+        let mut c =
+            Collector::with_nvml(dir.path(), Box::new(|| Err(NvmlError::Query("x".into()))));
+        let mut g = gpu(Vendor::Intel, "0000:00:02.0", "i915");
+        g.card_node = Some("/dev/dri/card1".into());
+        assert_eq!(c.sample(&[g], Instant::now())[0].clock_mhz, Some(900));
     }
 
     #[test]
