@@ -21,6 +21,7 @@ pub mod docker;
 pub mod error;
 pub mod figures;
 pub mod git_repo;
+pub mod gpu_counters;
 pub mod image;
 pub mod poll;
 pub mod ports;
