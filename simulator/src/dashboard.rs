@@ -16,6 +16,7 @@ use crate::hub::Hub;
 const INDEX: &str = include_str!("dashboard/index.html");
 const CSS: &str = include_str!("dashboard/dashboard.css");
 const JS: &str = include_str!("dashboard/dashboard.js");
+const GPU_STATS_JS: &str = include_str!("dashboard/gpu_stats.js");
 
 async fn index() -> impl IntoResponse {
     (
@@ -38,10 +39,18 @@ async fn js() -> impl IntoResponse {
     )
 }
 
-/// Routes `/`, `/dashboard.css` and `/dashboard.js`.
+async fn gpu_stats_js() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        GPU_STATS_JS,
+    )
+}
+
+/// Routes `/`, `/dashboard.css`, `/dashboard.js` and `/gpu_stats.js` (live GPU figures).
 pub fn routes() -> Router<Arc<Hub>> {
     Router::new()
         .route("/", get(index))
         .route("/dashboard.css", get(css))
         .route("/dashboard.js", get(js))
+        .route("/gpu_stats.js", get(gpu_stats_js))
 }

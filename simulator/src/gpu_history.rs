@@ -114,6 +114,22 @@ impl GpuHistory {
     }
 }
 
+impl GpuHistory {
+    /// Every host that reported, sorted by host id.
+    pub fn all(&self, now_ms: u64) -> Vec<HostGpuStats> {
+        let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out: Vec<HostGpuStats> = hosts
+            .iter_mut()
+            .map(|(host, rec)| {
+                prune(rec, now_ms);
+                view(host, rec)
+            })
+            .collect();
+        out.sort_by(|a, b| a.host.cmp(&b.host));
+        out
+    }
+}
+
 fn prune(rec: &mut HostRecord, now_ms: u64) {
     let oldest = now_ms.saturating_sub(WINDOW_MS);
     for series in rec.points.values_mut() {
@@ -148,6 +164,11 @@ fn view(host: &str, rec: &HostRecord) -> HostGpuStats {
             .collect(),
         apps: rec.latest.apps.clone(),
     }
+}
+
+/// `GET /api/gpu-stats`: every host that reported, by host id.
+pub async fn list_gpu_stats(State(hub): State<Arc<Hub>>) -> Json<Vec<HostGpuStats>> {
+    Json(hub.gpu_history.all(crate::clock::now_ms()))
 }
 
 /// `GET /api/hosts/{id}/gpu-stats`.

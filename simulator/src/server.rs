@@ -139,6 +139,7 @@ pub fn router(hub: Arc<Hub>) -> Router {
             "/api/hosts/{id}/gpu-stats",
             get(crate::gpu_history::get_gpu_stats),
         )
+        .route("/api/gpu-stats", get(crate::gpu_history::list_gpu_stats))
         .route("/api/apps", get(api::list_apps).post(api::create_app))
         .route(
             "/api/apps/{name}",

@@ -18,6 +18,7 @@ pub mod capacity;
 pub mod client;
 pub mod fleet;
 pub mod footprint;
+pub mod gpu_link;
 pub mod http;
 pub mod inventory;
 pub mod link;
