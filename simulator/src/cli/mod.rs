@@ -242,7 +242,7 @@ fn execute(cli: &Cli) -> Result<(), ClientError> {
                 print!("{}", table::hosts(&hosts));
             }
         }
-        Command::Host(HostCommand::Show(args)) => gpu_table::show(&client, &args)?,
+        Command::Host(HostCommand::Show(args)) => gpu_table::show(&client, args)?,
     }
     Ok(())
 }
