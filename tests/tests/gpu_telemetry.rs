@@ -113,7 +113,9 @@ fn amd_8_gpu_figures_reach_host_show_and_changes_arrive_within_an_interval() {
         r.contains("40000/65520") && r.contains("71C") && r.contains("290W"),
         "{show}"
     );
-    assert!(took <= INTERVAL + Duration::from_secs(3), "took {took:?}");
+    // one interval, plus the report's trip and the CLI's polling (the bound itself is proven
+    // with paused time in the agent's telemetry::task test)
+    assert!(took <= INTERVAL + Duration::from_secs(5), "took {took:?}");
 }
 
 #[test]
