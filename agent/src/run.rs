@@ -191,7 +191,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), RunE
     // local work first: the agent is useful without the control plane
     let first = assess(&config.host_root, &docker).await;
     manager.offer_facts(first.clone());
-    let first = first.inventory();
+    let mut nvml_facts = crate::telemetry::NvmlFacts::default();
+    let first = nvml_facts.fill(first.inventory());
     let hostname = non_empty(&first.host.hostname)
         .unwrap_or("unknown")
         .to_owned();
@@ -220,6 +221,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), RunE
         Duration::from_secs(config.inventory.interval_secs),
         inventory_tx,
         manager.clone(),
+        nvml_facts,
         shutdown.clone(),
     ));
     tasks.spawn(manager.clone().run_with(shutdown.clone(), manager_beat));
@@ -297,6 +299,7 @@ async fn inventory_loop(
     every: Duration,
     tx: watch::Sender<Option<Arc<Inventory>>>,
     manager: AppManager,
+    mut nvml_facts: crate::telemetry::NvmlFacts,
     shutdown: CancellationToken,
 ) {
     loop {
@@ -308,7 +311,7 @@ async fn inventory_loop(
             () = shutdown.cancelled() => return,
             a = assess(&root, &docker) => a,
         };
-        let inventory = assessment.inventory();
+        let inventory = nvml_facts.fill(assessment.inventory());
         manager.offer_facts(assessment);
         tx.send_replace(Some(Arc::new(inventory)));
     }

@@ -217,6 +217,7 @@ mod tests {
             vec![NvmlGpu {
                 pci_address: "0000:3b:00.0".into(),
                 uuid: None,
+                vram_total_bytes: None,
                 sample: GpuSample {
                     util: Some(55),
                     ..GpuSample::default()

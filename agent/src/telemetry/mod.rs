@@ -5,7 +5,8 @@
 //! NVIDIA goes through the [`nvml::Nvml`] trait (the real one loads `libnvidia-ml.so.1` at run
 //! time, a fake serves the tests). [`collect`] samples every GPU of the inventory,
 //! [`threshold`] decides what is worth sending, [`apps`] maps the apps' attached devices to GPU
-//! ids, [`task`] is the loop and [`cli`] the `gpu-stats` command.
+//! ids, [`task`] is the loop and [`cli`] the `gpu-stats` command; [`nvml_facts`] adds NVML's
+//! VRAM sizes (and a missing driver version) to the inventory.
 
 mod amd;
 pub mod apps;
@@ -14,6 +15,7 @@ pub mod collect;
 pub mod config;
 mod intel;
 pub mod nvml;
+pub mod nvml_facts;
 mod sysfs;
 pub mod task;
 pub mod threshold;
@@ -21,6 +23,7 @@ pub mod threshold;
 pub use collect::Collector;
 pub use config::TelemetryConfig;
 pub use nvml::{FakeNvml, Nvml, NvmlGpu, RealNvml};
+pub use nvml_facts::NvmlFacts;
 pub use task::telemetry_loop;
 pub use threshold::Threshold;
 

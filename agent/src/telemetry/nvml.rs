@@ -31,6 +31,8 @@ pub struct NvmlGpu {
     /// PCI address `dddd:bb:dd.f`, lowercase (the inventory's id).
     pub pci_address: String,
     pub uuid: Option<String>,
+    /// VRAM size, bytes (exact, for the inventory).
+    pub vram_total_bytes: Option<u64>,
     /// Figures (`id` = `pci_address`).
     pub sample: GpuSample,
 }
@@ -106,6 +108,7 @@ impl Nvml for RealNvml {
             out.push(NvmlGpu {
                 pci_address,
                 uuid: device.uuid().ok(),
+                vram_total_bytes: memory.as_ref().map(|m| m.total),
                 sample,
             });
         }
@@ -206,6 +209,7 @@ mod tests {
             vec![NvmlGpu {
                 pci_address: "0000:19:00.0".into(),
                 uuid: Some("GPU-1".into()),
+                vram_total_bytes: None,
                 sample: GpuSample {
                     id: "0000:19:00.0".into(),
                     util: Some(0),
