@@ -44,6 +44,9 @@ pub struct Config {
     /// The app manager (`[apps]`); its `state_dir` defaults to the top-level `state_dir`.
     #[serde(default)]
     pub apps: AppManagerConfig,
+    /// GPU telemetry (`[telemetry]`).
+    #[serde(default)]
+    pub telemetry: crate::telemetry::TelemetryConfig,
 }
 
 /// `[control_plane]`.
@@ -333,6 +336,13 @@ impl Config {
             1,
             10,
         )?;
+        let (min, max) = crate::telemetry::config::INTERVAL_RANGE;
+        range(
+            "telemetry.interval_secs",
+            self.telemetry.interval_secs,
+            min,
+            max,
+        )?;
         crate::config_check::log_filter(&self.log_level)?;
         crate::config_check::apps(&self.apps)?;
         if let Some(h) = &self.docker.host
@@ -475,6 +485,7 @@ mod tests {
         assert_eq!(c.apps.state_dir, c.state_dir);
         assert_eq!(c.log_format, LogFormat::Text);
         assert_eq!(c.inventory.interval_secs, 10);
+        assert_eq!(c.telemetry.interval_secs, 60);
         assert_eq!(c.backoff(), BackoffPolicy::default());
         assert_eq!(c.outbox(), OutboxLimits::default());
     }
@@ -558,6 +569,11 @@ mod tests {
                 "apps.poll_interval_ms",
             ),
             ("ODAC_AGENT__LOG_LEVEL", "infoo", "log_level"),
+            (
+                "ODAC_AGENT__TELEMETRY__INTERVAL_SECS",
+                "5",
+                "telemetry.interval_secs",
+            ),
             (
                 "ODAC_AGENT__APPS__POLL_INTERVAL_MS",
                 "0",

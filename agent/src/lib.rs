@@ -13,6 +13,7 @@ pub mod logging;
 pub mod notify;
 pub mod run;
 pub mod sysinfo;
+pub mod telemetry;
 pub mod uplink;
 
 /// The agent's version, as reported in `hello` and by `odac-agent version`.

@@ -26,6 +26,8 @@ enum Command {
     Apply(odac_agent::appmgr::cli::ApplyArgs),
     /// Print the app statuses last recorded in the state directory.
     Status(odac_agent::appmgr::cli::StatusArgs),
+    /// Print one sample of every GPU's figures (utilisation, VRAM, temperature, power, clock).
+    GpuStats(odac_agent::telemetry::cli::GpuStatsArgs),
 }
 
 fn main() {
@@ -42,5 +44,8 @@ fn main() {
         Command::Enroll(args) => std::process::exit(odac_agent::enroll::enroll_command(&args)),
         Command::Apply(args) => std::process::exit(odac_agent::appmgr::cli::apply_command(&args)),
         Command::Status(args) => std::process::exit(odac_agent::appmgr::cli::status_command(&args)),
+        Command::GpuStats(args) => {
+            std::process::exit(odac_agent::telemetry::cli::gpu_stats_command(&args))
+        }
     }
 }

@@ -192,7 +192,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), RunE
     // local work first: the agent is useful without the control plane
     let first = assess(&config.host_root, &docker).await;
     manager.offer_facts(first.clone());
-    let first = first.inventory();
+    let mut nvml_facts = crate::telemetry::NvmlFacts::default();
+    let first = nvml_facts.fill(first.inventory());
     let hostname = non_empty(&first.host.hostname)
         .unwrap_or("unknown")
         .to_owned();
@@ -221,11 +222,14 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), RunE
         Duration::from_secs(config.inventory.interval_secs),
         inventory_tx,
         manager.clone(),
+        nvml_facts,
         shutdown.clone(),
     ));
     tasks.spawn(manager.clone().run_with(shutdown.clone(), manager_beat));
 
     let app_events = manager.subscribe_events();
+    let telemetry_manager = manager.clone();
+    let telemetry_feed = inventory_rx.clone();
     let uplink = Uplink::new(
         UplinkConfig {
             dialer: Dialer::new(
@@ -252,6 +256,13 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), RunE
     tasks.spawn(forward_events(
         app_events,
         uplink.events(),
+        shutdown.clone(),
+    ));
+    tasks.spawn(crate::telemetry::task::spawn_for(
+        &config,
+        telemetry_feed,
+        Arc::new(ManagerControl(telemetry_manager)),
+        uplink.gpu_stats(),
         shutdown.clone(),
     ));
     uplink.run(shutdown.clone()).await;
@@ -290,6 +301,7 @@ async fn inventory_loop(
     every: Duration,
     tx: watch::Sender<Option<Arc<Inventory>>>,
     manager: AppManager,
+    mut nvml_facts: crate::telemetry::NvmlFacts,
     shutdown: CancellationToken,
 ) {
     loop {
@@ -301,7 +313,7 @@ async fn inventory_loop(
             () = shutdown.cancelled() => return,
             a = assess(&root, &docker) => a,
         };
-        let inventory = assessment.inventory();
+        let inventory = nvml_facts.fill(assessment.inventory());
         manager.offer_facts(assessment);
         tx.send_replace(Some(Arc::new(inventory)));
     }

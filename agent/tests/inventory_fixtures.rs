@@ -48,7 +48,8 @@ fn summary(a: &Assessment) -> Value {
                 "uuid": g.nvidia.as_ref().and_then(|n| n.uuid.clone()),
                 "kfd_nodes": g.amd.as_ref().map(|x| x.kfd_nodes.len()),
                 "partition_render_nodes": g.amd.as_ref().map(|x| x.partition_render_nodes.len()),
-                "vram_bytes": g.amd.as_ref().and_then(|x| x.vram_bytes),
+                "vram_bytes": w.vram_bytes,
+                "driver_version": w.driver_version,
                 "cdi_ids": g.cdi_ids,
             })
         })

@@ -90,6 +90,7 @@ pub fn decode_agent(frame: &[u8]) -> Result<AgentMessage, DecodeError> {
         "resync" => AgentMessage::Resync(payload(value)?),
         "logs_chunk" => AgentMessage::LogsChunk(payload(value)?),
         "logs_end" => AgentMessage::LogsEnd(payload(value)?),
+        "gpu_stats" => AgentMessage::GpuStats(payload(value)?),
         _ => return Err(DecodeError::UnknownType(kind)),
     };
     msg.validate().map_err(DecodeError::Invalid)?;

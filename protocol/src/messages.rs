@@ -14,6 +14,7 @@ use crate::error::{
     ValidationError, check_dns_label, check_len, check_opt_string, check_required, check_string,
 };
 pub use crate::error_message::{ErrorCode, ErrorMessage};
+use crate::gpu_stats::GpuStatsReport;
 use crate::inventory::Inventory;
 use crate::limits::MAX_NAME;
 use crate::logs::{LogsCancel, LogsChunk, LogsEnd, LogsRequest};
@@ -41,6 +42,8 @@ pub enum AgentMessage {
     LogsChunk(LogsChunk),
     /// A live log stream is over.
     LogsEnd(LogsEnd),
+    /// Live per-GPU figures and the GPUs each app holds (see `gpu_stats.rs`).
+    GpuStats(GpuStatsReport),
 }
 
 /// A message from the control plane to the agent.
@@ -230,6 +233,7 @@ impl AgentMessage {
             AgentMessage::Resync(_) => "resync",
             AgentMessage::LogsChunk(_) => "logs_chunk",
             AgentMessage::LogsEnd(_) => "logs_end",
+            AgentMessage::GpuStats(_) => "gpu_stats",
         }
     }
 
@@ -245,6 +249,7 @@ impl AgentMessage {
             AgentMessage::AppStatus(m) => Some(m.seq),
             AgentMessage::Event(m) => Some(m.seq),
             AgentMessage::Error(m) => m.seq,
+            AgentMessage::GpuStats(m) => Some(m.seq),
         }
     }
 
@@ -267,6 +272,7 @@ impl AgentMessage {
             AgentMessage::Resync(r) => check_string("reason", &r.reason),
             AgentMessage::LogsChunk(c) => c.validate(),
             AgentMessage::LogsEnd(e) => e.validate(),
+            AgentMessage::GpuStats(m) => m.stats.validate().map_err(|e| e.under("stats")),
         }
     }
 }
@@ -334,7 +340,7 @@ impl ControlMessage {
 }
 
 /// `type` values of agent messages.
-pub const AGENT_TYPES: [&str; 9] = [
+pub const AGENT_TYPES: [&str; 10] = [
     "hello",
     "inventory",
     "app_status",
@@ -344,6 +350,7 @@ pub const AGENT_TYPES: [&str; 9] = [
     "resync",
     "logs_chunk",
     "logs_end",
+    "gpu_stats",
 ];
 
 /// `type` values of control-plane messages.

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use odac_protocol::{AGENT_TYPES, CONTROL_TYPES, decode_agent, decode_control, encode};
 use serde_json::Value;
 
-const AGENT: [&str; 9] = [
+const AGENT: [&str; 10] = [
     "hello",
     "inventory",
     "app_status",
@@ -18,6 +18,7 @@ const AGENT: [&str; 9] = [
     "resync",
     "logs_chunk",
     "logs_end",
+    "gpu_stats",
 ];
 const CONTROL: [&str; 8] = [
     "welcome",

@@ -385,6 +385,7 @@ fn control_table() -> Vec<(&'static str, Value, bool)> {
 }
 
 fn agent_table() -> Vec<(&'static str, Value, bool)> {
+    let gpu_stats = |util: u32| json!({"type": "gpu_stats", "seq": 4, "stats": {"interval_secs": 60, "gpus": [{"id": "0000:19:00.0", "util": util}]}});
     let hello = |id: &str| json!({"type": "hello", "agent_id": id, "hostname": "h", "agent_version": "0.1.0", "protocol_version": 1});
     let status = |name: &str, state: &str| json!({"type": "app_status", "seq": 3, "status": {"name": name, "generation": 1, "state": state}});
     vec![
@@ -435,6 +436,8 @@ fn agent_table() -> Vec<(&'static str, Value, bool)> {
         ("agent id starting with -", hello("-a"), false),
         ("status of a bad name", status("Bad Name", "running"), false),
         ("unknown state", status("web", "exploded"), false),
+        ("gpu_stats util 100", gpu_stats(100), true),
+        ("gpu_stats util 101", gpu_stats(101), false),
     ]
 }
 

@@ -18,6 +18,7 @@ const INDEX: &str = include_str!("dashboard/index.html");
 const CSS: &str = include_str!("dashboard/dashboard.css");
 const JS: &str = include_str!("dashboard/dashboard.js");
 const LOGS_JS: &str = include_str!("dashboard/logs.js");
+const GPU_STATS_JS: &str = include_str!("dashboard/gpu_stats.js");
 
 async fn index() -> impl IntoResponse {
     (
@@ -47,11 +48,20 @@ async fn logs_js() -> impl IntoResponse {
     )
 }
 
-/// Routes `/`, `/dashboard.css`, `/dashboard.js` and `/dashboard-logs.js` (the logs panel).
+async fn gpu_stats_js() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        GPU_STATS_JS,
+    )
+}
+
+/// Routes `/`, `/dashboard.css`, `/dashboard.js`, `/dashboard-logs.js` (the logs panel) and
+/// `/gpu_stats.js` (live GPU figures).
 pub fn routes() -> Router<Arc<Hub>> {
     Router::new()
         .route("/", get(index))
         .route("/dashboard.css", get(css))
         .route("/dashboard.js", get(js))
         .route("/dashboard-logs.js", get(logs_js))
+        .route("/gpu_stats.js", get(gpu_stats_js))
 }

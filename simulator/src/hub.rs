@@ -86,6 +86,8 @@ pub struct Hub {
     closing: tokio::sync::watch::Sender<bool>,
     /// Open live-log viewers.
     pub logs: crate::logs::LogViewers,
+    /// Live GPU figures and their last hour, per host (`gpu_stats` reports).
+    pub gpu_history: crate::gpu_history::GpuHistory,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -123,6 +125,7 @@ impl Hub {
             events: broadcast::channel(1024).0,
             closing: tokio::sync::watch::channel(false).0,
             logs: crate::logs::LogViewers::default(),
+            gpu_history: crate::gpu_history::GpuHistory::default(),
         })
     }
 
@@ -414,6 +417,12 @@ impl Hub {
     pub fn record_inventory(&self, host: &str, inv: Inventory) {
         self.touch_host(host, |h| h.inventory = Some(Arc::new(inv)));
         self.emit_host(host);
+    }
+
+    /// Records a `gpu_stats` report and pushes it to SSE clients (`gpu_stats` event).
+    pub fn record_gpu_stats(&self, host: &str, stats: odac_protocol::GpuStats) {
+        let view = self.gpu_history.record(host, stats, crate::clock::now_ms());
+        self.emit("gpu_stats", to_value(&view));
     }
 
     /// Records an app status; a `removed` one forgets the app's status on that host.

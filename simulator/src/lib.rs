@@ -25,6 +25,7 @@ pub mod error;
 pub mod faults;
 pub mod fleet;
 pub mod gpu_auto;
+pub mod gpu_history;
 pub mod gpu_lab;
 pub mod http_errors;
 pub mod http_serve;

@@ -135,6 +135,11 @@ pub fn router(hub: Arc<Hub>) -> Router {
     let guarded = Router::new()
         .route("/api/hosts", get(api::list_hosts))
         .route("/api/hosts/{id}", get(api::get_host))
+        .route(
+            "/api/hosts/{id}/gpu-stats",
+            get(crate::gpu_history::get_gpu_stats),
+        )
+        .route("/api/gpu-stats", get(crate::gpu_history::list_gpu_stats))
         .route("/api/apps", get(api::list_apps).post(api::create_app))
         .route(
             "/api/apps/{name}",

@@ -22,6 +22,7 @@ pub mod docker;
 pub mod error;
 pub mod figures;
 pub mod git_repo;
+pub mod gpu_counters;
 pub mod gpu_lab;
 pub mod image;
 pub mod poll;

@@ -132,7 +132,8 @@ pub fn inventory_command(args: &ScanArgs) -> i32 {
         Err(e) => return usage_error(&e),
     };
     if args.json {
-        match serde_json::to_string_pretty(&a.inventory()) {
+        let inventory = crate::telemetry::NvmlFacts::default().fill(a.inventory());
+        match serde_json::to_string_pretty(&inventory) {
             Ok(json) => emit(&format!("{json}\n")),
             Err(e) => return usage_error(&CliError::Json(e)),
         }

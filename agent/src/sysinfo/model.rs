@@ -75,6 +75,8 @@ pub struct HostScan {
     pub cdi: CdiScan,
     /// What could not be read or made sense of; the scan carried on regardless.
     pub problems: Vec<ScanProblem>,
+    /// Driver version and VRAM per GPU id, where the host exposes them.
+    pub gpu_details: std::collections::BTreeMap<String, super::details::GpuDetails>,
 }
 
 /// Host facts for the inventory.

@@ -61,15 +61,26 @@ pub fn scan(root: &Path) -> HostScan {
     let cdi = cdi::scan(&mut r);
     attach_cdi(&mut gpus, &cdi);
 
-    HostScan {
+    let names = super::pciids::names(&mut r);
+    for g in gpus.iter_mut().filter(|g| g.model.is_none()) {
+        if let Some(device) = g.pci.device_id {
+            g.model = super::pciids::model(&names, g.vendor, g.pci.vendor_id, device);
+        }
+    }
+
+    let mut scan = HostScan {
         host,
         gpus,
         other_devices,
         nvidia: nvidia_host,
         amd: amd_host,
         cdi,
-        problems: r.into_problems(),
-    }
+        problems: Vec::new(),
+        gpu_details: Default::default(),
+    };
+    scan.gpu_details = super::details::scan(&mut r, &scan);
+    scan.problems = r.into_problems();
+    scan
 }
 
 fn build_gpu(

@@ -47,10 +47,8 @@ pub fn to_inventory(
                 .model
                 .clone()
                 .unwrap_or_else(|| format!("{} gpu {vendor_id}:{device_id}", g.vendor));
-            let driver_version = (g.vendor == Vendor::Nvidia
-                && g.driver.as_deref() == Some("nvidia"))
-            .then(|| scan.nvidia.driver_version.clone())
-            .flatten();
+            let details = scan.gpu_details.get(&g.id());
+            let driver_version = details.and_then(|d| d.driver_version.clone());
             let passable = verdicts
                 .get(&g.vendor)
                 .is_some_and(|v| gpu_passable(scan, g, v));
@@ -62,7 +60,7 @@ pub fn to_inventory(
                 model,
                 driver: g.driver.clone(),
                 driver_version,
-                vram_bytes: g.amd.as_ref().and_then(|a| a.vram_bytes),
+                vram_bytes: details.and_then(|d| d.vram_bytes),
                 card_node: g.card.as_ref().map(|n| n.path.clone()),
                 render_node: g.render.as_ref().map(|n| n.path.clone()),
                 uuid: g.nvidia.as_ref().and_then(|n| n.uuid.clone()),

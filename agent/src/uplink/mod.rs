@@ -106,6 +106,21 @@ impl EventSink {
     }
 }
 
+/// Queues GPU samples for the control plane (only the latest is ever pending).
+#[derive(Debug, Clone)]
+pub struct GpuStatsSink {
+    outbox: Arc<Mutex<Outbox>>,
+    wake: Arc<Notify>,
+}
+
+impl GpuStatsSink {
+    /// Replaces the pending sample with `stats`.
+    pub fn put(&self, stats: odac_protocol::GpuStats) {
+        lock(&self.outbox).put_gpu_stats(stats);
+        self.wake.notify_one();
+    }
+}
+
 /// The uplink task.
 pub struct Uplink {
     config: UplinkConfig,
@@ -156,6 +171,14 @@ impl Uplink {
     /// A handle to queue diagnostic events.
     pub fn events(&self) -> EventSink {
         EventSink {
+            outbox: Arc::clone(&self.outbox),
+            wake: Arc::clone(&self.wake),
+        }
+    }
+
+    /// A handle to queue GPU samples.
+    pub fn gpu_stats(&self) -> GpuStatsSink {
+        GpuStatsSink {
             outbox: Arc::clone(&self.outbox),
             wake: Arc::clone(&self.wake),
         }

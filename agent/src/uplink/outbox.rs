@@ -12,7 +12,8 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use odac_protocol::{
-    AgentMessage, AppStatus, AppStatusReport, Event, EventLevel, Inventory, InventoryReport,
+    AgentMessage, AppStatus, AppStatusReport, Event, EventLevel, GpuStats, GpuStatsReport,
+    Inventory, InventoryReport,
 };
 
 use super::removal_log::RemovalLog;
@@ -40,6 +41,7 @@ enum Key {
     Inventory,
     Status(String),
     Event,
+    GpuStats,
 }
 
 #[derive(Debug, Clone)]
@@ -81,6 +83,8 @@ pub struct Outbox {
     by_seq: HashMap<u64, Key>,
     /// Unacked `removed` statuses on disk (with a state dir).
     removals: Option<RemovalLog>,
+    /// The latest GPU sample (older ones are never sent again).
+    gpu_stats: Option<Entry<GpuStats>>,
 }
 
 impl Outbox {
@@ -156,6 +160,23 @@ impl Outbox {
         self.by_seq.insert(seq, Key::Inventory);
         self.inventory = Some(Entry {
             item: inventory,
+            seq,
+            sent: false,
+            touched: self.clock,
+        });
+    }
+
+    /// Replaces the pending GPU sample: like the inventory, only the latest one is ever
+    /// pending, so a reconnect resends no history.
+    pub fn put_gpu_stats(&mut self, stats: GpuStats) {
+        self.clock += 1;
+        let seq = self.take_seq();
+        if let Some(old) = &self.gpu_stats {
+            self.by_seq.remove(&old.seq);
+        }
+        self.by_seq.insert(seq, Key::GpuStats);
+        self.gpu_stats = Some(Entry {
+            item: stats,
             seq,
             sent: false,
             touched: self.clock,
@@ -245,6 +266,9 @@ impl Outbox {
         for e in &mut self.events {
             e.sent = false;
         }
+        if let Some(e) = &mut self.gpu_stats {
+            e.sent = false;
+        }
     }
 
     /// Every pending report not yet sent in this session, in `seq` order, each with its own
@@ -281,6 +305,15 @@ impl Outbox {
                 }));
             }
         }
+        if let Some(e) = &mut self.gpu_stats
+            && !e.sent
+        {
+            e.sent = true;
+            out.push(AgentMessage::GpuStats(GpuStatsReport {
+                seq: e.seq,
+                stats: e.item.clone(),
+            }));
+        }
         out.sort_by_key(|m| m.seq().unwrap_or_default());
         out
     }
@@ -314,13 +347,22 @@ impl Outbox {
                     return true;
                 }
             }
+            Key::GpuStats => {
+                if self.gpu_stats.as_ref().is_some_and(|e| e.seq == seq) {
+                    self.gpu_stats = None;
+                    return true;
+                }
+            }
         }
         false
     }
 
     /// Reports waiting for an ack (sent or not).
     pub fn pending(&self) -> usize {
-        usize::from(self.inventory.is_some()) + self.statuses.len() + self.events.len()
+        usize::from(self.inventory.is_some())
+            + self.statuses.len()
+            + self.events.len()
+            + usize::from(self.gpu_stats.is_some())
     }
 
     /// Apps with an unacked status.
@@ -430,6 +472,25 @@ mod tests {
         drop(o);
         let o = Outbox::persistent(OutboxLimits::default(), dir.path());
         assert_eq!(o.pending(), 0, "an acked removal is not resent");
+    }
+
+    #[test]
+    fn only_the_latest_gpu_sample_is_pending_and_resent() {
+        let mut o = Outbox::new(OutboxLimits::default());
+        let stats = |interval_secs| GpuStats {
+            interval_secs,
+            ..GpuStats::default()
+        };
+        o.put_gpu_stats(stats(60));
+        assert_eq!(seqs(&o.take_unsent()), [1]);
+        o.put_gpu_stats(stats(61));
+        assert!(!o.ack(1), "the replaced sample's ack is stale");
+        o.new_session();
+        let resent = o.take_unsent();
+        assert_eq!(seqs(&resent), [2]);
+        assert!(matches!(&resent[0], AgentMessage::GpuStats(r) if r.stats.interval_secs == 61));
+        assert!(o.ack(2));
+        assert_eq!(o.pending(), 0);
     }
 
     #[test]

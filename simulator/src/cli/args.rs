@@ -66,6 +66,18 @@ pub enum AppCommand {
 pub enum HostCommand {
     /// List hosts: GPUs, schedulable vendors, reasons, engine.
     List(ListArgs),
+    /// Show one host and each GPU with its current figures.
+    Show(HostShowArgs),
+}
+
+/// `odac host show HOST`.
+#[derive(Debug, Args)]
+pub struct HostShowArgs {
+    /// Host id or host name.
+    pub host: String,
+    /// Print the API's JSON (host and GPU figures) instead of a table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// An app name.

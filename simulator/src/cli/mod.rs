@@ -7,6 +7,7 @@ pub mod args;
 pub mod client;
 pub mod diagnosis;
 pub mod flags;
+pub mod gpu_table;
 pub mod logs;
 pub mod table;
 
@@ -251,6 +252,7 @@ fn execute(cli: &Cli) -> Result<(), ClientError> {
                 print!("{}", table::hosts(&hosts));
             }
         }
+        Command::Host(HostCommand::Show(args)) => gpu_table::show(&client, args)?,
     }
     Ok(())
 }

@@ -23,6 +23,7 @@ const state = {
   events: [],
   reasons: new Map(), // code → {explanation, fix, fix_by_vendor}
   openDetails: new Set(),
+  gpuStats: new Map(), // host id → live GPU figures (gpu_stats.js)
 };
 
 // Every call is safe to repeat (GETs, the GPU PUT, restarts carrying a request id), so one
@@ -194,7 +195,8 @@ function gpuDetail(h) {
     el("ul", { class: "gpus" }, ...inv.gpus.map(g => el("li", { class: "gpu" },
       el("strong", {}, g.model), " · ",
       [gib(g.vram_bytes), g.driver ? "driver " + g.driver + (g.driver_version ? " " + g.driver_version : "") : "no driver",
-       "PCI " + g.pci_address, g.passable ? "passable" : "not passable"].filter(Boolean).join(" · ")))),
+       "PCI " + g.pci_address, g.passable ? "passable" : "not passable"].filter(Boolean).join(" · "),
+      gpuFigures(h.id, g.pci_address)))),
     el("ul", { class: "verdicts" }, ...verdicts));
 }
 
@@ -255,7 +257,7 @@ function renderApps(f) {
         healthBadge(a.status && a.status.health)),
       td("Image", { class: "mono" }, a.image || "—"),
       td("GPU requested", { class: "requested mono" }, request(a.requested)),
-      td("GPU attached", { class: "attached mono" }, attached(a.attached)),
+      td("GPU attached", { class: "attached mono" }, attached(a.attached), appGpuUsage(a)),
       crash ? td("Reason", { class: "reason crash" }, ...crashCell(crash)) :
       td("Reason", { class: fb || (failed && error) ? "reason" : "reason none" },
         fb ? fb.reason + (a.attached ? "" : (a.state === "running" ? " (on CPU)" : "")) : (failed && error ? "failed" : "—"),
@@ -342,9 +344,11 @@ let loadFailed = null;
 // made while it was down are not replayed) and on `resync`.
 async function load() {
   try {
-    const [hosts, apps, events, reasons] = await Promise.all([
+    const [hosts, apps, events, reasons, gpuStats] = await Promise.all([
       api("GET", "/api/hosts"), api("GET", "/api/apps"), api("GET", "/api/events/log"),
-      state.reasons.size ? null : api("GET", "/api/reasons").catch(() => [])]);
+      state.reasons.size ? null : api("GET", "/api/reasons").catch(() => []),
+      api("GET", "/api/gpu-stats").catch(() => [])]);
+    state.gpuStats = new Map(gpuStats.map(s => [s.host, s]));
     state.hosts = new Map(hosts.map(h => [h.id, h]));
     state.apps = new Map(apps.map(a => [a.name, a]));
     state.events = events.slice(-MAX_EVENTS);
@@ -368,6 +372,7 @@ function apply(kind, data) {
       if (data && data.name) state.apps.set(data.name, data);
       break;
     case "app_deleted": if (data && data.name) state.apps.delete(data.name); break;
+    case "gpu_stats": if (data && data.host) state.gpuStats.set(data.host, data); break;
     case "event":
       if (data) {
         state.events.push(data);

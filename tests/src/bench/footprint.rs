@@ -193,5 +193,6 @@ pub fn run(opts: Opts) -> Result<Option<Table>> {
         "CPU from utime+stime in /proc/<pid>/stat over the window (tick {:.0} ms)",
         1000.0 / super::procfs::clock_ticks()
     ));
+    super::gpu_sample::rows(opts, &mut t)?;
     Ok(Some(t))
 }

@@ -231,6 +231,7 @@ pub fn run(opts: Opts) -> Result<Option<Table>> {
     );
     if docker_or_skip("link")? {
         idle_bytes(opts, &mut t)?;
+        super::gpu_link::gpu_stats_bytes(opts, &mut t)?;
     }
     storm(opts, &mut t)?;
     Ok(Some(t))

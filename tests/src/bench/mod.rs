@@ -18,6 +18,8 @@ pub mod capacity;
 pub mod client;
 pub mod fleet;
 pub mod footprint;
+pub mod gpu_link;
+pub mod gpu_sample;
 pub mod http;
 pub mod inventory;
 pub mod link;

@@ -1,0 +1,226 @@
+//! NVIDIA figures through NVML, behind the [`Nvml`] trait: [`RealNvml`] loads
+//! `libnvidia-ml.so.1` at run time with `nvml-wrapper` (no link-time dependency, so the agent
+//! runs on hosts without the driver; a missing library is an [`NvmlError`] that says why),
+//! [`FakeNvml`] serves tests with figures they change over time.
+
+use std::ffi::OsStr;
+use std::sync::{Arc, Mutex};
+
+use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
+use odac_protocol::GpuSample;
+
+use super::sysfs::mib;
+
+/// The library the real loader opens (the driver's runtime soname).
+pub const NVML_LIBRARY: &str = "libnvidia-ml.so.1";
+
+/// Why NVML gave nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NvmlError {
+    /// The library could not be loaded or initialised.
+    #[error("cannot load nvml from {library}: {message}")]
+    Unavailable { library: String, message: String },
+    /// Listing the devices failed.
+    #[error("nvml device query failed: {0}")]
+    Query(String),
+}
+
+/// One NVIDIA GPU as NVML sees it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NvmlGpu {
+    /// PCI address `dddd:bb:dd.f`, lowercase (the inventory's id).
+    pub pci_address: String,
+    pub uuid: Option<String>,
+    /// VRAM size, bytes (exact, for the inventory).
+    pub vram_total_bytes: Option<u64>,
+    /// Figures (`id` = `pci_address`).
+    pub sample: GpuSample,
+}
+
+/// What the telemetry needs from NVML.
+pub trait Nvml: Send {
+    /// Every device with its current figures.
+    fn gpus(&self) -> Result<Vec<NvmlGpu>, NvmlError>;
+    /// The driver version NVML reports.
+    fn driver_version(&self) -> Option<String>;
+}
+
+/// NVML loaded from the driver's shared library.
+pub struct RealNvml {
+    nvml: nvml_wrapper::Nvml,
+}
+
+impl std::fmt::Debug for RealNvml {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RealNvml")
+    }
+}
+
+impl RealNvml {
+    /// Loads [`NVML_LIBRARY`] through the dynamic loader's search path.
+    pub fn load() -> Result<Self, NvmlError> {
+        Self::load_from(NVML_LIBRARY)
+    }
+
+    /// Loads NVML from `library` (a soname or a path).
+    pub fn load_from(library: &str) -> Result<Self, NvmlError> {
+        nvml_wrapper::Nvml::builder()
+            .lib_path(OsStr::new(library))
+            .init()
+            .map(|nvml| Self { nvml })
+            .map_err(|e| NvmlError::Unavailable {
+                library: library.to_owned(),
+                message: e.to_string(),
+            })
+    }
+}
+
+impl Nvml for RealNvml {
+    fn gpus(&self) -> Result<Vec<NvmlGpu>, NvmlError> {
+        let count = self
+            .nvml
+            .device_count()
+            .map_err(|e| NvmlError::Query(e.to_string()))?;
+        let mut out = Vec::new();
+        for index in 0..count {
+            let Ok(device) = self.nvml.device_by_index(index) else {
+                continue;
+            };
+            let Some(pci_address) = device.pci_info().ok().and_then(|p| bus_id(&p.bus_id)) else {
+                continue;
+            };
+            let memory = device.memory_info().ok();
+            let sample = GpuSample {
+                id: pci_address.clone(),
+                util: device
+                    .utilization_rates()
+                    .ok()
+                    .map(|u| u.gpu.min(100) as u8),
+                vram_used_mib: memory.as_ref().map(|m| mib(m.used)),
+                vram_total_mib: memory.as_ref().map(|m| mib(m.total)),
+                temp_c: device
+                    .temperature(TemperatureSensor::Gpu)
+                    .ok()
+                    .and_then(|t| i32::try_from(t).ok()),
+                power_w: device.power_usage().ok().map(|mw| mw / 1000),
+                clock_mhz: device.clock_info(Clock::Graphics).ok(),
+            };
+            out.push(NvmlGpu {
+                pci_address,
+                uuid: device.uuid().ok(),
+                vram_total_bytes: memory.as_ref().map(|m| m.total),
+                sample,
+            });
+        }
+        Ok(out)
+    }
+
+    fn driver_version(&self) -> Option<String> {
+        self.nvml.sys_driver_version().ok()
+    }
+}
+
+/// NVML's `00000000:19:00.0` → `0000:19:00.0`.
+pub fn bus_id(raw: &str) -> Option<String> {
+    let raw = raw.trim().trim_end_matches('\0').to_ascii_lowercase();
+    let (domain, rest) = raw.split_once(':')?;
+    let domain = u32::from_str_radix(domain, 16).ok()?;
+    let addr = format!("{domain:04x}:{rest}");
+    crate::sysinfo::fsread::is_pci_address(&addr).then_some(addr)
+}
+
+/// An in-memory NVML for tests: clones share the devices, so a test changes figures while the
+/// collector holds its copy.
+#[derive(Debug, Clone, Default)]
+pub struct FakeNvml {
+    gpus: Arc<Mutex<Vec<NvmlGpu>>>,
+    driver: Option<String>,
+}
+
+impl FakeNvml {
+    /// A fake with these devices and driver version.
+    pub fn new(gpus: Vec<NvmlGpu>, driver: Option<&str>) -> Self {
+        Self {
+            gpus: Arc::new(Mutex::new(gpus)),
+            driver: driver.map(str::to_owned),
+        }
+    }
+
+    /// Changes one device's figures (by PCI address).
+    pub fn set(&self, pci_address: &str, change: impl FnOnce(&mut GpuSample)) {
+        let mut gpus = self
+            .gpus
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(g) = gpus.iter_mut().find(|g| g.pci_address == pci_address) {
+            change(&mut g.sample);
+        }
+    }
+}
+
+impl Nvml for FakeNvml {
+    fn gpus(&self) -> Result<Vec<NvmlGpu>, NvmlError> {
+        Ok(self
+            .gpus
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone())
+    }
+
+    fn driver_version(&self) -> Option<String> {
+        self.driver.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nvml_bus_ids() {
+        assert_eq!(bus_id("00000000:19:00.0").as_deref(), Some("0000:19:00.0"));
+        assert_eq!(bus_id("0000:3B:00.0").as_deref(), Some("0000:3b:00.0"));
+        assert_eq!(bus_id("garbage"), None);
+    }
+
+    #[test]
+    fn an_absent_library_is_reported_not_fatal() {
+        // the real loader, for real: dlopen of a library that is not there
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join(NVML_LIBRARY);
+        let err = RealNvml::load_from(missing.to_str().unwrap()).unwrap_err();
+        let text = err.to_string();
+        assert!(text.starts_with("cannot load nvml from "), "{text}");
+        assert!(text.contains(NVML_LIBRARY), "{text}");
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_library_is_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let bogus = dir.path().join(NVML_LIBRARY);
+        std::fs::write(&bogus, "not an elf file").unwrap();
+        let err = RealNvml::load_from(bogus.to_str().unwrap()).unwrap_err();
+        assert!(matches!(err, NvmlError::Unavailable { .. }), "{err}");
+    }
+
+    #[test]
+    fn the_fake_changes_figures_seen_through_clones() {
+        let fake = FakeNvml::new(
+            vec![NvmlGpu {
+                pci_address: "0000:19:00.0".into(),
+                uuid: Some("GPU-1".into()),
+                vram_total_bytes: None,
+                sample: GpuSample {
+                    id: "0000:19:00.0".into(),
+                    util: Some(0),
+                    ..GpuSample::default()
+                },
+            }],
+            Some("550.54.15"),
+        );
+        let held: Box<dyn Nvml> = Box::new(fake.clone());
+        fake.set("0000:19:00.0", |s| s.util = Some(90));
+        assert_eq!(held.gpus().unwrap()[0].sample.util, Some(90));
+        assert_eq!(held.driver_version().as_deref(), Some("550.54.15"));
+    }
+}

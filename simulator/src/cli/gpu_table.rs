@@ -1,0 +1,116 @@
+//! `odac host show HOST`: the host's summary line and one row per GPU with its current
+//! figures (utilisation, VRAM, temperature, power, clock) from the host's latest `gpu_stats`
+//! report, and the apps that hold it.
+
+use serde_json::json;
+
+use super::args::HostShowArgs;
+use super::client::{Client, ClientError, segment};
+use super::table::render;
+use crate::gpu_history::HostGpuStats;
+use crate::views::HostView;
+
+/// Prints the host and its GPUs.
+pub fn show(client: &Client, args: &HostShowArgs) -> Result<(), ClientError> {
+    let path = format!("/api/hosts/{}", segment(&args.host));
+    let host_json = client.get(&path)?;
+    let stats_json = client.get(&format!("{path}/gpu-stats"))?;
+    if args.json {
+        let both = json!({"host": host_json, "gpu_stats": stats_json});
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&both).unwrap_or_else(|_| both.to_string())
+        );
+        return Ok(());
+    }
+    let unexpected = |e: serde_json::Error| ClientError::new(format!("unexpected answer: {e}"));
+    let host: HostView = serde_json::from_value(host_json).map_err(unexpected)?;
+    let stats: HostGpuStats = serde_json::from_value(stats_json).map_err(unexpected)?;
+    print!("{}", render_host(&host, &stats));
+    Ok(())
+}
+
+/// The text `show` prints.
+pub fn render_host(host: &HostView, stats: &HostGpuStats) -> String {
+    let mut out = format!(
+        "host {} ({}) {}, agent {}, engine {}\n",
+        host.hostname,
+        host.id,
+        if host.connected {
+            "connected"
+        } else {
+            "disconnected"
+        },
+        host.agent_version,
+        host.engine
+    );
+    let inventory = host.inventory.as_deref();
+    let ids: Vec<String> = match inventory {
+        Some(inv) if !inv.gpus.is_empty() => {
+            inv.gpus.iter().map(|g| g.pci_address.clone()).collect()
+        }
+        _ => stats.gpus.iter().map(|g| g.id.clone()).collect(),
+    };
+    if ids.is_empty() {
+        out.push_str("no gpus\n");
+        return out;
+    }
+    let dash = || "-".to_owned();
+    let rows: Vec<Vec<String>> = ids
+        .iter()
+        .map(|id| {
+            let info = inventory.and_then(|inv| inv.gpus.iter().find(|g| &g.pci_address == id));
+            let cur = stats.gpus.iter().find(|g| &g.id == id).map(|s| &s.current);
+            let total = cur
+                .and_then(|c| c.vram_total_mib)
+                .or_else(|| info.and_then(|i| i.vram_bytes).map(|b| b / (1024 * 1024)));
+            let apps: Vec<&str> = stats
+                .apps
+                .iter()
+                .filter(|a| a.gpus.contains(id))
+                .map(|a| a.app.as_str())
+                .collect();
+            vec![
+                id.clone(),
+                info.map_or_else(dash, |i| i.vendor.to_string()),
+                info.map_or_else(dash, |i| i.model.clone()),
+                cur.and_then(|c| c.util)
+                    .map_or_else(dash, |u| format!("{u}%")),
+                match (cur.and_then(|c| c.vram_used_mib), total) {
+                    (None, None) => dash(),
+                    (used, total) => format!(
+                        "{}/{}",
+                        used.map_or_else(dash, |u| u.to_string()),
+                        total.map_or_else(dash, |t| t.to_string())
+                    ),
+                },
+                cur.and_then(|c| c.temp_c)
+                    .map_or_else(dash, |t| format!("{t}C")),
+                cur.and_then(|c| c.power_w)
+                    .map_or_else(dash, |p| format!("{p}W")),
+                cur.and_then(|c| c.clock_mhz)
+                    .map_or_else(dash, |c| format!("{c}MHz")),
+                if apps.is_empty() {
+                    dash()
+                } else {
+                    apps.join(",")
+                },
+            ]
+        })
+        .collect();
+    out.push_str(&render(
+        &[
+            "GPU", "VENDOR", "MODEL", "UTIL", "VRAM MiB", "TEMP", "POWER", "CLOCK", "APPS",
+        ],
+        &rows,
+    ));
+    if stats.updated.is_empty() {
+        out.push_str("no gpu figures reported yet\n");
+    } else {
+        out.push_str(&format!(
+            "figures of {} (sampled every {} s)\n",
+            stats.updated, stats.interval_secs
+        ));
+    }
+    out
+}
