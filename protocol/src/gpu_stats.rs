@@ -34,6 +34,11 @@ pub struct GpuStats {
     /// Apps that hold GPUs (allocations), by app name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub apps: Vec<AppGpus>,
+    /// What each app uses of each GPU, where the GPU accounts per process (NVIDIA through
+    /// NVML): by app name, then GPU id.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256))]
+    pub usage: Vec<AppGpuUsage>,
 }
 
 /// One GPU's figures.
@@ -71,6 +76,23 @@ pub struct AppGpus {
     pub gpus: Vec<String>,
 }
 
+/// One app's use of one GPU: the sum over its container's processes on that GPU. An app that
+/// holds the GPU but runs nothing on it reports zeros.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub struct AppGpuUsage {
+    /// App name.
+    pub app: String,
+    /// GPU id (inventory `pci_address`).
+    pub gpu: String,
+    /// VRAM its processes hold, MiB.
+    pub vram_used_mib: u64,
+    /// Busy percentage its processes cause, 0..=100; absent where the GPU does not account
+    /// utilisation per process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100))]
+    pub util: Option<u8>,
+}
+
 impl GpuStats {
     /// Checks every field; errors name the field (`gpus[1].util`).
     pub fn validate(&self) -> Result<(), ValidationError> {
@@ -96,6 +118,26 @@ impl GpuStats {
             let at = format!("apps[{i}]");
             check_dns_label("app", &a.app).map_err(|e| e.under(&at))?;
             check_string_list("gpus", &a.gpus, MAX_STATS_GPUS).map_err(|e| e.under(&at))?;
+        }
+        if self.usage.len() > MAX_STATS_GPUS {
+            return Err(ValidationError::new(
+                "usage",
+                format!(
+                    "has {} entries, the limit is {MAX_STATS_GPUS}",
+                    self.usage.len()
+                ),
+            ));
+        }
+        for (i, u) in self.usage.iter().enumerate() {
+            let at = format!("usage[{i}]");
+            check_dns_label("app", &u.app).map_err(|e| e.under(&at))?;
+            check_required("gpu", &u.gpu).map_err(|e| e.under(&at))?;
+            if let Some(util) = u.util.filter(|u| *u > 100) {
+                return Err(ValidationError::new(
+                    format!("{at}.util"),
+                    format!("{util} is out of range 0..=100"),
+                ));
+            }
         }
         Ok(())
     }
@@ -127,6 +169,7 @@ mod tests {
                 ..GpuSample::default()
             }],
             apps: vec![],
+            usage: vec![],
         }
     }
 
@@ -157,6 +200,31 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .starts_with("apps[0].app")
+        );
+    }
+
+    #[test]
+    fn usage_names_an_app_and_a_gpu_with_a_percentage() {
+        let mut s = sample(None);
+        s.usage.push(AppGpuUsage {
+            app: "llm".into(),
+            gpu: "0000:3b:00.0".into(),
+            vram_used_mib: 0,
+            util: Some(0),
+        });
+        assert!(s.validate().is_ok());
+        s.usage[0].util = Some(101);
+        assert_eq!(
+            s.validate().unwrap_err().to_string(),
+            "usage[0].util: 101 is out of range 0..=100"
+        );
+        s.usage[0].util = None;
+        s.usage[0].gpu = String::new();
+        assert!(
+            s.validate()
+                .unwrap_err()
+                .to_string()
+                .starts_with("usage[0].gpu")
         );
     }
 }

@@ -32,7 +32,7 @@ pub use desired::DesiredState;
 pub use error::{ValidationError, check_dns_label};
 pub use git_source::{GitScheme, GitSecret, MAX_SECRET};
 pub use gpu::{GpuCount, GpuCountValue, GpuOptionalValue, GpuRequest, GpuRuntime, GpuVendor};
-pub use gpu_stats::{AppGpus, GpuSample, GpuStats, GpuStatsReport, MAX_STATS_GPUS};
+pub use gpu_stats::{AppGpuUsage, AppGpus, GpuSample, GpuStats, GpuStatsReport, MAX_STATS_GPUS};
 pub use identity::{AGENT_ID_HEADER, MAX_AGENT_ID, validate_agent_id};
 pub use inventory::{AcceleratorVerdict, EngineInfo, GpuInfo, HostInfo, Inventory};
 pub use limits::*;

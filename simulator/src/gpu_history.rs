@@ -193,6 +193,7 @@ mod tests {
                 ..GpuSample::default()
             }],
             apps: vec![],
+            usage: vec![],
         }
     }
 

@@ -75,6 +75,7 @@ fn report(seq: u64, util0: u8, vram0: u64) -> AgentMessage {
                 app: "llm".into(),
                 gpus: vec![GPU0.into()],
             }],
+            usage: vec![],
         },
     })
 }

@@ -57,6 +57,7 @@ pub fn sample_once(root: &std::path::Path, wait: Duration) -> GpuStatsOutput {
             interval_secs: u32::try_from(wait.as_secs().max(10)).unwrap_or(600),
             gpus,
             apps: Vec::new(),
+            usage: Vec::new(),
         },
         nvml_problem: collector.nvml_problem(),
         nvml_driver_version: collector.nvml_driver_version(),

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use odac_protocol::{GpuInfo, GpuSample, Vendor};
+use odac_protocol::{AppGpuUsage, AppGpus, AppStatus, GpuInfo, GpuSample, Vendor};
 
 use super::intel::EnergyMark;
 use super::nvml::{Nvml, NvmlError, RealNvml};
@@ -125,6 +125,23 @@ impl Collector {
             .collect();
         self.energy.retain(|id, _| seen.contains(id));
         out
+    }
+
+    /// What each app uses of each NVIDIA GPU ([`super::usage::app_usage`]); empty while NVML
+    /// is not loaded (the sample loads it when the inventory has an NVIDIA GPU).
+    pub fn app_usage(&mut self, statuses: &[AppStatus], held: &[AppGpus]) -> Vec<AppGpuUsage> {
+        let NvmlState::Loaded(nvml) = &self.nvml else {
+            return Vec::new();
+        };
+        match nvml.processes() {
+            Ok(gpus) => {
+                super::usage::app_usage(&mut Reader::new(&self.root), &gpus, statuses, held)
+            }
+            Err(e) => {
+                tracing::debug!("gpu telemetry: {e}");
+                Vec::new()
+            }
+        }
     }
 
     fn nvml_gpus(&mut self) -> HashMap<String, GpuSample> {
@@ -280,5 +297,66 @@ mod tests {
             assert_eq!(s[0].util, None);
         }
         assert!(c.nvml_problem().unwrap().contains("libnvidia-ml.so.1"));
+    }
+
+    #[test]
+    fn per_app_usage_comes_from_nvml_processes_and_proc_cgroups() {
+        let ours = "4b1d3c0ffee0c0de4b1d3c0ffee0c0de4b1d3c0ffee0c0de4b1d3c0ffee0c0de";
+        let dir = tempfile::tempdir().unwrap();
+        let proc = dir.path().join("proc/4242");
+        std::fs::create_dir_all(&proc).unwrap();
+        std::fs::write(
+            proc.join("cgroup"),
+            format!("0::/system.slice/docker-{ours}.scope\n"),
+        )
+        .unwrap();
+        let fake = FakeNvml::new(
+            vec![NvmlGpu {
+                pci_address: "0000:3b:00.0".into(),
+                ..NvmlGpu::default()
+            }],
+            None,
+        );
+        let held = fake.clone();
+        let mut c = Collector::with_nvml(
+            dir.path(),
+            Box::new(move || Ok(Box::new(held.clone()) as Box<dyn Nvml>)),
+        );
+        let statuses = [odac_protocol::AppStatus {
+            name: "llm".into(),
+            container_id: Some(ours.into()),
+            ..odac_protocol::AppStatus::default()
+        }];
+        let holds = [AppGpus {
+            app: "llm".into(),
+            gpus: vec!["0000:3b:00.0".into()],
+        }];
+        assert!(
+            c.app_usage(&statuses, &holds).is_empty(),
+            "nothing before nvml is loaded"
+        );
+        c.sample(
+            &[gpu(Vendor::Nvidia, "0000:3b:00.0", "nvidia")],
+            Instant::now(),
+        );
+        fake.set_processes("0000:3b:00.0", vec![], true);
+        let idle = c.app_usage(&statuses, &holds);
+        assert_eq!((idle[0].vram_used_mib, idle[0].util), (0, Some(0)));
+        fake.set_processes(
+            "0000:3b:00.0",
+            vec![crate::telemetry::NvmlProcess {
+                pid: 4242,
+                used_bytes: Some(8 << 30),
+                util: Some(77),
+            }],
+            true,
+        );
+        let busy = c.app_usage(&statuses, &holds);
+        assert_eq!(busy.len(), 1);
+        assert_eq!(
+            (busy[0].app.as_str(), busy[0].gpu.as_str()),
+            ("llm", "0000:3b:00.0")
+        );
+        assert_eq!((busy[0].vram_used_mib, busy[0].util), (8192, Some(77)));
     }
 }

@@ -5,7 +5,8 @@
 //! NVIDIA goes through the [`nvml::Nvml`] trait (the real one loads `libnvidia-ml.so.1` at run
 //! time, a fake serves the tests). [`collect`] samples every GPU of the inventory,
 //! [`threshold`] decides what is worth sending, [`apps`] maps the apps' attached devices to GPU
-//! ids, [`task`] is the loop and [`cli`] the `gpu-stats` command; [`nvml_facts`] adds NVML's
+//! ids, [`usage`] maps NVML's per-process figures to apps through their containers' cgroups,
+//! [`task`] is the loop and [`cli`] the `gpu-stats` command; [`nvml_facts`] adds NVML's
 //! VRAM sizes (and a missing driver version) to the inventory.
 
 mod amd;
@@ -19,10 +20,11 @@ pub mod nvml_facts;
 mod sysfs;
 pub mod task;
 pub mod threshold;
+pub mod usage;
 
 pub use collect::Collector;
 pub use config::TelemetryConfig;
-pub use nvml::{FakeNvml, Nvml, NvmlGpu, RealNvml};
+pub use nvml::{FakeNvml, Nvml, NvmlGpu, NvmlGpuProcesses, NvmlProcess, RealNvml};
 pub use nvml_facts::NvmlFacts;
 pub use task::telemetry_loop;
 pub use threshold::Threshold;

@@ -1,12 +1,16 @@
 //! NVIDIA figures through NVML, behind the [`Nvml`] trait: [`RealNvml`] loads
 //! `libnvidia-ml.so.1` at run time with `nvml-wrapper` (no link-time dependency, so the agent
 //! runs on hosts without the driver; a missing library is an [`NvmlError`] that says why),
-//! [`FakeNvml`] serves tests with figures they change over time.
+//! [`FakeNvml`] serves tests with figures they change over time. Besides the per-GPU figures
+//! the trait lists the processes running on each GPU ([`Nvml::processes`]), which
+//! [`super::usage`] maps to apps.
 
 use std::ffi::OsStr;
 use std::sync::{Arc, Mutex};
 
 use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
+use nvml_wrapper::enums::device::UsedGpuMemory;
+use nvml_wrapper::struct_wrappers::device::{ProcessInfo, ProcessUtilizationSample};
 use odac_protocol::GpuSample;
 
 use super::sysfs::mib;
@@ -37,10 +41,35 @@ pub struct NvmlGpu {
     pub sample: GpuSample,
 }
 
+/// One process on a GPU, as NVML lists it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NvmlProcess {
+    /// Host process id.
+    pub pid: u32,
+    /// GPU memory it holds, bytes (absent where NVML cannot tell).
+    pub used_bytes: Option<u64>,
+    /// Its share of the GPU's busy time, % (SM utilisation of its latest sample; 0 when it
+    /// had no sample). Absent where the GPU does not account utilisation per process.
+    pub util: Option<u8>,
+}
+
+/// The processes running on one GPU.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NvmlGpuProcesses {
+    /// PCI address `dddd:bb:dd.f`, lowercase (the inventory's id).
+    pub pci_address: String,
+    /// Compute and graphics processes, one entry per pid.
+    pub processes: Vec<NvmlProcess>,
+    /// Whether the GPU accounts utilisation per process.
+    pub util_known: bool,
+}
+
 /// What the telemetry needs from NVML.
 pub trait Nvml: Send {
     /// Every device with its current figures.
     fn gpus(&self) -> Result<Vec<NvmlGpu>, NvmlError>;
+    /// Every device with the processes running on it.
+    fn processes(&self) -> Result<Vec<NvmlGpuProcesses>, NvmlError>;
     /// The driver version NVML reports.
     fn driver_version(&self) -> Option<String>;
 }
@@ -115,9 +144,78 @@ impl Nvml for RealNvml {
         Ok(out)
     }
 
+    fn processes(&self) -> Result<Vec<NvmlGpuProcesses>, NvmlError> {
+        let count = self
+            .nvml
+            .device_count()
+            .map_err(|e| NvmlError::Query(e.to_string()))?;
+        let mut out = Vec::new();
+        for index in 0..count {
+            let Ok(device) = self.nvml.device_by_index(index) else {
+                continue;
+            };
+            let Some(pci_address) = device.pci_info().ok().and_then(|p| bus_id(&p.bus_id)) else {
+                continue;
+            };
+            let listed: Vec<ProcessInfo> = [
+                device.running_compute_processes(),
+                device.running_graphics_processes(),
+            ]
+            .into_iter()
+            .filter_map(Result::ok)
+            .flatten()
+            .collect();
+            // no process had a non-zero sample in the driver's buffer: NVML says "not found"
+            let samples = match device.process_utilization_stats(None) {
+                Ok(s) => Some(s),
+                Err(nvml_wrapper::error::NvmlError::NotFound) => Some(Vec::new()),
+                Err(_) => None,
+            };
+            out.push(NvmlGpuProcesses {
+                pci_address,
+                processes: merge_processes(&listed, samples.as_deref()),
+                util_known: samples.is_some(),
+            });
+        }
+        Ok(out)
+    }
+
     fn driver_version(&self) -> Option<String> {
         self.nvml.sys_driver_version().ok()
     }
+}
+
+/// One entry per pid (a process can be both a compute and a graphics user: its memory is
+/// counted once, the larger figure), with the SM utilisation of its latest sample.
+fn merge_processes(
+    listed: &[ProcessInfo],
+    samples: Option<&[ProcessUtilizationSample]>,
+) -> Vec<NvmlProcess> {
+    let mut out: Vec<NvmlProcess> = Vec::new();
+    for p in listed {
+        let used = match p.used_gpu_memory {
+            UsedGpuMemory::Used(bytes) => Some(bytes),
+            UsedGpuMemory::Unavailable => None,
+        };
+        match out.iter_mut().find(|o| o.pid == p.pid) {
+            Some(o) => o.used_bytes = o.used_bytes.max(used),
+            None => out.push(NvmlProcess {
+                pid: p.pid,
+                used_bytes: used,
+                util: None,
+            }),
+        }
+    }
+    if let Some(samples) = samples {
+        for o in &mut out {
+            let latest = samples
+                .iter()
+                .filter(|s| s.pid == o.pid)
+                .max_by_key(|s| s.timestamp);
+            o.util = Some(latest.map_or(0, |s| s.sm_util.min(100) as u8));
+        }
+    }
+    out
 }
 
 /// NVML's `00000000:19:00.0` → `0000:19:00.0`.
@@ -135,6 +233,7 @@ pub fn bus_id(raw: &str) -> Option<String> {
 pub struct FakeNvml {
     gpus: Arc<Mutex<Vec<NvmlGpu>>>,
     driver: Option<String>,
+    processes: Arc<Mutex<Vec<NvmlGpuProcesses>>>,
 }
 
 impl FakeNvml {
@@ -143,7 +242,23 @@ impl FakeNvml {
         Self {
             gpus: Arc::new(Mutex::new(gpus)),
             driver: driver.map(str::to_owned),
+            processes: Arc::default(),
         }
+    }
+
+    /// Sets the processes running on one device (by PCI address); `util_known` says whether
+    /// it accounts utilisation per process.
+    pub fn set_processes(&self, pci_address: &str, processes: Vec<NvmlProcess>, util_known: bool) {
+        let mut all = self
+            .processes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        all.retain(|g| g.pci_address != pci_address);
+        all.push(NvmlGpuProcesses {
+            pci_address: pci_address.to_owned(),
+            processes,
+            util_known,
+        });
     }
 
     /// Changes one device's figures (by PCI address).
@@ -162,6 +277,14 @@ impl Nvml for FakeNvml {
     fn gpus(&self) -> Result<Vec<NvmlGpu>, NvmlError> {
         Ok(self
             .gpus
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone())
+    }
+
+    fn processes(&self) -> Result<Vec<NvmlGpuProcesses>, NvmlError> {
+        Ok(self
+            .processes
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone())
@@ -222,5 +345,50 @@ mod tests {
         fake.set("0000:19:00.0", |s| s.util = Some(90));
         assert_eq!(held.gpus().unwrap()[0].sample.util, Some(90));
         assert_eq!(held.driver_version().as_deref(), Some("550.54.15"));
+    }
+
+    #[test]
+    fn processes_merge_by_pid_with_their_latest_sample() {
+        let info = |pid, used| ProcessInfo {
+            pid,
+            used_gpu_memory: used,
+            gpu_instance_id: None,
+            compute_instance_id: None,
+        };
+        let sample = |pid, timestamp, sm_util| ProcessUtilizationSample {
+            pid,
+            timestamp,
+            sm_util,
+            mem_util: 0,
+            enc_util: 0,
+            dec_util: 0,
+        };
+        let listed = [
+            info(10, UsedGpuMemory::Used(1 << 20)),
+            info(11, UsedGpuMemory::Unavailable),
+            info(10, UsedGpuMemory::Used(2 << 20)),
+        ];
+        let samples = [sample(10, 1, 30), sample(10, 2, 40), sample(12, 2, 99)];
+        let merged = merge_processes(&listed, Some(&samples));
+        assert_eq!(
+            merged,
+            [
+                NvmlProcess {
+                    pid: 10,
+                    used_bytes: Some(2 << 20),
+                    util: Some(40),
+                },
+                NvmlProcess {
+                    pid: 11,
+                    used_bytes: None,
+                    util: Some(0),
+                },
+            ]
+        );
+        assert!(
+            merge_processes(&listed, None)
+                .iter()
+                .all(|p| p.util.is_none())
+        );
     }
 }

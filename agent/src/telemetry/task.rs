@@ -1,5 +1,5 @@
 //! The telemetry loop: samples every GPU of the latest inventory once per interval (the first
-//! sample at start), adds the apps' GPUs, and hands a `gpu_stats` sample to `put` only when
+//! sample at start), adds the apps' GPUs and their per-app usage (NVIDIA), and hands a `gpu_stats` sample to `put` only when
 //! [`Threshold`] admits it, so at most one report per interval leaves the agent. Sampling
 //! reads sysfs (and NVML), off the runtime threads. A host without GPUs sends nothing.
 
@@ -63,11 +63,16 @@ pub async fn telemetry_loop(
         }
         let sampling = Arc::clone(&collector);
         let list = gpus.clone();
+        let statuses = statuses();
+        let apps = app_gpus(&statuses, &gpus);
+        let held = apps.clone();
         let sampled = tokio::task::spawn_blocking(move || {
-            crate::uplink::lock(&sampling).sample(&list, Instant::now())
+            let mut c = crate::uplink::lock(&sampling);
+            let samples = c.sample(&list, Instant::now());
+            (samples, c.app_usage(&statuses, &held))
         })
         .await;
-        let samples = match sampled {
+        let (samples, usage) = match sampled {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!("gpu telemetry sample failed: {e}");
@@ -77,7 +82,8 @@ pub async fn telemetry_loop(
         let stats = GpuStats {
             interval_secs,
             gpus: samples,
-            apps: app_gpus(&statuses(), &gpus),
+            apps,
+            usage,
         };
         if threshold.admit(&stats) {
             put(stats);

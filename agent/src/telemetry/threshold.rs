@@ -1,9 +1,10 @@
 //! What is worth sending: a sample goes out when a figure moved beyond its threshold since
 //! the last sample sent (so slow drift adds up), or when the GPUs or the apps' GPUs changed.
 //! Thresholds: utilisation 5 points, VRAM 64 MiB, temperature 3 °C, power 10 W, clock
-//! 100 MHz; a figure that appears or disappears counts as moved.
+//! 100 MHz; a figure that appears or disappears counts as moved. Per-app usage is held to the
+//! same utilisation and VRAM thresholds; an app/GPU pair that appears or disappears counts.
 
-use odac_protocol::{GpuSample, GpuStats};
+use odac_protocol::{AppGpuUsage, GpuSample, GpuStats};
 
 /// Utilisation, percentage points.
 pub const UTIL: u64 = 5;
@@ -45,6 +46,19 @@ fn moved(prev: &GpuStats, next: &GpuStats) -> bool {
             .iter()
             .zip(&next.gpus)
             .any(|(a, b)| gpu_moved(a, b))
+        || prev.usage.len() != next.usage.len()
+        || prev
+            .usage
+            .iter()
+            .zip(&next.usage)
+            .any(|(a, b)| usage_moved(a, b))
+}
+
+fn usage_moved(a: &AppGpuUsage, b: &AppGpuUsage) -> bool {
+    a.app != b.app
+        || a.gpu != b.gpu
+        || beyond(a.util.map(u64::from), b.util.map(u64::from), UTIL)
+        || beyond(Some(a.vram_used_mib), Some(b.vram_used_mib), VRAM_MIB)
 }
 
 fn gpu_moved(a: &GpuSample, b: &GpuSample) -> bool {
@@ -87,6 +101,7 @@ mod tests {
                 ..GpuSample::default()
             }],
             apps: vec![],
+            usage: vec![],
         }
     }
 
@@ -108,5 +123,27 @@ mod tests {
         let mut gone = stats(10, 100);
         gone.gpus[0].power_w = None;
         assert!(t.admit(&gone));
+    }
+
+    #[test]
+    fn per_app_usage_is_held_to_the_same_thresholds() {
+        let with = |util: Option<u8>, vram_used_mib: u64| {
+            let mut s = stats(10, 100);
+            s.usage.push(AppGpuUsage {
+                app: "llm".into(),
+                gpu: "0000:19:00.0".into(),
+                vram_used_mib,
+                util,
+            });
+            s
+        };
+        let mut t = Threshold::default();
+        assert!(t.admit(&stats(10, 100)));
+        assert!(t.admit(&with(Some(0), 0)), "usage appears");
+        assert!(!t.admit(&with(Some(4), 63)));
+        assert!(t.admit(&with(Some(5), 63)), "5 points");
+        assert!(t.admit(&with(Some(5), 127)), "64 MiB");
+        assert!(t.admit(&with(None, 127)), "utilisation disappears");
+        assert!(t.admit(&stats(10, 100)), "usage disappears");
     }
 }
