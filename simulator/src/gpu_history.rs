@@ -1,7 +1,8 @@
 //! Live GPU figures per host from the agents' `gpu_stats` reports: the latest sample of every
 //! GPU and the last hour of points per GPU (one point per report; agents send only when a
-//! figure moved, so the series is a step line), plus which GPUs each app holds. Kept in
-//! memory only: an hour of history is not worth a restart's persistence.
+//! figure moved, so the series is a step line), plus which GPUs each app holds and what it
+//! uses of them. Kept in memory only: an hour of history is not worth a restart's
+//! persistence.
 //! `GET /api/hosts/{id}/gpu-stats` serves it ([`get_gpu_stats`]); each report is also pushed to
 //! SSE clients as a `gpu_stats` event with the same payload.
 
@@ -10,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use axum::Json;
 use axum::extract::{Path, State};
-use odac_protocol::{AppGpus, GpuSample, GpuStats};
+use odac_protocol::{AppGpuUsage, AppGpus, GpuSample, GpuStats};
 use serde::{Deserialize, Serialize};
 
 use crate::api_error::ApiError;
@@ -60,6 +61,9 @@ pub struct HostGpuStats {
     pub gpus: Vec<GpuSeries>,
     /// The GPUs each app holds.
     pub apps: Vec<AppGpus>,
+    /// What each app uses of each GPU (NVIDIA: per-process figures mapped to apps).
+    #[serde(default)]
+    pub usage: Vec<AppGpuUsage>,
 }
 
 #[derive(Debug, Default)]
@@ -163,6 +167,7 @@ fn view(host: &str, rec: &HostRecord) -> HostGpuStats {
             })
             .collect(),
         apps: rec.latest.apps.clone(),
+        usage: rec.latest.usage.clone(),
     }
 }
 

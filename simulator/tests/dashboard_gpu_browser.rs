@@ -2,7 +2,9 @@
 //! simulator's own client) on a host with two AMD GPUs sends `gpu_stats` with figures that
 //! change over time and says which GPUs the app `llm` holds. The host's GPU detail shows a
 //! utilisation and a VRAM bar per GPU and a one-hour sparkline; the apps table shows the
-//! app's GPU and its figures; a new report updates both from the event stream alone.
+//! app's GPU and its figures; the app `infer` holds the other GPU and the report says what it
+//! uses of it (`usage`): "0 % · 0 MiB" while it runs nothing there; a new report updates all of
+//! it from the event stream alone.
 //! Screenshot: `target/dashboard-gpu-stats.png`. Needs Chromium and chromedriver: a missing one
 //! fails unless `ODAC_ALLOW_SKIP=1`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -15,7 +17,7 @@ use std::time::Duration;
 use browser::Driver;
 use common::Sim;
 use odac_protocol::{
-    AgentMessage, AppGpus, AppSpec, GpuInfo, GpuSample, GpuStats, GpuStatsReport, Inventory, Vendor,
+    AgentMessage, AppGpuUsage, AppGpus, AppSpec, GpuInfo, GpuSample, GpuStats, GpuStatsReport, Inventory, Vendor,
 };
 use serde_json::Value;
 
@@ -71,11 +73,23 @@ fn report(seq: u64, util0: u8, vram0: u64) -> AgentMessage {
         stats: GpuStats {
             interval_secs: 60,
             gpus: vec![sample(GPU0, util0, vram0), sample(GPU1, 3, 12)],
-            apps: vec![AppGpus {
-                app: "llm".into(),
-                gpus: vec![GPU0.into()],
+            apps: vec![
+                AppGpus {
+                    app: "infer".into(),
+                    gpus: vec![GPU1.into()],
+                },
+                AppGpus {
+                    app: "llm".into(),
+                    gpus: vec![GPU0.into()],
+                },
+            ],
+            // `infer` runs nothing on its GPU at first, then 40 % and 2 GiB
+            usage: vec![AppGpuUsage {
+                app: "infer".into(),
+                gpu: GPU1.into(),
+                vram_used_mib: if seq > 2 { 2048 } else { 0 },
+                util: Some(if seq > 2 { 40 } else { 0 }),
             }],
-            usage: vec![],
         },
     })
 }
@@ -88,7 +102,9 @@ const live = [...document.querySelectorAll(".gpu-live")].map(g => ({
   points: Number((g.querySelector("svg.spark") || { dataset: {} }).dataset.points || 0),
 }));
 const usage = document.querySelector('[data-usage="llm"]');
-return { live: document.getElementById("live").textContent, gpus: live, usage: usage ? usage.textContent : null };
+const infer = document.querySelector('[data-usage="infer"]');
+return { live: document.getElementById("live").textContent, gpus: live, usage: usage ? usage.textContent : null,
+  infer: infer ? infer.textContent : null };
 "##;
 
 async fn page(d: &Driver) -> Value {
@@ -118,6 +134,17 @@ fn dashboard_shows_per_gpu_bars_sparkline_and_app_usage_live() {
             AppSpec {
                 name: "llm".into(),
                 image: Some("registry.example/llm:1".into()),
+                ..AppSpec::default()
+            },
+        )
+        .unwrap();
+    sim.server()
+        .hub
+        .create_app(
+            Some(HOST),
+            AppSpec {
+                name: "infer".into(),
+                image: Some("registry.example/infer:1".into()),
                 ..AppSpec::default()
             },
         )
@@ -153,11 +180,13 @@ fn dashboard_shows_per_gpu_bars_sparkline_and_app_usage_live() {
                     of(v, GPU0).is_some_and(|g| g["util"] == "20")
                         && of(v, GPU1).is_some_and(|g| g["util"] == "3")
                         && v["usage"].as_str().is_some_and(|u| u.contains(GPU0))
+                        && v["infer"].as_str().is_some_and(|u| u.contains(GPU1))
                 },
             )
             .await;
         assert_eq!(of(&v, GPU0).unwrap()["vram"], "1024 / 65520 MiB", "{v}");
         assert_eq!(v["usage"], format!("{GPU0}: 20 %, 1024 MiB"), "{v}");
+        assert_eq!(v["infer"], format!("{GPU1}: 0 % · 0 MiB"), "{v}");
         assert_eq!(of(&v, GPU0).unwrap()["points"], 1, "{v}");
 
         // a new report arrives over the event stream: bars, sparkline and usage follow
@@ -172,6 +201,7 @@ fn dashboard_shows_per_gpu_bars_sparkline_and_app_usage_live() {
             )
             .await;
         assert_eq!(v["usage"], format!("{GPU0}: 85 %, 40000 MiB"), "{v}");
+        assert_eq!(v["infer"], format!("{GPU1}: 40 % · 2048 MiB"), "{v}");
         assert_eq!(of(&v, GPU1).unwrap()["points"], 2, "{v}");
         d.screenshot(&shots.join("dashboard-gpu-stats.png")).await;
         d.close().await;

@@ -1,6 +1,8 @@
 //! `odac host show HOST`: the host's summary line and one row per GPU with its current
 //! figures (utilisation, VRAM, temperature, power, clock) from the host's latest `gpu_stats`
-//! report, and the apps that hold it.
+//! report, and the apps that hold it; then one row per app and GPU with what the app uses of
+//! it (NVIDIA: its processes' utilisation and VRAM, `0% 0` when it holds the GPU but runs
+//! nothing on it).
 
 use serde_json::json;
 
@@ -104,6 +106,7 @@ pub fn render_host(host: &HostView, stats: &HostGpuStats) -> String {
         ],
         &rows,
     ));
+    out.push_str(&render_usage(stats));
     if stats.updated.is_empty() {
         out.push_str("no gpu figures reported yet\n");
     } else {
@@ -113,4 +116,67 @@ pub fn render_host(host: &HostView, stats: &HostGpuStats) -> String {
         ));
     }
     out
+}
+
+/// The per-app usage rows (nothing when the host reports none).
+fn render_usage(stats: &HostGpuStats) -> String {
+    if stats.usage.is_empty() {
+        return String::new();
+    }
+    let rows: Vec<Vec<String>> = stats
+        .usage
+        .iter()
+        .map(|u| {
+            vec![
+                u.app.clone(),
+                u.gpu.clone(),
+                u.util.map_or_else(|| "-".to_owned(), |u| format!("{u}%")),
+                u.vram_used_mib.to_string(),
+            ]
+        })
+        .collect();
+    render(&["APP", "ON GPU", "APP UTIL", "APP VRAM MiB"], &rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use odac_protocol::{AppGpuUsage, AppGpus};
+
+    use super::*;
+
+    #[test]
+    fn per_app_usage_rows_follow_the_gpus() {
+        let stats = HostGpuStats {
+            host: "h1".into(),
+            interval_secs: 60,
+            updated: "2026-12-04T15:00:00Z".into(),
+            apps: vec![AppGpus {
+                app: "llm".into(),
+                gpus: vec!["0000:3b:00.0".into()],
+            }],
+            usage: vec![
+                AppGpuUsage {
+                    app: "llm".into(),
+                    gpu: "0000:3b:00.0".into(),
+                    vram_used_mib: 0,
+                    util: Some(0),
+                },
+                AppGpuUsage {
+                    app: "vision".into(),
+                    gpu: "0000:5e:00.0".into(),
+                    vram_used_mib: 300,
+                    util: None,
+                },
+            ],
+            ..HostGpuStats::default()
+        };
+        let text = render_usage(&stats);
+        let lines: Vec<Vec<&str>> = text
+            .lines()
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(lines[1], ["llm", "0000:3b:00.0", "0%", "0"], "{text}");
+        assert_eq!(lines[2], ["vision", "0000:5e:00.0", "-", "300"], "{text}");
+        assert!(render_usage(&HostGpuStats::default()).is_empty());
+    }
 }

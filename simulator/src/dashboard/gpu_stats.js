@@ -65,16 +65,24 @@ function gpuFigures(hostId, gpuId) {
     sparkline(s.history, Date.now()));
 }
 
-// Which GPUs an app holds, with their utilisation and VRAM; null when it holds none.
+// Which GPUs an app holds, with their utilisation and VRAM; null when it holds none. Where the
+// host reports what the app itself uses (NVIDIA, `usage`), that is shown instead of the GPU's
+// figures: "0 % · 0 MiB" for an app that holds a GPU but runs nothing on it.
 function appGpuUsage(a) {
   const s = state.gpuStats && state.gpuStats.get(a.host);
-  const held = s && s.apps.find(x => x.app === a.name);
-  if (!held || !held.gpus.length) return null;
-  return el("span", { class: "detail gpu-usage", "data-usage": a.name }, held.gpus.map(id => {
+  if (!s) return null;
+  const held = s.apps.find(x => x.app === a.name);
+  const own = (s.usage || []).filter(u => u.app === a.name);
+  const ids = (held ? held.gpus : []).concat(own.map(u => u.gpu).filter(id => !held || !held.gpus.includes(id)));
+  if (!ids.length) return null;
+  const known = v => v !== undefined && v !== null;
+  return el("span", { class: "detail gpu-usage", "data-usage": a.name }, ids.map(id => {
+    const u = own.find(x => x.gpu === id);
+    if (u) return id + ": " + (known(u.util) ? u.util + " % · " : "") + u.vram_used_mib + " MiB";
     const g = s.gpus.find(x => x.id === id);
     const c = g ? g.current : {};
-    const figs = [c.util !== undefined && c.util !== null ? c.util + " %" : null,
-      c.vram_used_mib !== undefined && c.vram_used_mib !== null ? c.vram_used_mib + " MiB" : null].filter(Boolean);
+    const figs = [known(c.util) ? c.util + " %" : null,
+      known(c.vram_used_mib) ? c.vram_used_mib + " MiB" : null].filter(Boolean);
     return id + (figs.length ? ": " + figs.join(", ") : "");
   }).join("; "));
 }
