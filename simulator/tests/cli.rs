@@ -382,3 +382,80 @@ fn unreachable_api_is_one_line_and_exit_1() {
     assert_eq!(code(&o), 1);
     assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
 }
+
+/// Sends `gpu_stats` (seq `seq`) for the host's first GPU: the app `llm` holds it and uses
+/// `util` % and `vram` MiB of it.
+fn usage_report(seq: u64, gpu: &str, util: u8, vram: u64) -> odac_protocol::AgentMessage {
+    odac_protocol::AgentMessage::GpuStats(odac_protocol::GpuStatsReport {
+        seq,
+        stats: odac_protocol::GpuStats {
+            interval_secs: 60,
+            gpus: vec![odac_protocol::GpuSample {
+                id: gpu.into(),
+                util: Some(util),
+                vram_used_mib: Some(vram),
+                vram_total_mib: Some(24_564),
+                ..odac_protocol::GpuSample::default()
+            }],
+            apps: vec![odac_protocol::AppGpus {
+                app: "llm".into(),
+                gpus: vec![gpu.into()],
+            }],
+            usage: vec![odac_protocol::AppGpuUsage {
+                app: "llm".into(),
+                gpu: gpu.into(),
+                vram_used_mib: vram,
+                util: Some(util),
+            }],
+        },
+    })
+}
+
+#[test]
+fn host_show_prints_what_each_app_uses_of_its_gpu() {
+    let sim = Sim::start();
+    let inv = profile(0, "nv");
+    let gpu = inv.gpus[0].pci_address.clone();
+    let mut agent = sim.agent("nv", inv);
+    let send = |agent: &mut odac_simulator::agent_conn::AgentConn, m| {
+        sim.rt.block_on(agent.send(&m)).unwrap();
+    };
+    let app_row = |show: &str| -> Vec<String> {
+        show.lines()
+            .find(|l| l.starts_with("llm "))
+            .unwrap_or_else(|| panic!("no llm row: {show}"))
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect()
+    };
+
+    // holds the NVIDIA GPU, runs nothing on it: 0 % and 0 MiB
+    send(&mut agent, usage_report(2, &gpu, 0, 0));
+    sim.wait_api("/api/hosts/nv/gpu-stats", |v| v["usage"][0]["app"] == "llm");
+    let o = sim.odac(&["host", "show", "nv"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let show = stdout(&o);
+    assert!(
+        show.contains("APP UTIL") && show.contains("APP VRAM MiB"),
+        "{show}"
+    );
+    assert_eq!(app_row(&show), ["llm", gpu.as_str(), "0%", "0"], "{show}");
+
+    // it starts working: the next report's figures show
+    send(&mut agent, usage_report(3, &gpu, 35, 1024));
+    sim.wait_api("/api/hosts/nv/gpu-stats", |v| {
+        v["usage"][0]["vram_used_mib"] == 1024
+    });
+    let show = stdout(&sim.odac(&["host", "show", "nv"]));
+    assert_eq!(
+        app_row(&show),
+        ["llm", gpu.as_str(), "35%", "1024"],
+        "{show}"
+    );
+    let o = sim.odac(&["host", "show", "nv", "--json"]);
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(
+        v["gpu_stats"]["usage"],
+        json!([{"app": "llm", "gpu": gpu, "vram_used_mib": 1024, "util": 35}])
+    );
+}

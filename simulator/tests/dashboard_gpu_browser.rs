@@ -17,7 +17,8 @@ use std::time::Duration;
 use browser::Driver;
 use common::Sim;
 use odac_protocol::{
-    AgentMessage, AppGpuUsage, AppGpus, AppSpec, GpuInfo, GpuSample, GpuStats, GpuStatsReport, Inventory, Vendor,
+    AgentMessage, AppGpuUsage, AppGpus, AppSpec, GpuInfo, GpuSample, GpuStats, GpuStatsReport,
+    Inventory, Vendor,
 };
 use serde_json::Value;
 
