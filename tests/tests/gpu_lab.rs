@@ -51,12 +51,25 @@ fn nvidia_verdict(stack: &Stack, runtime_registered: bool) -> String {
 
 /// A stack whose agent works on the lab's engine and host root.
 fn stack_on_lab(scenario: &str, gpus: &str, extra: &[&str]) -> (Stack, Lab) {
+    stack_on_lab_with(scenario, gpus, extra, &[])
+}
+
+/// [`stack_on_lab`] with extra `ODAC_AGENT__*` settings for the agent.
+fn stack_on_lab_with(
+    scenario: &str,
+    gpus: &str,
+    extra: &[&str],
+    agent_env: &[(&str, &str)],
+) -> (Stack, Lab) {
     let mut stack = Stack::builder(scenario).no_agent().start().unwrap();
     let t = std::time::Instant::now();
     let lab = Lab::start(stack.dir(), gpus, extra).unwrap();
     figure(scenario, "lab_start", secs(t.elapsed()));
     stack.options.docker_host = Some(lab.docker_host.clone());
     stack.options.host_root = lab.host_root.clone();
+    for (k, v) in agent_env {
+        stack.options.env.push(((*k).to_owned(), (*v).to_owned()));
+    }
     stack.start_agent().unwrap();
     stack.wait_connected(Duration::from_secs(30)).unwrap();
     (stack, lab)
@@ -349,12 +362,18 @@ fn amd_and_intel_device_nodes_with_group_ids() {
 }
 
 /// The lab makes the hook fail: an optional NVIDIA app runs on the CPU with the engine's
-/// words (`engine_rejected`), a required one fails with them.
+/// words (`engine_rejected`), a required one fails with them. Learned refusals are off here so
+/// that the engine is asked for both (`a12` in `appmgr_docker.rs` covers the learned path).
 #[test]
 fn hook_failure_optional_falls_back_required_fails() {
     const SCENARIO: &str = "gpulab-hookfail";
     require_docker!(SCENARIO);
-    let (stack, lab) = stack_on_lab(SCENARIO, "nvidia:1", &[]);
+    let (stack, lab) = stack_on_lab_with(
+        SCENARIO,
+        "nvidia:1",
+        &[],
+        &[("ODAC_AGENT__APPS__REFUSAL_MEMORY_SECS", "0")],
+    );
     lab.fail_hook(true).unwrap();
     stack
         .sim
