@@ -13,6 +13,7 @@ use crate::error::{
 };
 pub use crate::git_source::GitSource;
 use crate::gpu::{GpuRequest, deserialize_opt_gpu};
+use crate::pull::PullPolicy;
 use crate::limits::{
     MAX_COMMAND_ARGS, MAX_CPUS, MAX_ENV, MAX_MEMORY_BYTES, MAX_PORTS, MAX_VOLUMES, MIN_MEMORY_BYTES,
 };
@@ -60,6 +61,9 @@ pub struct AppSpec {
         skip_serializing_if = "Option::is_none"
     )]
     pub gpu: Option<GpuRequest>,
+    /// When the agent pulls the image: `if_not_present` (default), `always`, `never`.
+    #[serde(default, skip_serializing_if = "PullPolicy::is_default")]
+    pub pull: PullPolicy,
 }
 
 /// A published port.

@@ -47,6 +47,12 @@ pub struct AppStatus {
     /// Commit built, for git sources.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commit: Option<String>,
+    /// Id (`sha256:…`) of the image the container runs, read back from the engine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_id: Option<String>,
+    /// Repo digest (`repo@sha256:…`) of that image, when it came from a registry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo_digest: Option<String>,
 }
 
 /// Lifecycle state of an app.
@@ -71,6 +77,8 @@ pub enum AppState {
     /// The app left the desired state and its container is gone: the last status of that
     /// app, whose `generation` is the one that removed it.
     Removed,
+    /// Pulling the app's image from its registry.
+    Pulling,
 }
 
 impl AppState {
@@ -85,6 +93,7 @@ impl AppState {
             AppState::Stopped => "stopped",
             AppState::Failed => "failed",
             AppState::Removed => "removed",
+            AppState::Pulling => "pulling",
         }
     }
 }
@@ -157,6 +166,8 @@ impl AppStatus {
         check_opt_string("last_error", self.last_error.as_ref())?;
         check_opt_string("image", self.image.as_ref())?;
         check_opt_string("commit", self.commit.as_ref())?;
+        check_opt_string("image_id", self.image_id.as_ref())?;
+        check_opt_string("repo_digest", self.repo_digest.as_ref())?;
         if let Some(a) = &self.gpu.attached {
             check_string_list("gpu.attached.devices", &a.devices, MAX_LIST)?;
         }

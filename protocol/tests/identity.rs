@@ -153,6 +153,7 @@ fn app_spec() -> impl Strategy<Value = AppSpec> {
                     resources,
                     restart_token,
                     gpu,
+                    ..AppSpec::default()
                 }
             },
         )
@@ -287,6 +288,7 @@ fn app_status() -> impl Strategy<Value = AppStatus> {
         AppState::CrashLoop,
         AppState::Stopped,
         AppState::Failed,
+        AppState::Pulling,
     ]);
     let attached = (
         vendor(),
@@ -350,6 +352,7 @@ fn app_status() -> impl Strategy<Value = AppStatus> {
                 last_error,
                 image,
                 commit,
+                ..AppStatus::default()
             },
         )
 }
