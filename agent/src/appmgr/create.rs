@@ -13,6 +13,7 @@ use super::crashloop::CrashGuard;
 use super::fallback::{StartOutcome, clip, start_plain, start_with_gpu_fallback};
 use super::labels::{self, Identity};
 use super::policy;
+use super::pull::ImageReady;
 use super::reconcile::{AppRecord, Hold, Pass};
 use crate::engine::{ContainerSummary, EngineError};
 use crate::gpu::{Plan, resolve_with};
@@ -69,6 +70,11 @@ impl Pass<'_> {
             });
             return Ok(status);
         };
+        if built.is_none()
+            && let ImageReady::Wait(status) = self.ensure_image(rec, spec, identity, &image).await?
+        {
+            return Ok(*status);
+        }
         let mut base = container_spec(
             &self.config.instance,
             &self.config.owner,

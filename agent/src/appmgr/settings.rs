@@ -49,6 +49,9 @@ pub struct AppManagerConfig {
     /// Most processes and threads per container (a fork bomb stays in its container);
     /// 0 leaves the engine's default (unlimited).
     pub pids_limit: u32,
+    /// The Docker client's `config.json` whose `auths` (`docker login`) are used for pulls
+    /// when the control plane sent no credentials for a registry; a missing file is fine.
+    pub docker_config: PathBuf,
 }
 
 impl Default for AppManagerConfig {
@@ -67,6 +70,7 @@ impl Default for AppManagerConfig {
             build: BuildConfig::default(),
             no_new_privileges: true,
             pids_limit: 4096,
+            docker_config: PathBuf::from("/root/.docker/config.json"),
         }
     }
 }

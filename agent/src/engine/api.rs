@@ -9,6 +9,7 @@ use async_trait::async_trait;
 
 use super::capabilities::EngineCapabilities;
 use super::error::EngineError;
+use super::pull::{ImageInfo, PullProgress, RegistryAuth};
 use super::types::{BuildOutput, ContainerDetails, ContainerSpec, ContainerSummary, ImageSummary};
 
 /// A container engine. Create and start are separate calls because real engines refuse
@@ -108,5 +109,26 @@ pub trait ContainerEngine: Send + Sync {
         Err(EngineError::Other(format!(
             "this container engine cannot remove images (asked for {image:?})"
         )))
+    }
+
+    /// Pull `image` (one tag, `latest` when none is given) from its registry with `auth`,
+    /// calling `progress` with the layer totals as the engine streams them. The registry's
+    /// refusal (unauthorized, manifest unknown, unreachable) is [`EngineError::Rejected`]
+    /// with its words. The default refuses: engines that cannot pull say so.
+    async fn pull_image(
+        &self,
+        image: &str,
+        auth: Option<&RegistryAuth>,
+        progress: &(dyn Fn(PullProgress) + Send + Sync),
+    ) -> Result<(), EngineError> {
+        let _ = (auth, progress);
+        Err(EngineError::Other(format!(
+            "this container engine cannot pull images (asked for {image:?})"
+        )))
+    }
+
+    /// The id and repo digests of a local image (by reference or id).
+    async fn image_info(&self, image: &str) -> Result<ImageInfo, EngineError> {
+        Err(EngineError::NotFound(format!("No such image: {image}")))
     }
 }

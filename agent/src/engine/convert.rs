@@ -167,6 +167,7 @@ pub(crate) fn details(resp: ContainerInspectResponse) -> ContainerDetails {
         binds: host.binds.unwrap_or_default(),
         security_opt: host.security_opt.unwrap_or_default(),
         pids_limit: host.pids_limit,
+        image_id: resp.image.unwrap_or_default(),
     }
 }
 

@@ -19,6 +19,7 @@ use super::capabilities::EngineCapabilities;
 use super::convert::{create_body, details, map_error, summary};
 use super::docker::DockerEngine;
 use super::error::EngineError;
+use super::pull::{ImageInfo, PullProgress, RegistryAuth};
 use super::types::{BuildOutput, ContainerDetails, ContainerSpec, ContainerSummary, ImageSummary};
 
 /// Split `repo[:tag]` at the tag colon (a colon after the last `/`, so registry ports stay).
@@ -239,6 +240,19 @@ impl ContainerEngine for DockerEngine {
 
     async fn remove_image(&self, image: &str, force: bool) -> Result<(), EngineError> {
         self.delete_image(image, force).await
+    }
+
+    async fn pull_image(
+        &self,
+        image: &str,
+        auth: Option<&RegistryAuth>,
+        progress: &(dyn Fn(PullProgress) + Send + Sync),
+    ) -> Result<(), EngineError> {
+        self.pull(image, auth, progress).await
+    }
+
+    async fn image_info(&self, image: &str) -> Result<ImageInfo, EngineError> {
+        self.image_info_of(image).await
     }
 }
 

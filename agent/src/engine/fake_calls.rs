@@ -43,6 +43,10 @@ pub enum Op {
     ListImagesByLabel,
     /// `remove_image`
     RemoveImage,
+    /// `pull_image`
+    PullImage,
+    /// `image_info`
+    ImageInfo,
 }
 
 /// One recorded call, with its arguments.
@@ -98,6 +102,15 @@ pub enum EngineCall {
     ListImagesByLabel(String),
     /// `remove_image(image, force)`
     RemoveImage(String, bool),
+    /// `pull_image(image, auth, ..)` with the credentials' user name (never the password).
+    PullImage {
+        /// Image reference.
+        image: String,
+        /// User name of the credentials given, if any.
+        username: Option<String>,
+    },
+    /// `image_info(image)`
+    ImageInfo(String),
 }
 
 impl EngineCall {
@@ -121,6 +134,8 @@ impl EngineCall {
             Self::BuildImage { .. } => Op::BuildImage,
             Self::ListImagesByLabel(_) => Op::ListImagesByLabel,
             Self::RemoveImage(..) => Op::RemoveImage,
+            Self::PullImage { .. } => Op::PullImage,
+            Self::ImageInfo(_) => Op::ImageInfo,
         }
     }
 }

@@ -10,9 +10,11 @@ mod convert;
 mod docker;
 mod docker_build;
 mod docker_ops;
+mod docker_pull;
 mod error;
 pub mod fake;
 mod fake_calls;
+mod pull;
 pub mod test_image;
 mod types;
 
@@ -22,6 +24,9 @@ pub use docker::{CONNECT_TIMEOUT, DockerEngine};
 pub use error::EngineError;
 pub use fake::FakeEngine;
 pub use fake_calls::{EngineCall, Op};
+pub use pull::{
+    ImageInfo, LayerProgress, PullProgress, RegistryAuth, registry_host, split_reference,
+};
 pub use types::{
     Bind, BuildOutput, ContainerDetails, ContainerSpec, ContainerState, ContainerSummary,
     DeviceMapping, DeviceRequest, ImageSummary, PortMapping, label_matches,

@@ -93,7 +93,7 @@ impl PortMapping {
 pub struct ContainerSpec {
     /// Container name (unique on the engine).
     pub name: String,
-    /// Image reference; it must already be present (the agent never pulls implicitly).
+    /// Image reference; it must already be present (the app manager pulls it first).
     pub image: String,
     /// Environment variables.
     pub env: BTreeMap<String, String>,
@@ -219,6 +219,8 @@ pub struct ContainerDetails {
     pub security_opt: Vec<String>,
     /// The pids limit as the engine reports it (`None` or `0`: unlimited).
     pub pids_limit: Option<i64>,
+    /// Id (`sha256:…`) of the image the container was created from.
+    pub image_id: String,
 }
 
 /// One line of `list_by_label`.
