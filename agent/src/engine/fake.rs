@@ -637,10 +637,14 @@ impl ContainerEngine for FakeEngine {
 
     async fn image_info(&self, image: &str) -> Result<ImageInfo, EngineError> {
         let state = self.enter(EngineCall::ImageInfo(image.to_owned()))?;
-        if !state.images.contains(image) {
+        let Some(reference) = state
+            .images
+            .iter()
+            .find(|r| *r == image || fake_image_id(r, state.digests.get(*r)) == image)
+        else {
             return Err(EngineError::NotFound(format!("No such image: {image}")));
-        }
-        let digest = state.digests.get(image);
+        };
+        let (image, digest) = (reference.as_str(), state.digests.get(reference));
         Ok(ImageInfo {
             id: fake_image_id(image, digest),
             repo_digests: digest
