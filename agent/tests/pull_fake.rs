@@ -56,7 +56,10 @@ async fn until(manager: &AppManager, name: &str, pred: impl Fn(&AppStatus) -> bo
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    panic!("{name} never reached the expected status: {:#?}", manager.statuses());
+    panic!(
+        "{name} never reached the expected status: {:#?}",
+        manager.statuses()
+    );
 }
 
 fn drain(rx: &mut broadcast::Receiver<AppEvent>) -> Vec<AppEvent> {
@@ -96,7 +99,9 @@ async fn a_missing_image_is_pulled_then_runs_with_its_digest() {
     assert_eq!(pulls(&fake).len(), 1);
     let events = drain(&mut rx);
     assert!(
-        events.iter().any(|e| e.message == format!("pulled {IMAGE}")),
+        events
+            .iter()
+            .any(|e| e.message == format!("pulled {IMAGE}")),
         "{events:#?}"
     );
 }
@@ -130,7 +135,10 @@ async fn refused_pulls_fail_with_the_registry_words_and_back_off() {
     // 1 s doubling: attempts at 0, 1, 3, 7, 15, 31 s (+ pass slack); a storm would be hundreds.
     let attempts = pulls(&fake).len();
     println!("pull attempts in 60 s: {attempts}");
-    assert!((4..=8).contains(&attempts), "{attempts} pull attempts in 60 s");
+    assert!(
+        (4..=8).contains(&attempts),
+        "{attempts} pull attempts in 60 s"
+    );
     let other = statuses.iter().find(|s| s.name == "other").unwrap();
     assert_eq!(other.state, AppState::Running, "not held up: {other:#?}");
 }
@@ -152,13 +160,11 @@ async fn credentials_sent_to_the_manager_are_used_and_never_shown() {
         s.last_error.as_deref().unwrap().contains("unauthorized"),
         "{s:#?}"
     );
-    manager
-        .registry_credentials()
-        .set_sent(vec![RegistryAuth {
-            server: "127.0.0.1:5999".into(),
-            username: "alice".into(),
-            password: password.into(),
-        }]);
+    manager.registry_credentials().set_sent(vec![RegistryAuth {
+        server: "127.0.0.1:5999".into(),
+        username: "alice".into(),
+        password: password.into(),
+    }]);
     // The retry waits for its backoff step, then pulls with the credentials.
     let s = until(&manager, "private", |s| s.state == AppState::Running).await;
     assert!(pulls(&fake).iter().any(|c| matches!(
@@ -191,7 +197,10 @@ async fn always_pulls_per_restart_token_and_never_does_not_pull() {
     spec.restart_token = Some("t2".into());
     manager.set_desired(desired(2, vec![spec])).await.unwrap();
     let s = until(&manager, "fresh", |s| {
-        s.state == AppState::Running && s.repo_digest.as_deref().is_some_and(|d| d.ends_with(DIGEST_2))
+        s.state == AppState::Running
+            && s.repo_digest
+                .as_deref()
+                .is_some_and(|d| d.ends_with(DIGEST_2))
     })
     .await;
     assert_eq!(pulls(&fake).len(), 2, "{s:#?}");
@@ -201,7 +210,10 @@ async fn always_pulls_per_restart_token_and_never_does_not_pull() {
     manager.set_desired(desired(3, vec![never])).await.unwrap();
     let s = until(&manager, "offline", |s| s.state == AppState::Failed).await;
     assert!(
-        s.last_error.as_deref().unwrap().contains("pull policy is never"),
+        s.last_error
+            .as_deref()
+            .unwrap()
+            .contains("pull policy is never"),
         "{s:#?}"
     );
     assert_eq!(pulls(&fake).len(), 2);

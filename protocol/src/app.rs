@@ -13,10 +13,10 @@ use crate::error::{
 };
 pub use crate::git_source::GitSource;
 use crate::gpu::{GpuRequest, deserialize_opt_gpu};
-use crate::pull::PullPolicy;
 use crate::limits::{
     MAX_COMMAND_ARGS, MAX_CPUS, MAX_ENV, MAX_MEMORY_BYTES, MAX_PORTS, MAX_VOLUMES, MIN_MEMORY_BYTES,
 };
+use crate::pull::PullPolicy;
 
 /// One app the agent should run.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]

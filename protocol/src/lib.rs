@@ -27,7 +27,6 @@ mod vendor;
 pub use app::{AppSpec, GitSource, PortMapping, PortProtocol, Resources, VolumeMount};
 pub use codec::{DecodeError, Encode, decode_agent, decode_control, encode, error_reply};
 pub use desired::DesiredState;
-pub use pull::PullPolicy;
 pub use error::{ValidationError, check_dns_label};
 pub use git_source::{GitScheme, GitSecret, MAX_SECRET};
 pub use gpu::{GpuCount, GpuCountValue, GpuOptionalValue, GpuRequest, GpuRuntime, GpuVendor};
@@ -39,6 +38,7 @@ pub use messages::{
     ControlMessage, DesiredStateMessage, ErrorCode, ErrorMessage, Event, EventLevel, Hello,
     InventoryReport, Resync, Welcome,
 };
+pub use pull::PullPolicy;
 pub use reason::Reason;
 pub use status::{AppState, AppStatus, Attached, Fallback, FallbackTier, GpuStatus};
 pub use vendor::{Mechanism, Vendor};

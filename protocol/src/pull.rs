@@ -49,7 +49,11 @@ mod tests {
 
     #[test]
     fn wire_names_round_trip() {
-        for p in [PullPolicy::IfNotPresent, PullPolicy::Always, PullPolicy::Never] {
+        for p in [
+            PullPolicy::IfNotPresent,
+            PullPolicy::Always,
+            PullPolicy::Never,
+        ] {
             let json = serde_json::to_string(&p).unwrap_or_default();
             assert_eq!(json, format!("\"{p}\""));
             assert_eq!(serde_json::from_str::<PullPolicy>(&json).ok(), Some(p));

@@ -99,9 +99,7 @@ impl Reason {
             Reason::EngineRejected => "the container engine refused the GPU device",
             Reason::PolicyDenied => "the host's local policy forbids what the app spec asks for",
             Reason::BuildFailed => "the app's image could not be built from its git source",
-            Reason::ImagePullFailed => {
-                "the app's image could not be pulled from its registry"
-            }
+            Reason::ImagePullFailed => "the app's image could not be pulled from its registry",
         }
     }
 

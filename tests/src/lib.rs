@@ -8,6 +8,7 @@
 //!   the tests cut, blackhole and restore;
 //! - [`docker`], [`image`]: the test's own view of the engine, cleanup by label, the test image;
 //! - [`tls`]: certificates made at test time;
+//! - [`registry`]: a real image registry (docker-registry with htpasswd auth) to pull from;
 //! - [`git_repo`]: a local repository a public git URL is rewritten to, built-image cleanup;
 //! - [`sim`], [`agent`], [`stack`]: the simulator, the agent and a scenario's whole world;
 //! - [`systemd`]: real systemd as PID 1 in a container, and the agent's Debian package;
@@ -25,6 +26,7 @@ pub mod image;
 pub mod poll;
 pub mod ports;
 pub mod process;
+pub mod registry;
 mod relay;
 pub mod sim;
 pub mod stack;

@@ -89,10 +89,10 @@ impl Credentials {
             return Some(a.clone());
         }
         let path = self.docker_config.as_deref()?;
-        self.from_docker_config(path, host)
+        self.read_docker_config(path, host)
     }
 
-    fn from_docker_config(&self, path: &Path, host: &str) -> Option<RegistryAuth> {
+    fn read_docker_config(&self, path: &Path, host: &str) -> Option<RegistryAuth> {
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
@@ -113,10 +113,12 @@ impl Credentials {
                 return None;
             }
         };
-        if let Some((key, auth)) = config.auths.iter().find(|(k, _)| same_registry(k, host))
-            && let Some(found) = decode(auth, host)
+        if let Some(found) = config
+            .auths
+            .iter()
+            .find(|(k, _)| same_registry(k, host))
+            .and_then(|(_, auth)| decode(auth, host))
         {
-            let _ = key;
             return Some(found);
         }
         let helper = config
@@ -181,11 +183,16 @@ mod tests {
         let b64 = base64::engine::general_purpose::STANDARD.encode("alice:pw:with:colons");
         let path = write(
             dir.path(),
-            &format!(r#"{{"auths":{{"127.0.0.1:5000":{{"auth":"{b64}"}},"https://index.docker.io/v1/":{{"auth":"{b64}"}}}}}}"#),
+            &format!(
+                r#"{{"auths":{{"127.0.0.1:5000":{{"auth":"{b64}"}},"https://index.docker.io/v1/":{{"auth":"{b64}"}}}}}}"#
+            ),
         );
         let creds = Credentials::new(Some(path));
         let a = creds.for_host("127.0.0.1:5000").unwrap();
-        assert_eq!((a.username.as_str(), a.password.as_str()), ("alice", "pw:with:colons"));
+        assert_eq!(
+            (a.username.as_str(), a.password.as_str()),
+            ("alice", "pw:with:colons")
+        );
         assert!(creds.for_host("docker.io").is_some());
         assert!(creds.for_host("other:1").is_none());
         creds.set_sent(vec![RegistryAuth {

@@ -19,8 +19,8 @@ use async_trait::async_trait;
 use super::api::ContainerEngine;
 use super::capabilities::EngineCapabilities;
 use super::error::EngineError;
-use super::pull::{ImageInfo, PullProgress, RegistryAuth};
 pub use super::fake_calls::{EngineCall, Op};
+use super::pull::{ImageInfo, PullProgress, RegistryAuth};
 use super::types::{
     BuildOutput, ContainerDetails, ContainerSpec, ContainerState, ContainerSummary, DeviceRequest,
     ImageSummary, label_matches,
@@ -606,7 +606,9 @@ impl ContainerEngine for FakeEngine {
         let Some((digest, needs)) = published else {
             return Err(EngineError::Rejected {
                 status: 500,
-                message: format!("manifest for {image} not found: manifest unknown: manifest unknown"),
+                message: format!(
+                    "manifest for {image} not found: manifest unknown: manifest unknown"
+                ),
             });
         };
         if let Some((user, password)) = needs
@@ -614,7 +616,10 @@ impl ContainerEngine for FakeEngine {
         {
             return Err(EngineError::Rejected {
                 status: 500,
-                message: format!("Head \"https://{}/v2/\": unauthorized: authentication required", super::pull::registry_host(image)),
+                message: format!(
+                    "Head \"https://{}/v2/\": unauthorized: authentication required",
+                    super::pull::registry_host(image)
+                ),
             });
         }
         progress(PullProgress {

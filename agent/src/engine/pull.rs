@@ -50,7 +50,13 @@ pub struct LayerProgress {
 impl LayerProgress {
     /// One line of the engine's pull stream: layer `id`, its `status` word and the
     /// `current`/`total` bytes of a download. Lines without a layer id are ignored.
-    pub fn update(&mut self, id: Option<&str>, status: &str, current: Option<i64>, total: Option<i64>) {
+    pub fn update(
+        &mut self,
+        id: Option<&str>,
+        status: &str,
+        current: Option<i64>,
+        total: Option<i64>,
+    ) {
         let Some(id) = id.filter(|i| !i.is_empty()) else {
             return;
         };
@@ -134,7 +140,10 @@ mod tests {
         assert_eq!(split_reference("h:5000/a"), ("h:5000/a", "latest"));
         assert_eq!(split_reference("h:5000/a:2"), ("h:5000/a", "2"));
         assert_eq!(split_reference("h/a@sha256:ab"), ("h/a", "sha256:ab"));
-        assert_eq!(registry_host("127.0.0.1:5000/ollama/ollama:1"), "127.0.0.1:5000");
+        assert_eq!(
+            registry_host("127.0.0.1:5000/ollama/ollama:1"),
+            "127.0.0.1:5000"
+        );
         assert_eq!(registry_host("ollama/ollama"), "docker.io");
         assert_eq!(registry_host("localhost/x"), "localhost");
         assert_eq!(registry_host("busybox"), "docker.io");
