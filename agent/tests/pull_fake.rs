@@ -218,3 +218,25 @@ async fn always_pulls_per_restart_token_and_never_does_not_pull() {
     );
     assert_eq!(pulls(&fake).len(), 2);
 }
+
+#[tokio::test(start_paused = true)]
+async fn credentials_sent_with_the_app_are_used_for_its_registry() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = Arc::new(FakeEngine::new());
+    let password = "app-level-pw";
+    fake.publish(IMAGE, DIGEST_1, Some(("bob", password)));
+    let manager = open(&fake, dir.path());
+    let mut spec = app("private", IMAGE);
+    spec.registry_auth = Some(odac_protocol::RegistryAuth {
+        server: "127.0.0.1:5999".into(),
+        username: "bob".into(),
+        password: password.into(),
+    });
+    manager.set_desired(desired(1, vec![spec])).await.unwrap();
+    let s = until(&manager, "private", |s| s.state == AppState::Running).await;
+    assert!(!format!("{s:?}").contains(password));
+    assert!(pulls(&fake).iter().any(|c| matches!(
+        c,
+        EngineCall::PullImage { username: Some(u), .. } if u == "bob"
+    )));
+}

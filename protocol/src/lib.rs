@@ -19,6 +19,7 @@ mod limits;
 mod messages;
 mod pull;
 mod reason;
+mod registry_auth;
 pub mod schema;
 pub mod schema_rules;
 mod status;
@@ -40,6 +41,7 @@ pub use messages::{
 };
 pub use pull::PullPolicy;
 pub use reason::Reason;
+pub use registry_auth::{RegistryAuth, registry_host};
 pub use status::{AppState, AppStatus, Attached, Fallback, FallbackTier, GpuStatus};
 pub use vendor::{Mechanism, Vendor};
 

@@ -10,6 +10,9 @@
 //! the image, `always` before every creation of the container (once per spec and restart
 //! token, so a new digest is picked up by a new restart token), `never` not at all (a missing
 //! image fails the app).
+//!
+//! Credentials: those sent with the app (`registry_auth`, for the host its image names), else
+//! the manager's [`Credentials`] (the host's `docker login`).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -26,7 +29,8 @@ use super::labels::Identity;
 use super::reconcile::{AppRecord, Pass};
 use super::registry_auth::Credentials;
 use crate::engine::{
-    ContainerDetails, ContainerEngine, EngineError, PullProgress, registry_host, split_reference,
+    ContainerDetails, ContainerEngine, EngineError, PullProgress, RegistryAuth, registry_host,
+    split_reference,
 };
 
 /// At most one progress event per app in this period.
@@ -116,7 +120,7 @@ impl Pulls {
 
     /// The pull of `image` for `app` at `key`; starts one (replacing one for another key)
     /// when none is running or done for it.
-    fn poll(&self, app: &str, key: &PullKey) -> PullPoll {
+    fn poll(&self, app: &str, key: &PullKey, sent: Option<RegistryAuth>) -> PullPoll {
         let mut jobs = lock(&self.shared.jobs);
         if let Some(job) = jobs.get(app).filter(|j| j.key == *key) {
             match &job.state {
@@ -143,7 +147,7 @@ impl Pulls {
         let seen = Arc::clone(&progress);
         let task = tokio::spawn(async move {
             let image = job_key.image.clone();
-            let auth = shared.credentials.for_host(registry_host(&image));
+            let auth = sent.or_else(|| shared.credentials.for_host(registry_host(&image)));
             shared.events.info(
                 &name,
                 match &auth {
@@ -236,8 +240,18 @@ impl Pass<'_> {
             spec_hash: identity.spec_hash.clone(),
             restart_token: identity.restart_token.clone(),
         };
+        // Credentials sent with the app, for the registry its image names.
+        let sent = spec
+            .registry_auth
+            .as_ref()
+            .filter(|a| a.server == registry_host(image))
+            .map(|a| RegistryAuth {
+                server: a.server.clone(),
+                username: a.username.clone(),
+                password: a.password.clone(),
+            });
         let poll = match spec.pull {
-            PullPolicy::Always => self.pulls.poll(&spec.name, &key),
+            PullPolicy::Always => self.pulls.poll(&spec.name, &key, sent),
             PullPolicy::IfNotPresent | PullPolicy::Never => {
                 // A pull done earlier is not trusted: the image may have been removed since.
                 self.pulls.forget_done(&spec.name);
@@ -249,7 +263,7 @@ impl Pass<'_> {
                         "image {image:?} is not on this host and the app's pull policy is never"
                     ))
                 } else {
-                    self.pulls.poll(&spec.name, &key)
+                    self.pulls.poll(&spec.name, &key, sent)
                 }
             }
         };
