@@ -42,6 +42,12 @@ pub fn parse_create(body: &[u8]) -> ApiResult<(Option<String>, AppSpec)> {
         }
     };
     let mut spec: AppSpec = typed(value, "")?;
+    if spec.registry_auth.is_some() {
+        return Err(ApiError::bad_request(
+            "registry_auth",
+            "registry_auth: log in to the registry instead (odac registry login HOST)",
+        ));
+    }
     // a required request without a vendor is legal here: it is resolved from the host's
     // inventory once the host is known (`gpu_auto`)
     let gpu = spec.gpu.take();

@@ -84,6 +84,8 @@ pub struct Hub {
     changes: broadcast::Sender<DesiredChange>,
     events: broadcast::Sender<FleetEvent>,
     closing: tokio::sync::watch::Sender<bool>,
+    /// Registry logins, in memory only, sent with the apps that need them.
+    pub registries: crate::registries::Registries,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -120,6 +122,7 @@ impl Hub {
             changes: broadcast::channel(1024).0,
             events: broadcast::channel(1024).0,
             closing: tokio::sync::watch::channel(false).0,
+            registries: crate::registries::Registries::default(),
         })
     }
 
@@ -602,6 +605,35 @@ impl Hub {
             self.emit_app(name);
         }
         self.app(name).ok_or_else(|| ApiError::unknown_app(name))
+    }
+
+    /// Sends again every app whose image names registry `registry` (its login changed).
+    pub fn resend_registry_apps(&self, registry: &str) {
+        let changed: Vec<(String, u64, AppSpec)> = self.write(|d| {
+            let names: Vec<String> = d
+                .apps
+                .iter()
+                .filter(|(_, a)| {
+                    a.spec.image.as_deref().map(odac_protocol::registry_host) == Some(registry)
+                })
+                .map(|(n, _)| n.clone())
+                .collect();
+            names
+                .into_iter()
+                .filter_map(|n| {
+                    let a = d.apps.get(&n)?;
+                    let (host, spec) = (a.host.clone(), a.spec.clone());
+                    let generation = bump(d, &host);
+                    Some((host, generation, spec))
+                })
+                .collect()
+        });
+        if !changed.is_empty() {
+            self.persist_now();
+        }
+        for (host, generation, spec) in changed {
+            self.change(&host, generation, ChangeKind::Upsert(spec));
+        }
     }
 
     /// Sets or clears an app's GPU request.

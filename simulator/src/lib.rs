@@ -33,6 +33,7 @@ pub mod listener;
 pub mod model;
 pub mod placement;
 pub mod reasons;
+pub mod registries;
 pub mod secret_file;
 pub mod secrets;
 pub mod server;

@@ -145,6 +145,14 @@ pub fn router(hub: Arc<Hub>) -> Router {
         .route("/api/events", get(sse::events))
         .route("/api/events/log", get(api::event_log))
         .route("/api/catalog", get(api::list_catalog))
+        .route(
+            "/api/registries",
+            get(crate::registries::list).post(crate::registries::login),
+        )
+        .route(
+            "/api/registries/{host}",
+            axum::routing::delete(crate::registries::logout),
+        )
         .route("/api/reasons", get(crate::reasons::list_reasons))
         .route("/api/enroll/codes", post(admin::new_enroll_code))
         .route(

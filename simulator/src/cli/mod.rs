@@ -6,6 +6,7 @@
 pub mod args;
 pub mod client;
 pub mod flags;
+pub mod registry;
 pub mod table;
 
 use std::io::Read;
@@ -232,6 +233,7 @@ fn execute(cli: &Cli) -> Result<(), ClientError> {
             client.delete(&app_path(&a.name))?;
             println!("removed app {}", a.name);
         }
+        Command::Registry(command) => registry::run(&client, command)?,
         Command::Host(HostCommand::List(args)) => {
             let v = client.get("/api/hosts")?;
             if args.json {
