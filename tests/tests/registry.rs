@@ -302,3 +302,86 @@ async fn pulls_from_a_private_registry_with_backoff_digests_and_credentials() {
     let events = agent.stop().await;
     no_secret(&password, "events", &format!("{events:?}"));
 }
+
+/// The whole path: `odac registry login` on the control plane, `odac app create --image`
+/// of a private image, the agent pulls it with the credentials the simulator sent and runs
+/// it; `odac app list` shows the digest, `odac registry list` the login without its password,
+/// and the password is in no log and no API answer.
+#[test]
+fn odac_registry_login_lets_the_agent_pull_and_the_password_stays_secret() {
+    require_docker!("registry");
+    let sleeper = ensure_sleeper_image().unwrap();
+    let password = format!("cli-pw-{}", std::process::id());
+    let mut registry = Registry::start("odac", &password).unwrap();
+    let image = registry.push(sleeper, "odac/cli-private:1").unwrap();
+    let stack = odac_e2e::stack::Stack::builder("registry_cli")
+        .start()
+        .unwrap();
+    stack.wait_connected(Duration::from_secs(60)).unwrap();
+    let sim = &stack.sim;
+
+    let host = registry.host();
+    let out = sim
+        .odac_line(
+            &format!("odac registry login {host} --username odac --password-stdin"),
+            Some(&format!("{password}\n")),
+        )
+        .unwrap();
+    assert!(
+        out.stdout.contains(&format!("logged in to {host} as odac")),
+        "{}",
+        out.stdout
+    );
+    sim.odac_line(
+        &format!("odac app create -n cli-private --image {image}"),
+        None,
+    )
+    .unwrap();
+    let app = stack
+        .wait_app("cli-private", Duration::from_secs(90), "running", |a| {
+            a.state == "running"
+        })
+        .unwrap();
+    let digest = app.status.and_then(|s| s.repo_digest).unwrap_or_default();
+    println!("cli-private runs {digest}");
+    assert!(digest.contains("@sha256:"), "{digest}");
+
+    let table = sim.odac_line("odac app list", None).unwrap().stdout;
+    println!("{table}");
+    let short: String = digest
+        .rsplit_once("@sha256:")
+        .map(|(_, d)| d.chars().take(12).collect())
+        .unwrap_or_default();
+    assert!(table.contains(&short), "{short} not in\n{table}");
+    let json = sim.odac_line("odac app list --json", None).unwrap().stdout;
+    assert!(json.contains("\"repo_digest\""), "{json}");
+    let logins = sim.odac_line("odac registry list", None).unwrap().stdout;
+    assert!(
+        logins.contains(&host) && logins.contains("odac"),
+        "{logins}"
+    );
+
+    let mut seen = vec![
+        table,
+        json,
+        logins,
+        sim.odac_line("odac registry list --json", None)
+            .unwrap()
+            .stdout,
+        serde_json::to_string(&sim.event_log().unwrap()).unwrap(),
+    ];
+    seen.extend(stack.agent().unwrap().process().unwrap().lines());
+    seen.extend(sim.process().map(|p| p.lines()).unwrap_or_default());
+    for text in &seen {
+        assert!(!text.contains(&password), "the password shows in: {text}");
+    }
+    sim.odac_line(&format!("odac registry logout {host}"), None)
+        .unwrap();
+    let logins = sim
+        .odac_line("odac registry list --json", None)
+        .unwrap()
+        .stdout;
+    assert!(!logins.contains(&host), "{logins}");
+    drop(stack);
+    registry.stop().unwrap();
+}
