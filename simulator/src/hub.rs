@@ -86,6 +86,8 @@ pub struct Hub {
     closing: tokio::sync::watch::Sender<bool>,
     /// Registry logins, in memory only, sent with the apps that need them.
     pub registries: crate::registries::Registries,
+    /// The mirror the catalog's images are pulled from (`--catalog-registry`).
+    pub catalog_registry: std::sync::OnceLock<String>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -123,6 +125,7 @@ impl Hub {
             events: broadcast::channel(1024).0,
             closing: tokio::sync::watch::channel(false).0,
             registries: crate::registries::Registries::default(),
+            catalog_registry: std::sync::OnceLock::new(),
         })
     }
 
