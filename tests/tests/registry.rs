@@ -385,3 +385,64 @@ fn odac_registry_login_lets_the_agent_pull_and_the_password_stays_secret() {
     drop(stack);
     registry.stop().unwrap();
 }
+
+/// ODAC's seed payload runs from a mirror: `odac-sim serve --catalog-registry HOST:PORT`
+/// rewrites the catalog's `ollama/ollama:<tag>` to the local registry, which holds the test
+/// image under that name; a bad `--catalog-registry` value exits 2 with the reason.
+#[test]
+fn the_seed_ollama_payload_runs_from_the_catalog_mirror() {
+    require_docker!("registry");
+    let bad = Command::new(odac_e2e::bins::bin(odac_e2e::bins::SIM).unwrap())
+        .args(["serve", "--catalog-registry", "http://mirror/x"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(2), "{said}");
+    assert!(said.contains("expected HOST[:PORT]"), "{said}");
+
+    let sleeper = ensure_sleeper_image().unwrap();
+    let password = format!("mirror-pw-{}", std::process::id());
+    let mut registry = Registry::start("odac", &password).unwrap();
+    let entry = odac_simulator::catalog::lookup("ollama").unwrap();
+    let mirrored = registry.push(sleeper, &entry.image).unwrap();
+    let mut stack = odac_e2e::stack::Stack::builder("registry_mirror")
+        .no_agent()
+        .start()
+        .unwrap();
+    let host = registry.host();
+    stack
+        .sim
+        .serve_with(&["--catalog-registry", &host])
+        .unwrap();
+    stack.start_agent().unwrap();
+    stack.wait_connected(Duration::from_secs(60)).unwrap();
+    let sim = &stack.sim;
+    sim.odac_line(
+        &format!("odac registry login {host} --username odac --password-stdin"),
+        Some(&password),
+    )
+    .unwrap();
+    let payload = r#"{"name":"ollama-app","type":"app","app":"ollama","gpu":{"runtime":"nvidia","count":1,"optional":true}}"#;
+    sim.odac_line("odac app create -f -", Some(payload))
+        .unwrap();
+    let app = stack
+        .wait_app("ollama-app", Duration::from_secs(120), "running", |a| {
+            a.state == "running"
+        })
+        .unwrap();
+    assert_eq!(app.image.as_deref(), Some(mirrored.as_str()));
+    let status = app.status.unwrap();
+    println!(
+        "ollama-app runs {mirrored} ({:?}), gpu fallback {:?}",
+        status.repo_digest, status.gpu.fallback
+    );
+    assert!(
+        status
+            .repo_digest
+            .as_deref()
+            .is_some_and(|d| d.starts_with(&format!("{host}/ollama/ollama@sha256:")))
+    );
+    assert_eq!(app.spec.ports.first().map(|p| p.container), Some(11434));
+    drop(stack);
+    registry.stop().unwrap();
+}
