@@ -446,3 +446,44 @@ fn the_seed_ollama_payload_runs_from_the_catalog_mirror() {
     drop(stack);
     registry.stop().unwrap();
 }
+
+/// A pull that would not leave the reserve free in the engine's data root is refused before a
+/// layer is downloaded, with a message that says so (here: a reserve larger than any disk).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_that_does_not_fit_on_the_disk_is_refused_before_downloading() {
+    require_docker!("registry");
+    let sleeper = ensure_sleeper_image().unwrap();
+    let password = format!("disk-pw-{}", std::process::id());
+    let mut registry = Registry::start("odac", &password).unwrap();
+    let image = registry.push(sleeper, "odac/too-big:1").unwrap();
+    let instance = format!("regd{}", std::process::id());
+    let _cleanup = LabelCleanup::new(format!("{RUN_LABEL}={instance}"));
+    let tmp = tempfile::tempdir().unwrap();
+    let mut config = config(tmp.path(), &instance, &tmp.path().join("none.json"));
+    config.pull_disk_reserve_mb = 1 << 40;
+    let mut agent = Running::start(config).await;
+    agent
+        .manager
+        .registry_credentials()
+        .set_sent(vec![auth(&registry, &password)]);
+    agent.set(1, vec![app("too-big", &image)]).await;
+    let s = agent
+        .until("too-big", Duration::from_secs(30), pull_failed)
+        .await;
+    let error = s.last_error.unwrap_or_default();
+    println!("{error}");
+    assert!(
+        error.contains("not enough disk space to pull") && error.contains("pull_disk_reserve_mb"),
+        "{error}"
+    );
+    assert_eq!(
+        registry.count("GET /v2/odac/too-big/blobs/"),
+        0,
+        "nothing downloaded"
+    );
+    assert!(
+        registry.count("GET /v2/odac/too-big/manifests/1") > 0,
+        "the manifest was read"
+    );
+    agent.stop().await;
+}

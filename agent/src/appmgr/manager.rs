@@ -169,6 +169,7 @@ impl AppManager {
             app_events.clone(),
             Arc::clone(&wake),
             Credentials::new(Some(config.docker_config.clone())),
+            config.pull_disk_reserve_mb,
         );
         Ok(AppManager {
             inner: Arc::new(Inner {

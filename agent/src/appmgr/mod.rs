@@ -28,6 +28,7 @@ mod manager;
 pub mod ownership;
 pub mod policy;
 mod pull;
+mod pull_disk;
 mod reconcile;
 pub mod registry_auth;
 mod removal;

@@ -11,6 +11,8 @@
 //! token, so a new digest is picked up by a new restart token), `never` not at all (a missing
 //! image fails the app).
 //!
+//! Before a pull, [`pull_disk`] checks the image fits in the engine's data root.
+//!
 //! Credentials: those sent with the app (`registry_auth`, for the host its image names), else
 //! the manager's [`Credentials`] (the host's `docker login`).
 
@@ -26,6 +28,7 @@ use tokio::time::Instant;
 use super::events::EventTx;
 use super::fallback::clip;
 use super::labels::Identity;
+use super::pull_disk;
 use super::reconcile::{AppRecord, Pass};
 use super::registry_auth::Credentials;
 use crate::engine::{
@@ -71,6 +74,7 @@ struct Shared {
     events: EventTx,
     wake: Arc<Notify>,
     credentials: Credentials,
+    reserve_mb: u64,
 }
 
 /// The pulls of one app manager; see the module documentation.
@@ -101,6 +105,7 @@ impl Pulls {
         events: EventTx,
         wake: Arc<Notify>,
         credentials: Credentials,
+        reserve_mb: u64,
     ) -> Self {
         Self {
             shared: Arc::new(Shared {
@@ -109,6 +114,7 @@ impl Pulls {
                 events,
                 wake,
                 credentials,
+                reserve_mb,
             }),
         }
     }
@@ -166,11 +172,14 @@ impl Pulls {
                     events.info(&name, format!("pulling {image}: {}", describe(&p)));
                 }
             };
-            let result = shared
-                .engine
-                .pull_image(&image, auth.as_ref(), &on_progress)
-                .await
-                .map_err(|e| pull_error(&e));
+            let result = match shared.disk_check(&image, auth.as_ref()).await {
+                Err(message) => Err(message),
+                Ok(()) => shared
+                    .engine
+                    .pull_image(&image, auth.as_ref(), &on_progress)
+                    .await
+                    .map_err(|e| pull_error(&e)),
+            };
             match &result {
                 Ok(()) => shared.events.info(&name, format!("pulled {image}")),
                 Err(e) => shared
@@ -204,6 +213,42 @@ impl Pulls {
             }
             keep
         });
+    }
+}
+
+impl Shared {
+    /// Whether the image fits in the engine's data root with the reserve; see
+    /// [`pull_disk`](super::pull_disk). What cannot be read is not a refusal.
+    async fn disk_check(&self, image: &str, auth: Option<&RegistryAuth>) -> Result<(), String> {
+        let root = match self.engine.data_root().await {
+            Ok(Some(root)) => root,
+            Ok(None) => return Ok(()),
+            Err(e) => {
+                tracing::debug!(image = %image, error = %e, "no data root from the engine: disk check skipped");
+                return Ok(());
+            }
+        };
+        let free = match pull_disk::free_bytes(std::path::Path::new(&root)) {
+            Ok(free) => free,
+            Err(e) => {
+                tracing::debug!(image = %image, error = %e, "disk check skipped");
+                return Ok(());
+            }
+        };
+        let (owned_image, owned_auth) = (image.to_owned(), auth.cloned());
+        let size = tokio::task::spawn_blocking(move || {
+            pull_disk::compressed_size(&owned_image, owned_auth.as_ref())
+        })
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r);
+        match size {
+            Ok(size) => pull_disk::check(image, &root, free, size, self.reserve_mb),
+            Err(e) => {
+                tracing::debug!(image = %image, error = %e, "no compressed size from the registry: disk check skipped");
+                Ok(())
+            }
+        }
     }
 }
 

@@ -52,6 +52,9 @@ pub struct AppManagerConfig {
     /// The Docker client's `config.json` whose `auths` (`docker login`) are used for pulls
     /// when the control plane sent no credentials for a registry; a missing file is fine.
     pub docker_config: PathBuf,
+    /// Free space, in MB, a pull must leave in the engine's data root beyond the image's
+    /// compressed size; a pull that would not is refused (`image_pull_failed`).
+    pub pull_disk_reserve_mb: u64,
 }
 
 impl Default for AppManagerConfig {
@@ -71,6 +74,7 @@ impl Default for AppManagerConfig {
             no_new_privileges: true,
             pids_limit: 4096,
             docker_config: PathBuf::from("/root/.docker/config.json"),
+            pull_disk_reserve_mb: 1024,
         }
     }
 }

@@ -131,4 +131,10 @@ pub trait ContainerEngine: Send + Sync {
     async fn image_info(&self, image: &str) -> Result<ImageInfo, EngineError> {
         Err(EngineError::NotFound(format!("No such image: {image}")))
     }
+
+    /// The engine's data root (`DockerRootDir`: where images and layers are stored);
+    /// `None` when the engine does not say.
+    async fn data_root(&self) -> Result<Option<String>, EngineError> {
+        Ok(None)
+    }
 }

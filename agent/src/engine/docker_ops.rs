@@ -254,6 +254,10 @@ impl ContainerEngine for DockerEngine {
     async fn image_info(&self, image: &str) -> Result<ImageInfo, EngineError> {
         self.image_info_of(image).await
     }
+
+    async fn data_root(&self) -> Result<Option<String>, EngineError> {
+        self.docker_root_dir().await
+    }
 }
 
 #[cfg(test)]

@@ -78,4 +78,10 @@ impl DockerEngine {
             repo_digests: inspected.repo_digests.unwrap_or_default(),
         })
     }
+
+    pub(crate) async fn docker_root_dir(&self) -> Result<Option<String>, EngineError> {
+        let docker = self.docker().await?;
+        let info = docker.info().await.map_err(map_error);
+        Ok(self.observe(info)?.docker_root_dir)
+    }
 }
