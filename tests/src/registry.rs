@@ -190,6 +190,19 @@ impl Registry {
         Ok(reference)
     }
 
+    /// `docker pull reference` logged in to this registry (a temporary `--config`).
+    pub fn docker_pull(&self, reference: &str) -> Result<()> {
+        run(
+            Command::new("docker")
+                .arg("--config")
+                .arg(self.docker_config_dir())
+                .args(["pull", "-q", reference]),
+            &format!("docker pull {reference}"),
+            None,
+        )
+        .map(|_| ())
+    }
+
     /// Lines of the current process's log containing `needle`.
     pub fn count(&self, needle: &str) -> usize {
         self.process.as_ref().map_or(0, |p| p.count_lines(needle))
