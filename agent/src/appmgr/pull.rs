@@ -87,6 +87,29 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// At most one progress event per [`PROGRESS_EVERY`], the first one that long after the
+/// pull's start (the start has its own event).
+#[derive(Debug)]
+struct Throttle {
+    last: Instant,
+}
+
+impl Throttle {
+    fn new(start: Instant) -> Self {
+        Self { last: start }
+    }
+
+    /// Whether an event may go out at `now` (and, if so, counts it).
+    fn ready(&mut self, now: Instant) -> bool {
+        if now.saturating_duration_since(self.last) >= PROGRESS_EVERY {
+            self.last = now;
+            true
+        } else {
+            false
+        }
+    }
+}
+
 /// A progress line for events: `12.5 of 80.0 MB, 2/5 layers`.
 fn describe(p: &PullProgress) -> String {
     let mb = |b: u64| b as f64 / 1_000_000.0;
@@ -161,14 +184,11 @@ impl Pulls {
                     None => format!("pulling {image}"),
                 },
             );
-            let last = Mutex::new(Instant::now());
+            let throttle = Mutex::new(Throttle::new(Instant::now()));
             let events = shared.events.clone();
             let on_progress = |p: PullProgress| {
                 *lock(&seen) = p;
-                let now = Instant::now();
-                let mut last = lock(&last);
-                if now.saturating_duration_since(*last) >= PROGRESS_EVERY {
-                    *last = now;
+                if lock(&throttle).ready(Instant::now()) {
                     events.info(&name, format!("pulling {image}: {}", describe(&p)));
                 }
             };
@@ -384,6 +404,23 @@ impl Pulls {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn progress_events_are_throttled_to_one_per_two_seconds() {
+        let t0 = Instant::now();
+        let mut throttle = Throttle::new(t0);
+        // progress every 100 ms for 10 s: 5 events, never two within 2 s
+        let sent: Vec<Duration> = (1..=100)
+            .map(|i| Duration::from_millis(100 * i))
+            .filter(|d| throttle.ready(t0 + *d))
+            .collect();
+        assert_eq!(
+            sent,
+            (1..=5)
+                .map(|i| Duration::from_secs(2 * i))
+                .collect::<Vec<_>>()
+        );
+    }
 
     #[test]
     fn progress_lines_read_in_megabytes() {
