@@ -213,6 +213,15 @@ impl Registry {
         self.count("error authenticating user")
     }
 
+    /// Pull attempts by the Docker engine this run: each starts with a `GET /v2/` ping (the
+    /// access log names the engine's user agent; the agent's own manifest reads do not ping).
+    pub fn engine_pulls(&self) -> usize {
+        self.log()
+            .iter()
+            .filter(|l| l.contains("\"GET /v2/ HTTP/1.1\"") && l.contains("\"docker/"))
+            .count()
+    }
+
     /// Every log line of this run, for failure messages.
     pub fn log(&self) -> Vec<String> {
         self.process
