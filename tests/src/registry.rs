@@ -247,5 +247,27 @@ impl Drop for Registry {
                 .stderr(Stdio::null())
                 .status();
         }
+        // Pulled copies left by digest only (a re-pushed tag moved away from them).
+        let prefix = format!("{}/", self.host());
+        let listed = Command::new("docker")
+            .args([
+                "images",
+                "--digests",
+                "--format",
+                "{{.Repository}}@{{.Digest}}",
+            ])
+            .output();
+        if let Ok(out) = listed {
+            for reference in String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter(|r| r.starts_with(&prefix) && !r.ends_with("@<none>"))
+            {
+                let _ = Command::new("docker")
+                    .args(["image", "rm", reference])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status();
+            }
+        }
     }
 }

@@ -5,7 +5,11 @@
 //! the crash-loop backoff only (pull attempts counted in the registry's log over 60 s); a
 //! stopped registry is waited out and the app runs within one backoff step of its return;
 //! `always` picks up a re-pushed tag on a new restart token; the host's `config.json`
-//! credentials work; the password shows in no status and no event.
+//! credentials work; the password shows in no status and no event. Through the real
+//! binaries: `odac registry login` lets the agent pull a private image (digest in `odac app
+//! list`, the password in no log or API answer), and ODAC's seed payload runs from the
+//! catalog mirror (`odac-sim serve --catalog-registry`). A pull that would not fit on the disk
+//! is refused before a layer is downloaded.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeMap;
