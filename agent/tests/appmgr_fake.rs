@@ -319,22 +319,24 @@ async fn errors_that_are_not_device_refusals_are_never_taken_for_one() {
     assert_eq!(fake.calls_of(Op::Create).len(), 1, "no cpu retry");
     assert!(fake.calls_of(Op::Remove).is_empty());
 
-    // A missing image is a plain failure too.
+    // A missing image that may not be pulled is a pull failure, not a device refusal.
     let dir = tempfile::tempdir().unwrap();
     let fake = fake_for("no-gpu");
     let m = open(&fake, "no-gpu", dir.path());
     let mut spec = app("gone", Some(r#"{"runtime":"nvidia","optional":true}"#));
     spec.image = Some("odac/missing:1".into());
+    spec.pull = odac_protocol::PullPolicy::Never;
     m.set_desired(desired(1, vec![spec])).await.unwrap();
     let s = m.reconcile_once().await.remove(0);
     assert_eq!(s.state, AppState::Failed);
-    assert!(
-        s.last_error
-            .as_deref()
-            .unwrap()
-            .contains("No such image: odac/missing:1")
-    );
-    assert_eq!(s.gpu.fallback.unwrap().tier, FallbackTier::Preflight);
+    let error = s.last_error.as_deref().unwrap();
+    assert!(error.starts_with("image_pull_failed: "), "{error}");
+    assert!(error.contains("odac/missing:1"), "{error}");
+    let fallback = s.gpu.fallback.unwrap();
+    assert_eq!(fallback.tier, FallbackTier::Preflight);
+    assert_eq!(fallback.reason, odac_protocol::Reason::ImagePullFailed);
+    assert!(fake.calls_of(Op::Create).is_empty(), "nothing created");
+    assert!(fake.calls_of(Op::PullImage).is_empty(), "never pulled");
 }
 
 #[tokio::test(start_paused = true)]

@@ -16,6 +16,8 @@ use crate::gpu::{GpuRequest, deserialize_opt_gpu};
 use crate::limits::{
     MAX_COMMAND_ARGS, MAX_CPUS, MAX_ENV, MAX_MEMORY_BYTES, MAX_PORTS, MAX_VOLUMES, MIN_MEMORY_BYTES,
 };
+use crate::pull::PullPolicy;
+use crate::registry_auth::{RegistryAuth, registry_host};
 use crate::runtime::{HealthCheck, LogLimits, RestartPolicy};
 
 /// One app the agent should run.
@@ -70,6 +72,13 @@ pub struct AppSpec {
     /// Lower log limits than the agent's defaults (never higher).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub logs: Option<LogLimits>,
+    /// When the agent pulls the image: `if_not_present` (default), `always`, `never`.
+    #[serde(default, skip_serializing_if = "PullPolicy::is_default")]
+    pub pull: PullPolicy,
+    /// Credentials for the registry host `image` names, sent by the control plane; a secret
+    /// (never logged, not part of the spec hash or of any view).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registry_auth: Option<RegistryAuth>,
 }
 
 /// A published port.
@@ -173,6 +182,7 @@ impl AppSpec {
         if let Some(source) = &mut spec.source {
             source.secret = None;
         }
+        spec.registry_auth = None;
         spec
     }
 
@@ -200,6 +210,16 @@ impl AppSpec {
         }
         if let Some(app) = &self.app {
             check_required("app", app)?;
+        }
+        if let Some(auth) = &self.registry_auth {
+            auth.validate().map_err(|e| e.under("registry_auth"))?;
+            let host = self.image.as_deref().map(registry_host);
+            if host != Some(auth.server.as_str()) {
+                return Err(ValidationError::new(
+                    "registry_auth.server",
+                    format!("{:?} is not the registry of the app's image", auth.server),
+                ));
+            }
         }
         if self.image.is_none() && self.source.is_none() && self.app.is_none() {
             return Err(ValidationError::new(

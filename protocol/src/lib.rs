@@ -19,7 +19,9 @@ mod inventory;
 mod limits;
 mod logs;
 mod messages;
+mod pull;
 mod reason;
+mod registry_auth;
 mod runtime;
 pub mod schema;
 pub mod schema_rules;
@@ -45,7 +47,9 @@ pub use messages::{
     ControlMessage, DesiredStateMessage, ErrorCode, ErrorMessage, Event, EventLevel, Hello,
     InventoryReport, Resync, Welcome,
 };
+pub use pull::PullPolicy;
 pub use reason::Reason;
+pub use registry_auth::{RegistryAuth, registry_host};
 pub use runtime::{
     CrashInfo, CrashReason, HealthCheck, HealthReport, HealthState, LogLimits,
     MAX_HEALTH_OUTPUT_BYTES, MAX_LOG_FILES, MAX_OUTPUT_TAIL_BYTES, MAX_OUTPUT_TAIL_LINES,

@@ -37,11 +37,13 @@ pub enum Reason {
     PolicyDenied,
     /// An app built from git did not build.
     BuildFailed,
+    /// The app's image could not be pulled from its registry.
+    ImagePullFailed,
 }
 
 impl Reason {
     /// Every reason code, in wire order.
-    pub const ALL: [Reason; 11] = [
+    pub const ALL: [Reason; 12] = [
         Reason::Disabled,
         Reason::NoDevice,
         Reason::NoDriver,
@@ -53,6 +55,7 @@ impl Reason {
         Reason::EngineRejected,
         Reason::PolicyDenied,
         Reason::BuildFailed,
+        Reason::ImagePullFailed,
     ];
 
     /// The wire code, e.g. `no_container_runtime`.
@@ -69,6 +72,7 @@ impl Reason {
             Reason::EngineRejected => "engine_rejected",
             Reason::PolicyDenied => "policy_denied",
             Reason::BuildFailed => "build_failed",
+            Reason::ImagePullFailed => "image_pull_failed",
         }
     }
 
@@ -95,6 +99,7 @@ impl Reason {
             Reason::EngineRejected => "the container engine refused the GPU device",
             Reason::PolicyDenied => "the host's local policy forbids what the app spec asks for",
             Reason::BuildFailed => "the app's image could not be built from its git source",
+            Reason::ImagePullFailed => "the app's image could not be pulled from its registry",
         }
     }
 
@@ -155,6 +160,10 @@ impl Reason {
             (Reason::BuildFailed, _) => {
                 Some("read the build log in the detail and fix the repository")
             }
+            (Reason::ImagePullFailed, _) => Some(
+                "read the registry's words in the detail: check the image name and tag, the \
+                 registry credentials (odac registry login) and the engine's free disk space",
+            ),
         }
     }
 }

@@ -54,6 +54,12 @@ pub struct AppStatus {
     /// The container's health check verdict, when it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health: Option<HealthReport>,
+    /// Id (`sha256:…`) of the image the container runs, read back from the engine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_id: Option<String>,
+    /// Repo digest (`repo@sha256:…`) of that image, when it came from a registry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo_digest: Option<String>,
 }
 
 /// Lifecycle state of an app.
@@ -80,6 +86,8 @@ pub enum AppState {
     Removed,
     /// Exited 0 under restart policy `on_failure` or `never`: done, not a crash.
     Exited,
+    /// Pulling the app's image from its registry.
+    Pulling,
 }
 
 impl AppState {
@@ -95,6 +103,7 @@ impl AppState {
             AppState::Failed => "failed",
             AppState::Removed => "removed",
             AppState::Exited => "exited",
+            AppState::Pulling => "pulling",
         }
     }
 }
@@ -167,6 +176,8 @@ impl AppStatus {
         check_opt_string("last_error", self.last_error.as_ref())?;
         check_opt_string("image", self.image.as_ref())?;
         check_opt_string("commit", self.commit.as_ref())?;
+        check_opt_string("image_id", self.image_id.as_ref())?;
+        check_opt_string("repo_digest", self.repo_digest.as_ref())?;
         if let Some(a) = &self.gpu.attached {
             check_string_list("gpu.attached.devices", &a.devices, MAX_LIST)?;
         }

@@ -156,6 +156,7 @@ fn app_spec() -> impl Strategy<Value = AppSpec> {
                     restart: None,
                     healthcheck: None,
                     logs: None,
+                    ..AppSpec::default()
                 }
             },
         )
@@ -291,6 +292,7 @@ fn app_status() -> impl Strategy<Value = AppStatus> {
         AppState::Stopped,
         AppState::Failed,
         AppState::Exited,
+        AppState::Pulling,
     ]);
     let attached = (
         vendor(),
@@ -356,6 +358,7 @@ fn app_status() -> impl Strategy<Value = AppStatus> {
                 commit,
                 crash: None,
                 health: None,
+                ..AppStatus::default()
             },
         )
 }

@@ -42,6 +42,12 @@ pub fn parse_create(body: &[u8]) -> ApiResult<(Option<String>, AppSpec)> {
         }
     };
     let mut spec: AppSpec = typed(value, "")?;
+    if spec.registry_auth.is_some() {
+        return Err(ApiError::bad_request(
+            "registry_auth",
+            "registry_auth: log in to the registry instead (odac registry login HOST)",
+        ));
+    }
     // a required request without a vendor is legal here: it is resolved from the host's
     // inventory once the host is known (`gpu_auto`)
     let gpu = spec.gpu.take();
@@ -54,7 +60,8 @@ pub fn parse_create(body: &[u8]) -> ApiResult<(Option<String>, AppSpec)> {
     Ok((host, spec))
 }
 
-/// Resolves `"app": NAME` to the catalog's image when no image or source is given.
+/// Resolves `"app": NAME` to the catalog's image (when no image or source is given), ports,
+/// volumes, env and GPU intent, where the spec gives none.
 pub fn resolve_catalog(spec: &mut AppSpec) -> ApiResult<()> {
     let Some(name) = &spec.app else {
         return Ok(());
@@ -68,9 +75,7 @@ pub fn resolve_catalog(spec: &mut AppSpec) -> ApiResult<()> {
             ),
         )
     })?;
-    if spec.image.is_none() && spec.source.is_none() {
-        spec.image = Some(entry.image.to_owned());
-    }
+    entry.apply(spec, None);
     Ok(())
 }
 
@@ -121,6 +126,14 @@ pub async fn get_host(
 /// `POST /api/apps`.
 pub async fn create_app(State(hub): State<Arc<Hub>>, body: Bytes) -> ApiResult<Response> {
     let (host, mut spec) = parse_create(&body)?;
+    // the catalog's images come from the mirror of `--catalog-registry`, when there is one
+    if let (Some(mirror), Some(entry)) = (
+        hub.catalog_registry.get(),
+        spec.app.as_deref().and_then(catalog::lookup),
+    ) && spec.image.as_deref() == Some(entry.image.as_str())
+    {
+        spec.image = Some(entry.image_on(Some(mirror)));
+    }
     let host = crate::placement::pick_host(&hub, host.as_deref())?;
     if spec
         .gpu
@@ -249,7 +262,7 @@ pub fn parse_restart(body: &[u8]) -> ApiResult<RestartRequest> {
 
 /// `GET /api/catalog`.
 pub async fn list_catalog() -> Json<&'static [catalog::CatalogEntry]> {
-    Json(&catalog::CATALOG)
+    Json(catalog::entries())
 }
 
 /// `GET /api/events/log`: the latest events, oldest first.
@@ -274,7 +287,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(host.as_deref(), Some("h1"));
-        assert_eq!(spec.image.as_deref(), Some("ollama/ollama"));
+        assert_eq!(spec.image.as_deref(), Some("ollama/ollama:0.6.2"));
         assert_eq!(spec.app.as_deref(), Some("ollama"));
     }
 

@@ -1,49 +1,131 @@
 //! The app catalog: ODAC's payload names an app (`"app": "ollama"`) that the control plane
-//! resolves to an image. A small fixed catalog: `ollama` and the local `demo` image that
-//! `odac-sim demo` builds.
+//! resolves to an image with its ports, named volumes, env and default GPU intent. The entries
+//! are data (`simulator/catalog.json`, embedded in the binary): each with a pinned tag. With
+//! `odac-sim serve --catalog-registry HOST[:PORT]` the images of registry entries are pulled
+//! from that mirror instead (`HOST[:PORT]/ollama/ollama:<tag>`), for air-gapped hosts and
+//! tests; `local` entries (the `demo` image `odac-sim demo` builds) are never rewritten.
 
-use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+use odac_protocol::{AppSpec, GpuRequest, PortMapping, VolumeMount};
+use serde::{Deserialize, Serialize};
 
 /// Image tag of the demo app, built locally by `odac-sim demo`.
 pub const DEMO_IMAGE: &str = "odac-demo:latest";
 
+/// The catalog's source, embedded.
+const CATALOG_JSON: &str = include_str!("../catalog.json");
+
 /// One catalog entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CatalogEntry {
     /// Name used in `"app"`.
-    pub name: &'static str,
-    /// Image it resolves to.
-    pub image: &'static str,
+    pub name: String,
+    /// Image it resolves to, with a pinned tag.
+    pub image: String,
     /// What it is.
-    pub description: &'static str,
+    pub description: String,
+    /// Ports it publishes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<PortMapping>,
+    /// Named volumes it keeps its data in.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<VolumeMount>,
+    /// Environment.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// Default GPU intent, used when the app asks for none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<GpuRequest>,
+    /// A locally built image: never pulled, never rewritten to a mirror.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub local: bool,
 }
 
-/// Every catalog entry.
-pub const CATALOG: [CatalogEntry; 2] = [
-    CatalogEntry {
-        name: "ollama",
-        image: "ollama/ollama",
-        description: "Ollama LLM server",
-    },
-    CatalogEntry {
-        name: "demo",
-        image: DEMO_IMAGE,
-        description: "lists the GPU devices and environment it received, then sleeps",
-    },
-];
+/// Every catalog entry (an unreadable embedded catalog is empty; a unit test keeps it valid).
+pub fn entries() -> &'static [CatalogEntry] {
+    static ENTRIES: OnceLock<Vec<CatalogEntry>> = OnceLock::new();
+    ENTRIES.get_or_init(|| match serde_json::from_str(CATALOG_JSON) {
+        Ok(entries) => entries,
+        Err(e) => {
+            tracing::error!(error = %e, "the embedded catalog.json does not parse");
+            Vec::new()
+        }
+    })
+}
 
 /// The entry called `name`.
 pub fn lookup(name: &str) -> Option<&'static CatalogEntry> {
-    CATALOG.iter().find(|e| e.name == name)
+    entries().iter().find(|e| e.name == name)
 }
 
 /// Names of every entry, comma-separated (for error messages).
 pub fn names() -> String {
-    CATALOG
+    entries()
         .iter()
-        .map(|e| e.name)
+        .map(|e| e.name.as_str())
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// Checks a `--catalog-registry` value: `HOST[:PORT]`, host letters, digits, `.` and `-`,
+/// port 1..=65535, no scheme or path.
+pub fn check_registry(value: &str) -> Result<String, String> {
+    let bad = |why: &str| {
+        Err(format!(
+            "--catalog-registry {value:?}: {why}; expected HOST[:PORT], e.g. 127.0.0.1:5000"
+        ))
+    };
+    let (host, port) = match value.rsplit_once(':') {
+        Some((h, p)) => (h, Some(p)),
+        None => (value, None),
+    };
+    if host.is_empty()
+        || !host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')
+    {
+        return bad("not a host name or address");
+    }
+    if let Some(p) = port
+        && !p.parse::<u16>().is_ok_and(|p| p > 0)
+    {
+        return bad("the port must be 1 to 65535");
+    }
+    Ok(value.to_owned())
+}
+
+impl CatalogEntry {
+    /// The image to run: on `mirror` (a checked `HOST[:PORT]`) when one is given and the entry
+    /// is not local.
+    pub fn image_on(&self, mirror: Option<&str>) -> String {
+        match mirror {
+            Some(m) if !self.local => format!("{m}/{}", self.image),
+            _ => self.image.clone(),
+        }
+    }
+
+    /// Fill what `spec` leaves out from the entry: image (when neither image nor source is
+    /// given), ports, volumes, env entries and the GPU intent.
+    pub fn apply(&self, spec: &mut AppSpec, mirror: Option<&str>) {
+        if spec.image.is_none() && spec.source.is_none() {
+            spec.image = Some(self.image_on(mirror));
+        }
+        if spec.ports.is_empty() {
+            spec.ports.clone_from(&self.ports);
+        }
+        if spec.volumes.is_empty() {
+            spec.volumes.clone_from(&self.volumes);
+        }
+        for (k, v) in &self.env {
+            spec.env.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+        if spec.gpu.is_none() {
+            spec.gpu.clone_from(&self.gpu);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -51,10 +133,52 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ollama_resolves_to_its_image() {
-        assert_eq!(lookup("ollama").map(|e| e.image), Some("ollama/ollama"));
-        assert_eq!(lookup("demo").map(|e| e.image), Some(DEMO_IMAGE));
+    fn the_embedded_catalog_parses_and_validates() {
+        let parsed: Vec<CatalogEntry> = serde_json::from_str(CATALOG_JSON).unwrap_or_default();
+        assert!(parsed.len() >= 3, "{parsed:?}");
+        for e in entries() {
+            let mut spec = AppSpec::new("x", "y");
+            spec.image = None;
+            spec.app = Some(e.name.clone());
+            e.apply(&mut spec, None);
+            assert_eq!(spec.validate(), Ok(()), "{}", e.name);
+            assert!(
+                e.local || e.image.contains(':'),
+                "{} has a pinned tag",
+                e.name
+            );
+        }
+        let ollama = lookup("ollama").map(|e| e.image.clone());
+        assert_eq!(ollama.as_deref(), Some("ollama/ollama:0.6.2"));
+        assert_eq!(lookup("demo").map(|e| e.image.as_str()), Some(DEMO_IMAGE));
         assert!(lookup("nope").is_none());
-        assert_eq!(names(), "ollama, demo");
+        assert_eq!(names(), "ollama, jellyfin, demo");
+    }
+
+    #[test]
+    fn ollama_has_its_port_volume_and_an_optional_gpu() {
+        let e = lookup("ollama").cloned().unwrap_or_else(|| unreachable!());
+        assert_eq!(e.ports.first().map(|p| p.container), Some(11434));
+        assert_eq!(
+            e.volumes.first().map(|v| v.target.as_str()),
+            Some("/root/.ollama")
+        );
+        assert!(e.gpu.as_ref().is_some_and(|g| g.is_optional()));
+        assert_eq!(
+            e.image_on(Some("127.0.0.1:5000")),
+            "127.0.0.1:5000/ollama/ollama:0.6.2"
+        );
+        let demo = lookup("demo").cloned().unwrap_or_else(|| unreachable!());
+        assert_eq!(demo.image_on(Some("127.0.0.1:5000")), DEMO_IMAGE);
+    }
+
+    #[test]
+    fn registry_values_are_checked() {
+        assert!(check_registry("127.0.0.1:5000").is_ok());
+        assert!(check_registry("mirror.example.com").is_ok());
+        for bad in ["", "http://h:1", "h/x", "h:0", "h:99999", "h:", "h p"] {
+            let e = check_registry(bad).unwrap_err();
+            assert!(e.contains("--catalog-registry"), "{e}");
+        }
     }
 }

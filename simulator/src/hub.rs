@@ -88,6 +88,10 @@ pub struct Hub {
     pub logs: crate::logs::LogViewers,
     /// Live GPU figures and their last hour, per host (`gpu_stats` reports).
     pub gpu_history: crate::gpu_history::GpuHistory,
+    /// Registry logins, in memory only, sent with the apps that need them.
+    pub registries: crate::registries::Registries,
+    /// The mirror the catalog's images are pulled from (`--catalog-registry`).
+    pub catalog_registry: std::sync::OnceLock<String>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -126,6 +130,8 @@ impl Hub {
             closing: tokio::sync::watch::channel(false).0,
             logs: crate::logs::LogViewers::default(),
             gpu_history: crate::gpu_history::GpuHistory::default(),
+            registries: crate::registries::Registries::default(),
+            catalog_registry: std::sync::OnceLock::new(),
         })
     }
 
@@ -645,6 +651,35 @@ impl Hub {
             self.emit_app(name);
         }
         self.app(name).ok_or_else(|| ApiError::unknown_app(name))
+    }
+
+    /// Sends again every app whose image names registry `registry` (its login changed).
+    pub fn resend_registry_apps(&self, registry: &str) {
+        let changed: Vec<(String, u64, AppSpec)> = self.write(|d| {
+            let names: Vec<String> = d
+                .apps
+                .iter()
+                .filter(|(_, a)| {
+                    a.spec.image.as_deref().map(odac_protocol::registry_host) == Some(registry)
+                })
+                .map(|(n, _)| n.clone())
+                .collect();
+            names
+                .into_iter()
+                .filter_map(|n| {
+                    let a = d.apps.get(&n)?;
+                    let (host, spec) = (a.host.clone(), a.spec.clone());
+                    let generation = bump(d, &host);
+                    Some((host, generation, spec))
+                })
+                .collect()
+        });
+        if !changed.is_empty() {
+            self.persist_now();
+        }
+        for (host, generation, spec) in changed {
+            self.change(&host, generation, ChangeKind::Upsert(spec));
+        }
     }
 
     /// Sets or clears an app's GPU request.

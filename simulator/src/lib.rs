@@ -38,6 +38,7 @@ pub mod logs;
 pub mod model;
 pub mod placement;
 pub mod reasons;
+pub mod registries;
 pub mod secret_file;
 pub mod secrets;
 pub mod server;

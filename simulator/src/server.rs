@@ -49,6 +49,9 @@ pub struct ServeConfig {
     pub hosts_per_token: u32,
     /// Serve an open REST API (no `api_token`) on a non-loopback address anyway.
     pub insecure_open_api: bool,
+    /// Mirror (`HOST[:PORT]`, checked by [`crate::catalog::check_registry`]) the catalog's
+    /// images are pulled from.
+    pub catalog_registry: Option<String>,
 }
 
 impl ServeConfig {
@@ -63,6 +66,7 @@ impl ServeConfig {
             heartbeat_secs: DEFAULT_HEARTBEAT_SECS,
             hosts_per_token: crate::identity::DEFAULT_HOSTS_PER_TOKEN,
             insecure_open_api: false,
+            catalog_registry: None,
         }
     }
 }
@@ -151,6 +155,14 @@ pub fn router(hub: Arc<Hub>) -> Router {
         .route("/api/events", get(sse::events))
         .route("/api/events/log", get(api::event_log))
         .route("/api/catalog", get(api::list_catalog))
+        .route(
+            "/api/registries",
+            get(crate::registries::list).post(crate::registries::login),
+        )
+        .route(
+            "/api/registries/{host}",
+            axum::routing::delete(crate::registries::logout),
+        )
         .route("/api/reasons", get(crate::reasons::list_reasons))
         .route("/api/enroll/codes", post(admin::new_enroll_code))
         .route(
@@ -214,6 +226,9 @@ impl Server {
         );
         for code in &cfg.enroll_codes {
             hub.add_enroll_code(code);
+        }
+        if let Some(mirror) = &cfg.catalog_registry {
+            let _ = hub.catalog_registry.set(mirror.clone());
         }
         let writer = tokio::spawn(Arc::clone(&hub).run_writer());
         let listener =

@@ -184,6 +184,10 @@ impl Session {
 
     fn send_snapshot(&mut self) {
         let (generation, apps) = self.hub.snapshot(&self.host);
+        let apps = apps
+            .into_iter()
+            .map(|a| self.hub.registries.attach(a))
+            .collect();
         self.send_control(|seq| {
             (
                 ControlMessage::DesiredState(DesiredStateMessage {
@@ -431,7 +435,11 @@ async fn session(hub: Arc<Hub>, socket: WebSocket, caller: crate::agent_auth::Ca
                     let generation = c.generation;
                     s.send_control(|seq| match c.kind {
                         ChangeKind::Upsert(app) => (
-                            ControlMessage::AppUpsert(AppUpsert { seq, generation, app }),
+                            ControlMessage::AppUpsert(AppUpsert {
+                                seq,
+                                generation,
+                                app: hub.registries.attach(app),
+                            }),
                             generation,
                         ),
                         ChangeKind::Delete(name) => (

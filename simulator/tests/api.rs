@@ -71,7 +71,7 @@ fn odac_payload_resolves_the_catalog_and_is_kept_as_sent() {
     let body = r#"{"name":"ollama-app","type":"app","app":"ollama","gpu":{"runtime":"nvidia","count":1,"optional":true}}"#;
     let (s, v) = sim.call("POST", "/api/apps", Some(body));
     assert_eq!(s, 201, "{v}");
-    assert_eq!(v["spec"]["image"], "ollama/ollama");
+    assert_eq!(v["spec"]["image"], "ollama/ollama:0.6.2");
     assert_eq!(v["spec"]["type"], "app");
     assert_eq!(v["spec"]["app"], "ollama");
     assert_eq!(
@@ -86,7 +86,14 @@ fn odac_payload_resolves_the_catalog_and_is_kept_as_sent() {
         .iter()
         .map(|e| e["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["ollama", "demo"]);
+    assert_eq!(names, ["ollama", "jellyfin", "demo"]);
+    // the entry's port, volume and env fill what the payload left out
+    assert_eq!(v["spec"]["ports"], json!([{"container": 11434}]));
+    assert_eq!(
+        v["spec"]["volumes"],
+        json!([{"source": "models", "target": "/root/.ollama"}])
+    );
+    assert_eq!(v["spec"]["env"]["OLLAMA_HOST"], "0.0.0.0:11434");
 }
 
 #[test]

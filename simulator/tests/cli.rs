@@ -175,7 +175,7 @@ fn create_with_gpu_flags_keeps_the_request_as_sent() {
     let o = sim.odac(&["app", "create", "-n", "llm", "--app", "ollama"]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let (_, app) = sim.call("GET", "/api/apps/llm", None);
-    assert_eq!(app["spec"]["image"], "ollama/ollama");
+    assert_eq!(app["spec"]["image"], "ollama/ollama:0.6.2");
 }
 
 #[test]

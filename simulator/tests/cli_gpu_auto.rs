@@ -272,7 +272,7 @@ fn seed_payload_from_a_file_and_from_stdin() {
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     assert_eq!(stdout(&o), "created app ollama-app on nv (pending)\n");
     let app = sim.call("GET", "/api/apps/ollama-app", None).1;
-    assert_eq!(app["image"], "ollama/ollama");
+    assert_eq!(app["image"], "ollama/ollama:0.6.2");
     assert_eq!(
         app["requested"],
         json!({"runtime":"nvidia","count":1,"optional":true}),

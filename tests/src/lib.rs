@@ -9,6 +9,7 @@
 //! - [`docker`], [`image`]: the test's own view of the engine, cleanup by label, the test image;
 //! - [`gpu_lab`]: `odac-sim gpu-lab` (a private engine configured like a GPU host) and its checks;
 //! - [`tls`]: certificates made at test time;
+//! - [`registry`]: a real image registry (docker-registry with htpasswd auth) to pull from;
 //! - [`git_repo`]: a local repository a public git URL is rewritten to, built-image cleanup;
 //! - [`sim`], [`agent`], [`stack`]: the simulator, the agent and a scenario's whole world;
 //! - [`systemd`]: real systemd as PID 1 in a container, and the agent's Debian package;
@@ -28,6 +29,7 @@ pub mod image;
 pub mod poll;
 pub mod ports;
 pub mod process;
+pub mod registry;
 mod relay;
 pub mod sim;
 pub mod stack;

@@ -30,6 +30,7 @@ pub struct Sim {
     heartbeat_secs: Option<u32>,
     hosts_per_token: Option<u32>,
     starts: usize,
+    extra_args: Vec<String>,
     process: Option<Process>,
 }
 
@@ -72,6 +73,7 @@ impl Sim {
                 heartbeat_secs,
                 hosts_per_token: None,
                 starts: 0,
+                extra_args: Vec::new(),
                 process: None,
             };
             match sim.spawn() {
@@ -97,6 +99,13 @@ impl Sim {
         self.restart()
     }
 
+    /// Restarts the simulator with more `odac-sim serve` arguments (e.g.
+    /// `--catalog-registry HOST:PORT`).
+    pub fn serve_with(&mut self, args: &[&str]) -> Result<()> {
+        self.extra_args = args.iter().map(|a| (*a).to_owned()).collect();
+        self.restart()
+    }
+
     fn spawn(&mut self) -> Result<()> {
         self.starts += 1;
         let name = format!("odac-sim-{}", self.starts);
@@ -114,6 +123,7 @@ impl Sim {
         if let Some(n) = self.hosts_per_token {
             cmd.arg("--hosts-per-token").arg(n.to_string());
         }
+        cmd.args(&self.extra_args);
         let mut p = Process::spawn(&name, &mut cmd, &self.log_dir)?;
         match p.wait_for_line("agents: wss://", START_TIMEOUT) {
             Ok(_) => {

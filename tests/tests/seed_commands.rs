@@ -207,7 +207,7 @@ fn the_seed_commands_run_as_written() {
         out.stdout
     );
     let ollama = sim.app("ollama-app").unwrap().unwrap();
-    assert_eq!(ollama.image.as_deref(), Some("ollama/ollama"));
+    assert_eq!(ollama.image.as_deref(), Some("ollama/ollama:0.6.2"));
     let sent: Value = serde_json::from_str(PAYLOAD).unwrap();
     assert_eq!(
         serde_json::to_value(&ollama.requested).unwrap(),

@@ -15,6 +15,7 @@ use super::diagnosis;
 use super::fallback::{StartOutcome, clip, run_on_cpu, start_plain, start_with_gpu_fallback};
 use super::labels::{self, Identity};
 use super::policy;
+use super::pull::ImageReady;
 use super::reconcile::{AppRecord, Hold, Pass};
 use crate::engine::{ContainerSummary, EngineError};
 use crate::gpu::{Plan, resolve_with};
@@ -72,6 +73,11 @@ impl Pass<'_> {
             });
             return Ok(status);
         };
+        if built.is_none()
+            && let ImageReady::Wait(status) = self.ensure_image(rec, spec, identity, &image).await?
+        {
+            return Ok(*status);
+        }
         let mut base = container_spec(
             &self.config.instance,
             &self.config.owner,

@@ -30,7 +30,9 @@ use super::error::AppMgrError;
 use super::events::{AppEvent, EventTx};
 use super::fallback::clip;
 use super::host::HostSource;
+use super::pull::Pulls;
 use super::reconcile::{Facts, PassInput, Reconciler};
+use super::registry_auth::Credentials;
 use super::removal::Removals;
 use super::settings::AppManagerConfig;
 use super::store::Store;
@@ -91,6 +93,7 @@ struct Inner {
     app_events: EventTx,
     builds: Builds,
     wake: Arc<Notify>,
+    pulls: Pulls,
     problems: Mutex<Vec<String>>,
     removals: Removals,
 }
@@ -161,6 +164,13 @@ impl AppManager {
             config.build.max_parallel,
         );
         builds.clear_leftovers();
+        let pulls = Pulls::new(
+            Arc::clone(&engine),
+            app_events.clone(),
+            Arc::clone(&wake),
+            Credentials::new(Some(config.docker_config.clone())),
+            config.pull_disk_reserve_mb,
+        );
         Ok(AppManager {
             inner: Arc::new(Inner {
                 config,
@@ -176,6 +186,7 @@ impl AppManager {
                 app_events,
                 builds,
                 wake,
+                pulls,
                 problems: Mutex::new(problems),
                 removals: Removals::default(),
             }),
@@ -185,6 +196,11 @@ impl AppManager {
     /// The configuration.
     pub fn config(&self) -> &AppManagerConfig {
         &self.inner.config
+    }
+
+    /// The registry credentials pulls use; the control plane's are set through it.
+    pub fn registry_credentials(&self) -> &Credentials {
+        self.inner.pulls.credentials()
     }
 
     /// Problems met while opening (a corrupt state file moved aside, ...).
@@ -336,6 +352,7 @@ impl AppManager {
             host: &self.inner.host,
             desired: desired.as_ref(),
             builds: &self.inner.builds,
+            pulls: &self.inner.pulls,
             events: &self.inner.app_events,
             facts: &self.inner.facts,
             quiet,

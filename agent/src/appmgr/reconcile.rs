@@ -52,6 +52,7 @@ use super::fallback::{clip, is_device_refusal};
 use super::host::HostSource;
 use super::labels::{self, Identity};
 use super::ownership::{self, Ownership};
+use super::pull::Pulls;
 use super::refusals::Refusals;
 use super::settings::AppManagerConfig;
 use super::source::{GitImage, with_build};
@@ -89,6 +90,8 @@ pub(super) struct AppRecord {
     pub(super) last_exit: Option<LastExit>,
     /// The next restart (`guard.next_start`) as wall-clock time, Unix milliseconds.
     pub(super) retry_at: Option<(Instant, u64)>,
+    /// The image id of its container and that image's repo digest, read once per image.
+    pub(super) digest: Option<(String, Option<String>)>,
 }
 
 /// The latest host and engine facts (an [`Assessment`] of a reachable engine) and when they
@@ -143,6 +146,7 @@ pub(crate) struct PassInput<'a> {
     pub host: &'a HostSource,
     pub desired: Option<&'a DesiredState>,
     pub builds: &'a Builds,
+    pub pulls: &'a Pulls,
     pub events: &'a EventTx,
     pub facts: &'a Facts,
     /// A quiet pass: facts younger than [`FACTS_TTL`] and inspections of containers still
@@ -158,6 +162,7 @@ pub(super) struct Pass<'a> {
     pub(super) generation: u64,
     pub(super) now: Instant,
     pub(super) builds: &'a Builds,
+    pub(super) pulls: &'a Pulls,
     pub(super) events: &'a EventTx,
     pub(super) quiet: bool,
     /// Host paths the desired apps bind, by app.
@@ -251,6 +256,7 @@ impl Reconciler {
             generation: input.desired.map_or(0, |d| d.generation),
             now: Instant::now(),
             builds: input.builds,
+            pulls: input.pulls,
             events: input.events,
             quiet: input.quiet,
             desired_binds: desired_uses(&apps, &input.config.policy.allowed_bind_prefixes),
@@ -289,6 +295,7 @@ impl Reconciler {
             .collect::<Vec<Result<(), EngineError>>>();
         let names: Vec<&str> = apps.iter().map(|a| a.name.as_str()).collect();
         input.builds.retain(&names);
+        input.pulls.retain(&names);
         by_app.retain(|app, _| apps.iter().any(|a| &a.name == app));
         self.apps
             .retain(|name, _| apps.iter().any(|a| &a.name == name));
@@ -554,6 +561,7 @@ impl Pass<'_> {
             status.commit = Some(commit.clone());
             status.image = Some(details.image.clone());
         }
+        (status.image_id, status.repo_digest) = self.image_digest(rec, &details).await?;
         status.restart_required =
             their_gpu_hash != identity.gpu_hash || self.gpu_became_available(spec, &status);
         let now = self.now;

@@ -58,6 +58,12 @@ pub struct AppManagerConfig {
     /// in seconds: until then, or until the inventory changes, creates asking for the same
     /// devices go straight to the CPU (optional) or fail (required). 0: never remembered.
     pub refusal_memory_secs: u64,
+    /// The Docker client's `config.json` whose `auths` (`docker login`) are used for pulls
+    /// when the control plane sent no credentials for a registry; a missing file is fine.
+    pub docker_config: PathBuf,
+    /// Free space, in MB, a pull must leave in the engine's data root beyond the image's
+    /// compressed size; a pull that would not is refused (`image_pull_failed`).
+    pub pull_disk_reserve_mb: u64,
 }
 
 impl Default for AppManagerConfig {
@@ -79,6 +85,8 @@ impl Default for AppManagerConfig {
             log_max_size_bytes: 10 * 1024 * 1024,
             log_max_files: 3,
             refusal_memory_secs: 600,
+            docker_config: PathBuf::from("/root/.docker/config.json"),
+            pull_disk_reserve_mb: 1024,
         }
     }
 }

@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use super::capabilities::EngineCapabilities;
 use super::error::EngineError;
 use super::log_stream::{LogLines, LogStreamOptions};
+use super::pull::{ImageInfo, PullProgress, RegistryAuth};
 use super::tail::cut_tail;
 use super::types::{BuildOutput, ContainerDetails, ContainerSpec, ContainerSummary, ImageSummary};
 
@@ -136,5 +137,32 @@ pub trait ContainerEngine: Send + Sync {
         Err(EngineError::Other(format!(
             "this container engine cannot remove images (asked for {image:?})"
         )))
+    }
+
+    /// Pull `image` (one tag, `latest` when none is given) from its registry with `auth`,
+    /// calling `progress` with the layer totals as the engine streams them. The registry's
+    /// refusal (unauthorized, manifest unknown, unreachable) is [`EngineError::Rejected`]
+    /// with its words. The default refuses: engines that cannot pull say so.
+    async fn pull_image(
+        &self,
+        image: &str,
+        auth: Option<&RegistryAuth>,
+        progress: &(dyn Fn(PullProgress) + Send + Sync),
+    ) -> Result<(), EngineError> {
+        let _ = (auth, progress);
+        Err(EngineError::Other(format!(
+            "this container engine cannot pull images (asked for {image:?})"
+        )))
+    }
+
+    /// The id and repo digests of a local image (by reference or id).
+    async fn image_info(&self, image: &str) -> Result<ImageInfo, EngineError> {
+        Err(EngineError::NotFound(format!("No such image: {image}")))
+    }
+
+    /// The engine's data root (`DockerRootDir`: where images and layers are stored);
+    /// `None` when the engine does not say.
+    async fn data_root(&self) -> Result<Option<String>, EngineError> {
+        Ok(None)
     }
 }

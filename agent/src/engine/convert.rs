@@ -224,6 +224,7 @@ pub(crate) fn details(resp: ContainerInspectResponse) -> ContainerDetails {
         security_opt: host.security_opt.unwrap_or_default(),
         pids_limit: host.pids_limit,
         health,
+        image_id: resp.image.unwrap_or_default(),
     }
 }
 

@@ -19,6 +19,7 @@ use super::capabilities::EngineCapabilities;
 use super::convert::{create_body, details, map_error, summary};
 use super::docker::DockerEngine;
 use super::error::EngineError;
+use super::pull::{ImageInfo, PullProgress, RegistryAuth};
 use super::tail::TailBuffer;
 use super::types::{BuildOutput, ContainerDetails, ContainerSpec, ContainerSummary, ImageSummary};
 
@@ -271,6 +272,23 @@ impl ContainerEngine for DockerEngine {
 
     async fn remove_image(&self, image: &str, force: bool) -> Result<(), EngineError> {
         self.delete_image(image, force).await
+    }
+
+    async fn pull_image(
+        &self,
+        image: &str,
+        auth: Option<&RegistryAuth>,
+        progress: &(dyn Fn(PullProgress) + Send + Sync),
+    ) -> Result<(), EngineError> {
+        self.pull(image, auth, progress).await
+    }
+
+    async fn image_info(&self, image: &str) -> Result<ImageInfo, EngineError> {
+        self.image_info_of(image).await
+    }
+
+    async fn data_root(&self) -> Result<Option<String>, EngineError> {
+        self.docker_root_dir().await
     }
 }
 

@@ -6,7 +6,9 @@
 //! `CDI device injection failed: unresolvable CDI devices ...`, and a device node it was told
 //! is missing with `error gathering device information while adding custom device ...`.
 //! Builds succeed (the image appears, labelled, with the next `created` tick) unless a
-//! failure is queued for [`Op::BuildImage`].
+//! failure is queued for [`Op::BuildImage`]. Pulls take images from an in-memory registry
+//! ([`FakeEngine::publish`]): a reference it does not hold fails with the registry's
+//! `manifest unknown`, one published with credentials needs them.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard};
@@ -19,6 +21,7 @@ use super::api::ContainerEngine;
 use super::capabilities::EngineCapabilities;
 use super::error::EngineError;
 pub use super::fake_calls::{EngineCall, Op};
+use super::pull::{ImageInfo, PullProgress, RegistryAuth};
 use super::types::{
     BuildOutput, ContainerDetails, ContainerHealth, ContainerSpec, ContainerState,
     ContainerSummary, DeviceRequest, ImageSummary, label_matches,
@@ -46,12 +49,24 @@ struct State {
     missing_devices: BTreeSet<String>,
     next_id: u64,
     clock: u64,
+    /// The fake registry: reference → (digest, required user/password).
+    registry: BTreeMap<String, (String, Option<(String, String)>)>,
+    /// Repo digests of pulled images, by reference.
+    digests: BTreeMap<String, String>,
 }
 
 /// An in-memory container engine; see the module documentation.
 #[derive(Debug, Default)]
 pub struct FakeEngine {
     state: Mutex<State>,
+}
+
+/// A stable fake image id for a reference and its digest.
+fn fake_image_id(image: &str, digest: Option<&String>) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (image, digest).hash(&mut h);
+    format!("sha256:{:064x}", h.finish())
 }
 
 /// Format capability sets as Go's `%v` does: `[[gpu]]`.
@@ -102,6 +117,18 @@ impl FakeEngine {
     /// Add an image as if it had been imported.
     pub fn add_image(&self, image: &str) {
         self.lock().images.insert(image.to_owned());
+    }
+
+    /// Put `image` in the fake registry with `digest` (`sha256:…`); with `credentials`
+    /// (user, password) a pull needs them. Publishing again replaces the digest.
+    pub fn publish(&self, image: &str, digest: &str, credentials: Option<(&str, &str)>) {
+        self.lock().registry.insert(
+            image.to_owned(),
+            (
+                digest.to_owned(),
+                credentials.map(|(u, p)| (u.to_owned(), p.to_owned())),
+            ),
+        );
     }
 
     /// Make the next call of `op` fail with `err` (queued: several calls queue several
@@ -340,6 +367,7 @@ impl ContainerEngine for FakeEngine {
                 .collect(),
             security_opt: spec.security_opt.clone(),
             pids_limit: spec.pids_limit,
+            image_id: fake_image_id(&spec.image, state.digests.get(&spec.image)),
             ..ContainerDetails::default()
         };
         let container = FakeContainer {
@@ -598,5 +626,73 @@ impl ContainerEngine for FakeEngine {
         let all: Vec<&str> = logs.lines().collect();
         let tail = &all[all.len().saturating_sub(lines)..];
         Ok(tail.iter().map(|l| format!("{l}\n")).collect())
+    }
+
+    async fn pull_image(
+        &self,
+        image: &str,
+        auth: Option<&RegistryAuth>,
+        progress: &(dyn Fn(PullProgress) + Send + Sync),
+    ) -> Result<(), EngineError> {
+        let published = {
+            let state = self.enter(EngineCall::PullImage {
+                image: image.to_owned(),
+                username: auth.map(|a| a.username.clone()),
+            })?;
+            state.registry.get(image).cloned()
+        };
+        let Some((digest, needs)) = published else {
+            return Err(EngineError::Rejected {
+                status: 500,
+                message: format!(
+                    "manifest for {image} not found: manifest unknown: manifest unknown"
+                ),
+            });
+        };
+        if let Some((user, password)) = needs
+            && auth.is_none_or(|a| a.username != user || a.password != password)
+        {
+            return Err(EngineError::Rejected {
+                status: 500,
+                message: format!(
+                    "Head \"https://{}/v2/\": unauthorized: authentication required",
+                    super::pull::registry_host(image)
+                ),
+            });
+        }
+        progress(PullProgress {
+            layers_done: 0,
+            layers_total: 1,
+            bytes_done: 0,
+            bytes_total: 1000,
+        });
+        progress(PullProgress {
+            layers_done: 1,
+            layers_total: 1,
+            bytes_done: 1000,
+            bytes_total: 1000,
+        });
+        let mut state = self.lock();
+        state.images.insert(image.to_owned());
+        state.digests.insert(image.to_owned(), digest);
+        Ok(())
+    }
+
+    async fn image_info(&self, image: &str) -> Result<ImageInfo, EngineError> {
+        let state = self.enter(EngineCall::ImageInfo(image.to_owned()))?;
+        let Some(reference) = state
+            .images
+            .iter()
+            .find(|r| *r == image || fake_image_id(r, state.digests.get(*r)) == image)
+        else {
+            return Err(EngineError::NotFound(format!("No such image: {image}")));
+        };
+        let (image, digest) = (reference.as_str(), state.digests.get(reference));
+        Ok(ImageInfo {
+            id: fake_image_id(image, digest),
+            repo_digests: digest
+                .map(|d| vec![format!("{}@{d}", super::pull::split_reference(image).0)])
+                .unwrap_or_default(),
+        })
     }
 }

@@ -45,6 +45,10 @@ pub enum Op {
     RemoveImage,
     /// `log_stream`
     LogStream,
+    /// `pull_image`
+    PullImage,
+    /// `image_info`
+    ImageInfo,
 }
 
 /// One recorded call, with its arguments.
@@ -102,6 +106,15 @@ pub enum EngineCall {
     RemoveImage(String, bool),
     /// `log_stream(id, options)`
     LogStream(String, super::log_stream::LogStreamOptions),
+    /// `pull_image(image, auth, ..)` with the credentials' user name (never the password).
+    PullImage {
+        /// Image reference.
+        image: String,
+        /// User name of the credentials given, if any.
+        username: Option<String>,
+    },
+    /// `image_info(image)`
+    ImageInfo(String),
 }
 
 impl EngineCall {
@@ -126,6 +139,8 @@ impl EngineCall {
             Self::ListImagesByLabel(_) => Op::ListImagesByLabel,
             Self::RemoveImage(..) => Op::RemoveImage,
             Self::LogStream(..) => Op::LogStream,
+            Self::PullImage { .. } => Op::PullImage,
+            Self::ImageInfo(_) => Op::ImageInfo,
         }
     }
 }

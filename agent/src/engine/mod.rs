@@ -11,10 +11,12 @@ mod docker;
 mod docker_build;
 mod docker_logs;
 mod docker_ops;
+mod docker_pull;
 mod error;
 pub mod fake;
 mod fake_calls;
 mod log_stream;
+mod pull;
 mod run_options;
 pub mod tail;
 pub mod test_image;
@@ -27,6 +29,9 @@ pub use error::EngineError;
 pub use fake::FakeEngine;
 pub use fake_calls::{EngineCall, Op};
 pub use log_stream::{LineSplitter, LogLines, LogStreamOptions};
+pub use pull::{
+    ImageInfo, LayerProgress, PullProgress, RegistryAuth, registry_host, split_reference,
+};
 pub use types::{
     Bind, BuildOutput, ContainerDetails, ContainerSpec, ContainerState, ContainerSummary,
     DeviceMapping, DeviceRequest, ImageSummary, PortMapping, label_matches,

@@ -95,7 +95,7 @@ impl PortMapping {
 pub struct ContainerSpec {
     /// Container name (unique on the engine).
     pub name: String,
-    /// Image reference; it must already be present (the agent never pulls implicitly).
+    /// Image reference; it must already be present (the app manager pulls it first).
     pub image: String,
     /// Environment variables.
     pub env: BTreeMap<String, String>,
@@ -227,6 +227,8 @@ pub struct ContainerDetails {
     pub pids_limit: Option<i64>,
     /// Health check state, when the container has a health check.
     pub health: Option<ContainerHealth>,
+    /// Id (`sha256:…`) of the image the container was created from.
+    pub image_id: String,
 }
 
 /// One line of `list_by_label`.

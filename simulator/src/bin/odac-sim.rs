@@ -68,6 +68,10 @@ enum Command {
             value_parser = clap::value_parser!(u32).range(1..=3600)
         )]
         heartbeat_secs: u32,
+        /// Pull the catalog's images from this registry mirror (HOST[:PORT]) instead of
+        /// their own registries, e.g. a local registry on an air-gapped network.
+        #[arg(long, value_name = "HOST[:PORT]", value_parser = odac_simulator::catalog::check_registry)]
+        catalog_registry: Option<String>,
     },
     /// Run N protocol-level simulated agents (no Docker) against a control plane.
     Fleet {
@@ -179,6 +183,7 @@ async fn main_async(cli: Cli) -> anyhow::Result<()> {
             api_token_file,
             insecure_open_api,
             heartbeat_secs,
+            catalog_registry,
         } => {
             for f in &token_files {
                 tokens.extend(secret_file::read_tokens(f)?);
@@ -195,6 +200,7 @@ async fn main_async(cli: Cli) -> anyhow::Result<()> {
             cfg.api_token = api_token;
             cfg.insecure_open_api = insecure_open_api;
             cfg.heartbeat_secs = heartbeat_secs;
+            cfg.catalog_registry = catalog_registry;
             let server = Server::start(cfg).await?;
             print!("{}", server.banner());
             server.run_until_signal().await;

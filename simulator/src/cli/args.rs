@@ -40,6 +40,40 @@ pub enum Command {
     /// Hosts: the fleet inventory.
     #[command(subcommand)]
     Host(HostCommand),
+    /// Registry logins the control plane sends to agents that pull from them.
+    #[command(subcommand)]
+    Registry(RegistryCommand),
+}
+
+/// `odac registry …`.
+#[derive(Debug, Subcommand)]
+pub enum RegistryCommand {
+    /// Log in to a registry: its apps' agents get the credentials to pull.
+    Login(LoginArgs),
+    /// List registry logins (never the passwords).
+    List(ListArgs),
+    /// Forget a registry login.
+    Logout(HostArg),
+}
+
+/// `odac registry login`.
+#[derive(Debug, Args)]
+pub struct LoginArgs {
+    /// Registry host[:port], as image references name it (e.g. 127.0.0.1:5000).
+    pub host: String,
+    /// User name.
+    #[arg(long, short = 'u')]
+    pub username: String,
+    /// Read the password from standard input (the only way to give it).
+    #[arg(long)]
+    pub password_stdin: bool,
+}
+
+/// A registry host.
+#[derive(Debug, Args)]
+pub struct HostArg {
+    /// Registry host[:port].
+    pub host: String,
 }
 
 /// `odac app …`.

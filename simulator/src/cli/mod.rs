@@ -9,6 +9,7 @@ pub mod diagnosis;
 pub mod flags;
 pub mod gpu_table;
 pub mod logs;
+pub mod registry;
 pub mod table;
 
 use std::io::Read;
@@ -243,6 +244,7 @@ fn execute(cli: &Cli) -> Result<(), ClientError> {
         Command::App(AppCommand::Logs(a)) => {
             logs::logs(&client, a, &mut std::io::stdout(), &mut std::io::stderr())?;
         }
+        Command::Registry(command) => registry::run(&client, command)?,
         Command::Host(HostCommand::List(args)) => {
             let v = client.get("/api/hosts")?;
             if args.json {

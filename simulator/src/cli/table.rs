@@ -78,6 +78,23 @@ pub fn commit(a: &AppView) -> String {
         .map_or_else(|| "-".to_owned(), |c| c.chars().take(12).collect())
 }
 
+/// The DIGEST cell: the first 12 hex digits of the repo digest the container runs (of its
+/// image id for an image that never came from a registry), `-` before the agent reports one.
+pub fn digest(a: &AppView) -> String {
+    a.status
+        .as_ref()
+        .and_then(|s| {
+            s.repo_digest
+                .as_deref()
+                .and_then(|d| d.rsplit_once('@').map(|(_, d)| d))
+                .or(s.image_id.as_deref())
+        })
+        .map_or_else(
+            || "-".to_owned(),
+            |d| d.trim_start_matches("sha256:").chars().take(12).collect(),
+        )
+}
+
 /// Longest failure text shown in a table cell (`--json` has it whole).
 const MAX_ERROR_CHARS: usize = 100;
 
@@ -141,6 +158,7 @@ pub fn apps(apps: &[AppView]) -> String {
                 state,
                 a.image.clone().unwrap_or_else(|| "-".to_owned()),
                 commit(a),
+                digest(a),
                 request(a.requested.as_ref()),
                 attached(a.attached.as_ref()),
                 reason,
@@ -154,6 +172,7 @@ pub fn apps(apps: &[AppView]) -> String {
             "STATE",
             "IMAGE",
             "COMMIT",
+            "DIGEST",
             "GPU REQUEST",
             "ATTACHED",
             "REASON",
@@ -264,6 +283,17 @@ mod tests {
         assert!(lines.next().unwrap().contains(" 0123456789ab "), "{table}");
         view.status = None;
         assert_eq!(commit(&view), "-");
+        assert_eq!(digest(&view), "-");
+        view.status = Some(odac_protocol::AppStatus {
+            image_id: Some("sha256:aaed00369d7d0875".into()),
+            repo_digest: Some("127.0.0.1:5000/odac/x@sha256:6267e2b6b2c6f75f".into()),
+            ..odac_protocol::AppStatus::default()
+        });
+        assert_eq!(digest(&view), "6267e2b6b2c6");
+        let table = apps(std::slice::from_ref(&view));
+        assert!(table.lines().next().unwrap().contains("DIGEST"), "{table}");
+        view.status.as_mut().unwrap().repo_digest = None;
+        assert_eq!(digest(&view), "aaed00369d7d");
     }
 
     #[test]

@@ -8,7 +8,9 @@
 //! - [`inventory`]: the in-process scan of the 8-GPU fixture, and a fixture change until the
 //!   control plane shows the pushed inventory;
 //! - [`capacity`]: `odac-sim fleet` of 1,000–5,000 agents against one `odac-sim serve`;
-//! - [`link`]: bytes per minute per idle agent, and a reconnect storm.
+//! - [`link`]: bytes per minute per idle agent, and a reconnect storm;
+//! - [`pull`]: a ≥ 50 MB image pulled from a local registry by the agent's pull path beside
+//!   `docker pull`.
 //!
 //! `--quick` shortens every suite (fewer runs, shorter windows, 50 fleet agents) so CI keeps
 //! the runner working; no target is asserted, the verdicts are printed.
@@ -24,6 +26,7 @@ pub mod http;
 pub mod inventory;
 pub mod link;
 pub mod procfs;
+pub mod pull;
 pub mod stats;
 pub mod table;
 
@@ -52,7 +55,14 @@ impl Opts {
 }
 
 /// The suites, in the order `all` runs them.
-pub const SUITES: [&str; 5] = ["footprint", "apply", "inventory", "capacity", "link"];
+pub const SUITES: [&str; 6] = [
+    "footprint",
+    "apply",
+    "inventory",
+    "capacity",
+    "link",
+    "pull",
+];
 
 /// Runs one suite by name; `Ok(None)` when it was skipped (no Docker engine).
 pub fn run_suite(name: &str, opts: Opts) -> Result<Option<Table>> {
@@ -62,6 +72,7 @@ pub fn run_suite(name: &str, opts: Opts) -> Result<Option<Table>> {
         "inventory" => inventory::run(opts),
         "capacity" => capacity::run(opts).map(Some),
         "link" => link::run(opts),
+        "pull" => pull::run(opts),
         other => Err(Error::Other(format!(
             "unknown suite {other:?} (one of {}, or all)",
             SUITES.join(", ")

@@ -1,0 +1,249 @@
+//! The disk check before a pull: the image's compressed size, read from its manifest through
+//! the registry's HTTP API (`GET /v2/<name>/manifests/<tag>`, basic or bearer-token auth, a
+//! manifest list resolved to this host's platform), against the free space of the engine's
+//! data root plus a reserve (`apps.pull_disk_reserve_mb`). Too little space fails the pull
+//! with a message saying so, before a byte is downloaded. When the size or the free space
+//! cannot be read, the pull goes ahead (the engine then reports what it meets).
+
+use std::path::Path;
+use std::time::Duration;
+
+use base64::Engine as _;
+use serde::Deserialize;
+
+use crate::engine::{RegistryAuth, registry_host, split_reference};
+
+/// Longest the manifest requests may take together.
+const TIMEOUT: Duration = Duration::from_secs(20);
+/// Largest manifest read.
+const MAX_MANIFEST: u64 = 4 * 1024 * 1024;
+const ACCEPT: &str = "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.list.v2+json, application/vnd.oci.image.index.v1+json";
+
+#[derive(Deserialize)]
+struct Blob {
+    #[serde(default)]
+    size: u64,
+}
+
+#[derive(Deserialize)]
+struct Platform {
+    #[serde(default)]
+    architecture: String,
+    #[serde(default)]
+    os: String,
+}
+
+#[derive(Deserialize)]
+struct Entry {
+    digest: String,
+    platform: Option<Platform>,
+}
+
+#[derive(Deserialize)]
+struct Manifest {
+    config: Option<Blob>,
+    #[serde(default)]
+    layers: Vec<Blob>,
+    #[serde(default)]
+    manifests: Vec<Entry>,
+}
+
+/// The engine's name of this machine's architecture.
+fn arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    }
+}
+
+/// `name=value` pairs of a `WWW-Authenticate: Bearer …` challenge.
+fn challenge_param(header: &str, name: &str) -> Option<String> {
+    let start = header.find(&format!("{name}=\""))? + name.len() + 2;
+    let end = header[start..].find('"')? + start;
+    Some(header[start..end].to_owned())
+}
+
+struct Fetcher {
+    agent: ureq::Agent,
+    base: String,
+    basic: Option<String>,
+    bearer: Option<String>,
+}
+
+impl Fetcher {
+    fn get(&mut self, path: &str) -> Result<Manifest, String> {
+        for _ in 0..2 {
+            let mut request = self
+                .agent
+                .get(&format!("{}{path}", self.base))
+                .header("Accept", ACCEPT);
+            if let Some(token) = &self.bearer {
+                request = request.header("Authorization", &format!("Bearer {token}"));
+            } else if let Some(basic) = &self.basic {
+                request = request.header("Authorization", &format!("Basic {basic}"));
+            }
+            let mut response = request.call().map_err(|e| e.to_string())?;
+            let status = response.status().as_u16();
+            if status == 401 && self.bearer.is_none() {
+                let header = response
+                    .headers()
+                    .get("www-authenticate")
+                    .and_then(|h| h.to_str().ok())
+                    .unwrap_or_default()
+                    .to_owned();
+                if header.to_ascii_lowercase().starts_with("bearer") {
+                    self.bearer = Some(self.token(&header)?);
+                    continue;
+                }
+                return Err(format!("{path}: http 401"));
+            }
+            if status != 200 {
+                return Err(format!("{path}: http {status}"));
+            }
+            return response
+                .body_mut()
+                .with_config()
+                .limit(MAX_MANIFEST)
+                .read_json()
+                .map_err(|e| format!("{path}: {e}"));
+        }
+        Err(format!("{path}: refused after authenticating"))
+    }
+
+    fn token(&self, challenge: &str) -> Result<String, String> {
+        #[derive(Deserialize)]
+        struct Token {
+            token: Option<String>,
+            access_token: Option<String>,
+        }
+        let realm = challenge_param(challenge, "realm").ok_or("no realm in the challenge")?;
+        let mut request = self.agent.get(&realm);
+        for name in ["service", "scope"] {
+            if let Some(v) = challenge_param(challenge, name) {
+                request = request.query(name, &v);
+            }
+        }
+        if let Some(basic) = &self.basic {
+            request = request.header("Authorization", &format!("Basic {basic}"));
+        }
+        let mut response = request.call().map_err(|e| e.to_string())?;
+        if response.status().as_u16() != 200 {
+            return Err(format!(
+                "token endpoint: http {}",
+                response.status().as_u16()
+            ));
+        }
+        let t: Token = response
+            .body_mut()
+            .with_config()
+            .limit(MAX_MANIFEST)
+            .read_json()
+            .map_err(|e| e.to_string())?;
+        t.token
+            .or(t.access_token)
+            .ok_or_else(|| "the token endpoint gave no token".to_owned())
+    }
+}
+
+/// The compressed size of `image` (config and layers) from its registry; blocking.
+pub(crate) fn compressed_size(image: &str, auth: Option<&RegistryAuth>) -> Result<u64, String> {
+    let (repo, reference) = split_reference(image);
+    let host = registry_host(image);
+    let mut name = repo
+        .strip_prefix(&format!("{host}/"))
+        .unwrap_or(repo)
+        .to_owned();
+    let server = if host == "docker.io" {
+        if !name.contains('/') {
+            name = format!("library/{name}");
+        }
+        "registry-1.docker.io"
+    } else {
+        host
+    };
+    let local = server.starts_with("127.") || server.starts_with("localhost");
+    let scheme = if local { "http" } else { "https" };
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(TIMEOUT))
+        .build()
+        .into();
+    let mut fetcher = Fetcher {
+        agent,
+        base: format!("{scheme}://{server}/v2/{name}/manifests/"),
+        basic: auth.map(|a| {
+            base64::engine::general_purpose::STANDARD
+                .encode(format!("{}:{}", a.username, a.password))
+        }),
+        bearer: None,
+    };
+    let mut manifest = fetcher.get(reference)?;
+    if manifest.layers.is_empty() && !manifest.manifests.is_empty() {
+        let digest = manifest
+            .manifests
+            .iter()
+            .find(|m| {
+                m.platform
+                    .as_ref()
+                    .is_some_and(|p| p.os == "linux" && p.architecture == arch())
+            })
+            .map(|m| m.digest.clone())
+            .ok_or_else(|| format!("no linux/{} image in the manifest list", arch()))?;
+        manifest = fetcher.get(&digest)?;
+    }
+    let config = manifest.config.map_or(0, |c| c.size);
+    Ok(manifest
+        .layers
+        .iter()
+        .fold(config, |sum, l| sum.saturating_add(l.size)))
+}
+
+/// Free bytes for unprivileged use on the file system holding `path`.
+pub(crate) fn free_bytes(path: &Path) -> Result<u64, String> {
+    let st = rustix::fs::statvfs(path).map_err(|e| format!("statvfs {}: {e}", path.display()))?;
+    Ok(st.f_bavail.saturating_mul(st.f_frsize))
+}
+
+/// `Err` with the message for the app when `needed` plus `reserve_mb` do not fit in `free`.
+pub(crate) fn check(
+    image: &str,
+    root: &str,
+    free: u64,
+    needed: u64,
+    reserve_mb: u64,
+) -> Result<(), String> {
+    let mb = |b: u64| b / 1_000_000;
+    let reserve = reserve_mb.saturating_mul(1_000_000);
+    if free < needed.saturating_add(reserve) {
+        return Err(format!(
+            "not enough disk space to pull {image}: the engine's data root {root} has {} MB free, the image needs {} MB (compressed) plus the reserve of {reserve_mb} MB (apps.pull_disk_reserve_mb)",
+            mb(free),
+            mb(needed)
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn challenges_parse_and_space_is_checked() {
+        let h = r#"Bearer realm="https://auth.docker.io/token",service="registry.docker.io",scope="repository:library/busybox:pull""#;
+        assert_eq!(
+            challenge_param(h, "realm").as_deref(),
+            Some("https://auth.docker.io/token")
+        );
+        assert_eq!(
+            challenge_param(h, "scope").as_deref(),
+            Some("repository:library/busybox:pull")
+        );
+        assert!(check("x:1", "/var/lib/docker", 3_000_000_000, 1_000_000_000, 1024).is_ok());
+        let e = check("x:1", "/var/lib/docker", 1_500_000_000, 1_000_000_000, 1024).unwrap_err();
+        assert!(e.contains("not enough disk space to pull x:1"), "{e}");
+        assert!(e.contains("1500 MB free") && e.contains("1000 MB"), "{e}");
+        assert!(free_bytes(Path::new("/")).is_ok_and(|b| b > 0));
+    }
+}

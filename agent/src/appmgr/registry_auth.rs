@@ -1,0 +1,218 @@
+//! Registry credentials for pulls, from two places: those the control plane sent (kept in
+//! memory only, one per registry host) and the host's own `docker login` credentials, the
+//! `auths` of the Docker client's `config.json` (`apps.docker_config`, read on every pull so
+//! a new `docker login` counts without a restart). Control-plane credentials win. A
+//! `credsStore` or `credHelpers` entry is not run: it is reported as unsupported, once per
+//! helper. Passwords never reach a log line, an error or a `Debug` output.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use base64::Engine as _;
+use serde::Deserialize;
+
+use crate::engine::RegistryAuth;
+
+/// The credential sources of one app manager; cheap to clone (shared).
+#[derive(Debug, Clone, Default)]
+pub struct Credentials {
+    sent: Arc<Mutex<BTreeMap<String, RegistryAuth>>>,
+    warned: Arc<Mutex<BTreeSet<String>>>,
+    docker_config: Option<PathBuf>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct DockerConfig {
+    #[serde(default)]
+    auths: BTreeMap<String, DockerAuth>,
+    #[serde(default)]
+    creds_store: Option<String>,
+    #[serde(default)]
+    cred_helpers: BTreeMap<String, String>,
+}
+
+#[derive(Default, Deserialize)]
+struct DockerAuth {
+    #[serde(default)]
+    auth: Option<String>,
+    #[serde(default)]
+    username: Option<String>,
+    #[serde(default)]
+    password: Option<String>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The host part of an `auths` key: `https://h:5000/v1/` → `h:5000`.
+fn key_host(key: &str) -> &str {
+    let key = key
+        .strip_prefix("https://")
+        .or_else(|| key.strip_prefix("http://"))
+        .unwrap_or(key);
+    key.split('/').next().unwrap_or(key)
+}
+
+/// The Docker Hub's names in `config.json`.
+fn same_registry(key: &str, host: &str) -> bool {
+    let key = key_host(key);
+    let hub = |h: &str| matches!(h, "docker.io" | "index.docker.io" | "registry-1.docker.io");
+    key == host || (hub(key) && hub(host))
+}
+
+impl Credentials {
+    /// Credentials from the control plane only, plus `config.json` at `docker_config` when
+    /// given.
+    pub fn new(docker_config: Option<PathBuf>) -> Self {
+        Self {
+            docker_config,
+            ..Self::default()
+        }
+    }
+
+    /// Replace the control plane's credentials (one per registry host).
+    pub fn set_sent(&self, auths: Vec<RegistryAuth>) {
+        *lock(&self.sent) = auths.into_iter().map(|a| (a.server.clone(), a)).collect();
+    }
+
+    /// The registry hosts the control plane sent credentials for.
+    pub fn sent_hosts(&self) -> Vec<String> {
+        lock(&self.sent).keys().cloned().collect()
+    }
+
+    /// The credentials for registry `host`, if any.
+    pub fn for_host(&self, host: &str) -> Option<RegistryAuth> {
+        if let Some(a) = lock(&self.sent).get(host) {
+            return Some(a.clone());
+        }
+        let path = self.docker_config.as_deref()?;
+        self.read_docker_config(path, host)
+    }
+
+    fn read_docker_config(&self, path: &Path, host: &str) -> Option<RegistryAuth> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+            Err(e) => {
+                self.warn_once(path.display().to_string(), || {
+                    format!("cannot read docker credentials {}: {e}", path.display())
+                });
+                return None;
+            }
+        };
+        let config: DockerConfig = match serde_json::from_str(&text) {
+            Ok(c) => c,
+            Err(e) => {
+                // serde_json's message names a position, never the file's content
+                self.warn_once(path.display().to_string(), || {
+                    format!("cannot parse docker credentials {}: {e}", path.display())
+                });
+                return None;
+            }
+        };
+        if let Some(found) = config
+            .auths
+            .iter()
+            .find(|(k, _)| same_registry(k, host))
+            .and_then(|(_, auth)| decode(auth, host))
+        {
+            return Some(found);
+        }
+        let helper = config
+            .cred_helpers
+            .iter()
+            .find(|(k, _)| same_registry(k, host))
+            .map(|(_, h)| h.clone())
+            .or(config.creds_store);
+        if let Some(helper) = helper {
+            self.warn_once(format!("helper {helper}"), || {
+                format!(
+                    "credential helper docker-credential-{helper} in {} is unsupported: run `docker login` without a credential store, or send the credentials from the control plane (odac registry login)",
+                    path.display()
+                )
+            });
+        }
+        None
+    }
+
+    fn warn_once(&self, key: String, message: impl FnOnce() -> String) {
+        if lock(&self.warned).insert(key) {
+            tracing::warn!("{}", message());
+        }
+    }
+}
+
+/// The user and password of an `auths` entry: `auth` is base64 of `user:password`.
+fn decode(auth: &DockerAuth, host: &str) -> Option<RegistryAuth> {
+    if let (Some(u), Some(p)) = (&auth.username, &auth.password) {
+        return Some(RegistryAuth {
+            server: host.to_owned(),
+            username: u.clone(),
+            password: p.clone(),
+        });
+    }
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(auth.auth.as_deref()?.trim())
+        .ok()?;
+    let text = String::from_utf8(raw).ok()?;
+    let (user, password) = text.split_once(':')?;
+    Some(RegistryAuth {
+        server: host.to_owned(),
+        username: user.to_owned(),
+        password: password.to_owned(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, json: &str) -> PathBuf {
+        let path = dir.join("config.json");
+        std::fs::write(&path, json).unwrap();
+        path
+    }
+
+    #[test]
+    fn docker_config_auths_are_read_and_sent_ones_win() {
+        let dir = tempfile::tempdir().unwrap();
+        // "alice:pw:with:colons"
+        let b64 = base64::engine::general_purpose::STANDARD.encode("alice:pw:with:colons");
+        let path = write(
+            dir.path(),
+            &format!(
+                r#"{{"auths":{{"127.0.0.1:5000":{{"auth":"{b64}"}},"https://index.docker.io/v1/":{{"auth":"{b64}"}}}}}}"#
+            ),
+        );
+        let creds = Credentials::new(Some(path));
+        let a = creds.for_host("127.0.0.1:5000").unwrap();
+        assert_eq!(
+            (a.username.as_str(), a.password.as_str()),
+            ("alice", "pw:with:colons")
+        );
+        assert!(creds.for_host("docker.io").is_some());
+        assert!(creds.for_host("other:1").is_none());
+        creds.set_sent(vec![RegistryAuth {
+            server: "127.0.0.1:5000".into(),
+            username: "bob".into(),
+            password: "x".into(),
+        }]);
+        assert_eq!(creds.for_host("127.0.0.1:5000").unwrap().username, "bob");
+        assert_eq!(creds.sent_hosts(), vec!["127.0.0.1:5000".to_owned()]);
+    }
+
+    #[test]
+    fn helpers_missing_and_broken_files_give_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), r#"{"credsStore":"desktop","auths":{"h:1":{}}}"#);
+        assert!(Credentials::new(Some(path)).for_host("h:1").is_none());
+        let path = write(dir.path(), "{not json");
+        assert!(Credentials::new(Some(path)).for_host("h:1").is_none());
+        let missing = dir.path().join("nope.json");
+        assert!(Credentials::new(Some(missing)).for_host("h:1").is_none());
+        assert!(Credentials::new(None).for_host("h:1").is_none());
+    }
+}
