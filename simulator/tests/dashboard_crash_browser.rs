@@ -1,4 +1,5 @@
-//! The dashboard in headless Chromium shows why an app is down: a crash-looping app's Reason
+//! The dashboard in headless Chromium shows why an app is down (and, once it runs, the short
+//! digest of the image it really runs): a crash-looping app's Reason
 //! cell is its crash (reason, exit code, next retry, the last output), not the GPU fallback
 //! its status still carries; once it runs with a failing health check, the state carries an
 //! `unhealthy` badge with the check's output. Statuses come from a protocol-level agent over
@@ -45,6 +46,7 @@ struct Row {
     tail: String,
     health: String,
     health_output: String,
+    digest: String,
 }
 
 const ROW_JS: &str = r#"
@@ -57,6 +59,7 @@ return {
   tail: text(".reason pre"),
   health: text(".health .badge"),
   health_output: text(".health-output"),
+  digest: text(".digest"),
 };
 "#;
 
@@ -134,6 +137,9 @@ fn the_dashboard_says_why_an_app_is_down_and_how_healthy_it_is() {
 
     st.state = AppState::Running;
     st.crash = None;
+    st.image_id =
+        Some("sha256:aaed00369d7d41e4b4d8ef2bd4b1a2cbd2f8c1e2f3a4b5c6d7e8f9a0b1c2d3e4".into());
+    st.repo_digest = Some("127.0.0.1:5000/odac/boom@sha256:6267e2b6b2c6f75f00112233".into());
     st.health = Some(HealthReport {
         state: HealthState::Unhealthy,
         last_output: Some("model not loaded".into()),
@@ -152,5 +158,6 @@ fn the_dashboard_says_why_an_app_is_down_and_how_healthy_it_is() {
         ("running", "model not loaded")
     );
     assert!(!r.reason.contains("crash"), "{r:?}");
+    assert_eq!(r.digest, "@6267e2b6b2c6", "the short repo digest: {r:?}");
     sim.rt.block_on(d.close());
 }

@@ -177,6 +177,15 @@ function renderTotals() {
   }
 }
 
+// The short digest of what the container really runs (first 12 hex digits of its repo digest,
+// else of its image id), as `odac app list` shows it; the whole digest in the tooltip.
+function digestTag(status) {
+  const full = status && (status.repo_digest || status.image_id);
+  if (!full) return null;
+  const hex = (full.includes("@") ? full.slice(full.lastIndexOf("@") + 1) : full).replace(/^sha256:/, "");
+  return el("span", { class: "digest detail", title: full }, "@" + hex.slice(0, 12));
+}
+
 function gpuDetail(h) {
   const inv = h.inventory;
   if (!inv) return el("span", { class: "muted" }, "no inventory yet");
@@ -255,7 +264,7 @@ function renderApps(f) {
         el("span", { class: "state state-" + a.state }, a.state),
         a.restart_required ? el("span", { class: "badge restart", title: "the running container does not match the spec: restart to apply" }, "restart required") : null,
         healthBadge(a.status && a.status.health)),
-      td("Image", { class: "mono" }, a.image || "—"),
+      td("Image", { class: "mono" }, a.image || "—", digestTag(a.status)),
       td("GPU requested", { class: "requested mono" }, request(a.requested)),
       td("GPU attached", { class: "attached mono" }, attached(a.attached), appGpuUsage(a)),
       crash ? td("Reason", { class: "reason crash" }, ...crashCell(crash)) :
