@@ -232,7 +232,102 @@ pub(crate) fn check(
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A registry on 127.0.0.1 that wants a bearer token from its realm, given for basic
+    /// credentials; answers three requests, then returns what it saw.
+    async fn token_registry() -> (String, tokio::task::JoinHandle<Vec<String>>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let realm = format!("http://{addr}/token");
+        let task = tokio::spawn(async move {
+            let mut seen = Vec::new();
+            for _ in 0..3 {
+                let (mut s, _) = listener.accept().await.unwrap();
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    let n = s.read(&mut buf).await.unwrap();
+                    if n == 0 {
+                        break;
+                    }
+                    head.extend_from_slice(&buf[..n]);
+                }
+                let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+                let (status, extra, body) = if head.starts_with("get /token?") {
+                    (200, String::new(), r#"{"token":"tok123"}"#.to_owned())
+                } else if head.contains("authorization: bearer tok123") {
+                    let m = r#"{"config":{"size":10},"layers":[{"size":20},{"size":30}]}"#;
+                    (200, String::new(), m.to_owned())
+                } else {
+                    let challenge = format!(
+                        "www-authenticate: Bearer realm=\"{realm}\",service=\"reg\",scope=\"repository:odac/x:pull\"\r\n"
+                    );
+                    (401, challenge, String::new())
+                };
+                let answer = format!(
+                    "HTTP/1.1 {status} X\r\n{extra}content-length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                s.write_all(answer.as_bytes()).await.unwrap();
+                s.shutdown().await.unwrap();
+                seen.push(head);
+            }
+            seen
+        });
+        (addr, task)
+    }
+
+    #[tokio::test]
+    async fn bearer_challenge_is_answered_with_a_token_from_the_realm() {
+        let (addr, seen) = token_registry().await;
+        let auth = RegistryAuth {
+            username: "odac".into(),
+            password: "pw".into(),
+            ..RegistryAuth::default()
+        };
+        let size = compressed_size(&format!("{addr}/odac/x:1"), Some(&auth))
+            .await
+            .unwrap();
+        assert_eq!(size, 60);
+        let seen = seen.await.unwrap();
+        assert!(
+            seen[0].starts_with("get /v2/odac/x/manifests/1 "),
+            "{seen:?}"
+        );
+        assert!(
+            seen[0].contains("authorization: basic b2rhyzpwdw=="),
+            "{seen:?}"
+        );
+        assert!(
+            seen[1].starts_with("get /token?service=reg&scope=repository%3aodac%2fx%3apull "),
+            "{seen:?}"
+        );
+        assert!(seen[1].contains("authorization: basic"), "{seen:?}");
+        assert!(seen[2].contains("authorization: bearer tok123"), "{seen:?}");
+    }
+
+    #[tokio::test]
+    async fn errors_name_the_path_and_never_the_password() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        drop(listener);
+        let auth = RegistryAuth {
+            username: "odac".into(),
+            password: "s3cret-pw".into(),
+            ..RegistryAuth::default()
+        };
+        let e = compressed_size(&format!("{addr}/odac/x:1"), Some(&auth))
+            .await
+            .unwrap_err();
+        assert!(e.contains("/v2/odac/x/manifests/1"), "{e}");
+        assert!(
+            !e.contains("s3cret") && !e.contains("b2RhYzpzM2NyZXQtcHc="),
+            "{e}"
+        );
+    }
 
     #[test]
     fn challenges_parse_and_space_is_checked() {
