@@ -38,7 +38,7 @@ pub enum HttpError {
 }
 
 /// One request: method, absolute `http://` or `https://` URL, extra headers, optional body.
-#[derive(Debug)]
+/// `Debug` shows header names only (values may be credentials) and no query or body.
 pub struct Request {
     pub method: Method,
     pub url: String,
@@ -66,6 +66,20 @@ impl Request {
     pub fn header(mut self, name: HeaderName, value: impl Into<String>) -> Self {
         self.headers.push((name, value.into()));
         self
+    }
+}
+
+impl std::fmt::Debug for Request {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
+        f.debug_struct("Request")
+            .field("method", &self.method)
+            .field("url", &self.url.split('?').next().unwrap_or_default())
+            .field("headers", &names)
+            .field("body_bytes", &self.body.as_ref().map(Bytes::len))
+            .field("max_body", &self.max_body)
+            .field("timeout", &self.timeout)
+            .finish()
     }
 }
 
@@ -352,5 +366,14 @@ mod tests {
         .to_string();
         assert!(e.contains("/big") && e.contains("at most 4 bytes"), "{e}");
         assert!(!e.contains("s3cret"), "{e}");
+        let shown = format!(
+            "{:?}",
+            Request::get("http://h/p?scope=x", 1, Duration::from_secs(1))
+                .header(hyper::header::AUTHORIZATION, "Bearer s3cret")
+        );
+        assert!(
+            shown.contains("authorization") && !shown.contains("s3cret"),
+            "{shown}"
+        );
     }
 }
