@@ -7,6 +7,7 @@ mod config_check;
 pub mod engine;
 pub mod enroll;
 pub mod gpu;
+pub mod http_client;
 pub mod instance_lock;
 pub mod liveness;
 pub mod logging;

@@ -255,14 +255,7 @@ impl Shared {
                 return Ok(());
             }
         };
-        let (owned_image, owned_auth) = (image.to_owned(), auth.cloned());
-        let size = tokio::task::spawn_blocking(move || {
-            pull_disk::compressed_size(&owned_image, owned_auth.as_ref())
-        })
-        .await
-        .map_err(|e| e.to_string())
-        .and_then(|r| r);
-        match size {
+        match pull_disk::compressed_size(image, auth).await {
             Ok(size) => pull_disk::check(image, &root, free, size, self.reserve_mb),
             Err(e) => {
                 tracing::debug!(image = %image, error = %e, "no compressed size from the registry: disk check skipped");

@@ -1,23 +1,21 @@
 //! The one HTTP exchange of enrollment: `POST {cp}/api/enroll` with `{"code": "..."}`; a 2xx
-//! answer carries `{"token": "..."}`, a refusal `{"error": "..."}`. HTTP/1.1 is hyper's client
-//! (the one the engine client brings: the agent has a single HTTP stack) on a short-lived
-//! current-thread runtime; TLS is rustls with the ring provider, trusting either the given CA
-//! certificates or the WebPKI roots. Redirects are not followed (a code is never sent anywhere
-//! but the control plane named on the command line).
+//! answer carries `{"token": "..."}`, a refusal `{"error": "..."}`. The request goes through
+//! the agent's one HTTP client ([`crate::http_client`]: hyper, rustls with the ring provider)
+//! on a short-lived current-thread runtime, trusting either the given CA certificates or the
+//! WebPKI roots. Redirects are not followed (a code is never sent anywhere but the control
+//! plane named on the command line).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
 use hyper::Uri;
-use hyper_util::rt::TokioIo;
-use rustls::{ClientConfig, RootCertStore};
+use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, ServerName};
 use serde::Deserialize;
 
 use super::{EnrollCode, EnrollError};
+use crate::http_client;
 
 /// Path of the enrollment endpoint under the control plane's base URL.
 pub const ENROLL_PATH: &str = "/api/enroll";
@@ -76,16 +74,6 @@ impl BaseUrl {
         format!("{}{ENROLL_PATH}", self.https())
     }
 
-    /// Host (without IPv6 brackets) and port (443 unless given) to connect to.
-    fn host_port(&self) -> Result<(String, u16), String> {
-        let uri: Uri = format!("https://{}/", self.authority)
-            .parse()
-            .map_err(|_| format!("{:?} is not a valid host", self.authority))?;
-        let host = uri.host().unwrap_or_default();
-        let host = host.trim_start_matches('[').trim_end_matches(']');
-        Ok((host.to_owned(), uri.port_u16().unwrap_or(443)))
-    }
-
     /// The agents' WebSocket endpoint on the same host: `wss://authority/prefix{path}`.
     pub fn agent_ws_url(&self, path: &str) -> String {
         format!("wss://{}{}{path}", self.authority, self.prefix)
@@ -112,78 +100,39 @@ pub fn parse_ca(
     Ok(certs)
 }
 
-/// The TLS configuration: the given CA certificates or the WebPKI roots, ALPN `http/1.1`.
-fn tls_config(ca: Option<Vec<CertificateDer<'static>>>) -> Result<ClientConfig, String> {
-    let roots = match ca {
-        Some(certs) => {
-            let mut roots = RootCertStore::empty();
-            for cert in certs {
-                roots
-                    .add(cert)
-                    .map_err(|e| format!("the ca certificate is not usable: {e}"))?;
-            }
-            roots
-        }
-        None => RootCertStore {
-            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-        },
-    };
-    let mut config = ClientConfig::builder_with_provider(crate::uplink::tls::crypto_provider())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(config)
-}
-
-/// Connect, POST the code, read the answer (at most [`MAX_BODY`] bytes): status and body.
+/// POST the code, read the answer (at most [`MAX_BODY`] bytes) with the shared
+/// [`http_client`](crate::http_client): status and body.
 async fn exchange(
     base: &BaseUrl,
     code: &EnrollCode,
     ca: Option<Vec<CertificateDer<'static>>>,
 ) -> Result<(u16, String), String> {
-    let config = tls_config(ca)?;
-    let (host, port) = base.host_port()?;
-    let name = ServerName::try_from(host.clone())
-        .map_err(|_| format!("{host:?} is not a valid server name"))?;
-    let tcp = tokio::net::TcpStream::connect((host.as_str(), port))
-        .await
-        .map_err(|e| format!("connecting to {host}:{port}: {e}"))?;
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(name, tcp)
-        .await
-        .map_err(|e| format!("tls with {host}:{port}: {e}"))?;
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
-        .await
-        .map_err(|e| e.to_string())?;
-    let driver = tokio::spawn(connection);
+    let tls = Arc::new(http_client::tls_config(ca)?);
     let body = serde_json::json!({ "code": code.expose() }).to_string();
-    let request = hyper::Request::post(format!("{}{ENROLL_PATH}", base.prefix))
-        .header(hyper::header::HOST, &base.authority)
-        .header(hyper::header::ACCEPT, "application/json")
-        .header(hyper::header::CONTENT_TYPE, "application/json")
-        .header(
-            hyper::header::USER_AGENT,
-            format!("odac-agent/{}", crate::AGENT_VERSION),
-        )
-        .header(hyper::header::CONNECTION, "close")
-        .body(Full::new(Bytes::from(body)))
-        .map_err(|e| e.to_string())?;
-    let response = sender
-        .send_request(request)
+    let request = http_client::Request {
+        method: hyper::Method::POST,
+        url: base.enroll_url(),
+        headers: vec![
+            (hyper::header::ACCEPT, "application/json".to_owned()),
+            (hyper::header::CONTENT_TYPE, "application/json".to_owned()),
+        ],
+        body: Some(Bytes::from(body)),
+        max_body: MAX_BODY,
+        timeout: TIMEOUT,
+    };
+    let response = http_client::send(&tls, request)
         .await
-        .map_err(|e| e.to_string())?;
-    let status = response.status().as_u16();
-    let bytes = Limited::new(response.into_body(), MAX_BODY)
-        .collect()
-        .await
-        .map_err(|e| format!("reading the answer: {e}"))?
-        .to_bytes();
-    driver.abort();
-    let text = String::from_utf8(bytes.to_vec())
+        .map_err(|e| match e {
+            // The url is in the enrollment error already: only the cause.
+            http_client::HttpError::Failed { why, .. } => why,
+            http_client::HttpError::Timeout { timeout, .. } => {
+                format!("no answer within {} s", timeout.as_secs())
+            }
+            other => other.to_string(),
+        })?;
+    let text = String::from_utf8(response.body.to_vec())
         .map_err(|_| "reading the answer: not utf-8".to_owned())?;
-    Ok((status, text))
+    Ok((response.status, text))
 }
 
 #[derive(Deserialize)]
@@ -211,10 +160,7 @@ pub fn redeem(
         .enable_all()
         .build()
         .map_err(|e| failed(format!("starting the runtime: {e}")))?;
-    let (status, text) = runtime
-        .block_on(async { tokio::time::timeout(TIMEOUT, exchange(base, code, ca)).await })
-        .map_err(|_| failed(format!("no answer within {} s", TIMEOUT.as_secs())))?
-        .map_err(failed)?;
+    let (status, text) = runtime.block_on(exchange(base, code, ca)).map_err(failed)?;
     if (200..300).contains(&status) {
         let granted: Granted = serde_json::from_str(&text).map_err(|e| EnrollError::BadAnswer {
             url: url.clone(),
