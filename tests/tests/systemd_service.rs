@@ -367,9 +367,11 @@ fn packaged_unit_under_real_systemd_reaches_ready_applies_apps_and_obeys_the_wat
     .unwrap();
     let waited = t.elapsed();
     figure(SCENARIO, "sigstop_to_restarted", secs(waited));
+    // The agent pings every half `WatchdogSec`, so the SIGSTOP lands up to half a period
+    // after the last ping: systemd may kill it as early as half `WatchdogSec` after the stop.
     assert!(
-        waited >= Duration::from_secs(WATCHDOG_SECS),
-        "restarted after {waited:?}"
+        waited >= Duration::from_secs(WATCHDOG_SECS) / 2,
+        "restarted after {waited:?}: before the watchdog could have fired"
     );
     let after: u32 = sd.property(UNIT, "NRestarts").unwrap().parse().unwrap();
     assert_eq!(after, restarts + 1);
