@@ -120,14 +120,9 @@ pub fn split_reference(reference: &str) -> (&str, &str) {
     }
 }
 
-/// The registry host of an image reference; `docker.io` when the first component is not a
-/// host (no `.` or `:`, not `localhost`).
-pub fn registry_host(reference: &str) -> &str {
-    match reference.split_once('/') {
-        Some((first, _)) if first.contains(['.', ':']) || first == "localhost" => first,
-        _ => "docker.io",
-    }
-}
+/// The registry host an image reference names: the protocol's rule, so that the credentials
+/// the control plane sends for a host and the image the engine pulls always agree.
+pub use odac_protocol::registry_host;
 
 #[cfg(test)]
 mod tests {
