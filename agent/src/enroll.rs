@@ -9,9 +9,9 @@
 //! code is masked even in messages the server sends back.
 
 mod client;
-mod files;
 mod toml_patch;
 
+use crate::atomic_file;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -198,11 +198,11 @@ pub fn enroll(args: &EnrollArgs) -> Result<Enrolled, EnrollError> {
         move |source| EnrollError::Prepare { path, source }
     };
     // absolute paths: agent.toml records them and the service's working dir is /
-    files::create_dir(&args.config_dir, 0o755).map_err(prepare(&args.config_dir))?;
+    atomic_file::create_dir(&args.config_dir, 0o755).map_err(prepare(&args.config_dir))?;
     let dir = &std::path::absolute(&args.config_dir).map_err(prepare(&args.config_dir))?;
     let state_dir = match &args.state_dir {
         Some(state) => {
-            files::create_dir(state, 0o700).map_err(prepare(state))?;
+            atomic_file::create_dir(state, 0o700).map_err(prepare(state))?;
             Some(std::path::absolute(state).map_err(prepare(state))?)
         }
         None => None,
@@ -211,8 +211,10 @@ pub fn enroll(args: &EnrollArgs) -> Result<Enrolled, EnrollError> {
     let config_path = dir.join(CONFIG_FILE);
     let ca_path = dir.join(CA_FILE);
     // staged before the request: an unwritable dir fails while the code is still unused
-    let token_stage = files::Staged::create(&token_path, 0o600).map_err(prepare(&token_path))?;
-    let config_stage = files::Staged::create(&config_path, 0o644).map_err(prepare(&config_path))?;
+    let token_stage =
+        atomic_file::Staged::create(&token_path, 0o600).map_err(prepare(&token_path))?;
+    let config_stage =
+        atomic_file::Staged::create(&config_path, 0o644).map_err(prepare(&config_path))?;
     let old_config = match std::fs::read_to_string(&config_path) {
         Ok(text) => Some(text),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
@@ -236,7 +238,7 @@ pub fn enroll(args: &EnrollArgs) -> Result<Enrolled, EnrollError> {
                 .and_then(|p| p.canonicalize().ok())
                 .is_some_and(|p| ca_path.canonicalize().is_ok_and(|c| c == p));
             if !same {
-                files::write_atomic(&ca_path, pem, 0o644).map_err(written(&ca_path))?;
+                atomic_file::write_atomic(&ca_path, pem, 0o644).map_err(written(&ca_path))?;
             }
             Some(ca_path.clone())
         }

@@ -2,6 +2,7 @@
 //! command line, sets up tracing and configuration, and calls into this crate.
 
 pub mod appmgr;
+pub mod atomic_file;
 pub mod config;
 mod config_check;
 pub mod engine;
@@ -10,6 +11,7 @@ pub mod gpu;
 pub mod http_client;
 pub mod instance_lock;
 pub mod liveness;
+pub mod lock;
 pub mod logging;
 pub mod notify;
 pub mod run;

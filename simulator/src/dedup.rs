@@ -4,6 +4,7 @@
 //! twice. The simulator remembers the last [`WINDOW`] seqs per agent, more than an agent's
 //! outbox can hold (1024 statuses, 256 events and one inventory by default).
 
+use odac_agent::lock::lock;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 
@@ -19,10 +20,7 @@ pub struct Dedup {
 impl Dedup {
     /// Records `seq` for `agent`; false when it was recorded before (a duplicate).
     pub fn first_time(&self, agent: &str, seq: u64) -> bool {
-        let mut seen = self
-            .seen
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut seen = lock(&self.seen);
         let set = seen.entry(agent.to_owned()).or_default();
         if !set.insert(seq) {
             return false;

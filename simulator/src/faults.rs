@@ -3,6 +3,7 @@
 //! connection, send a malformed frame, send an oversize frame). Driven through
 //! `POST /api/admin/faults` or directly through [`Faults`] and [`crate::hub::Hub`].
 
+use odac_agent::lock::lock;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -107,10 +108,7 @@ pub struct Faults {
 
 impl Faults {
     fn with<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
-        let mut g = match self.state.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
+        let mut g = lock(&self.state);
         f(&mut g)
     }
 

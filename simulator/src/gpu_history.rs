@@ -6,6 +6,7 @@
 //! `GET /api/hosts/{id}/gpu-stats` serves it ([`get_gpu_stats`]); each report is also pushed to
 //! SSE clients as a `gpu_stats` event with the same payload.
 
+use odac_agent::lock::lock;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
@@ -82,7 +83,7 @@ pub struct GpuHistory {
 impl GpuHistory {
     /// Records a report that arrived at `now_ms`; returns the host's view.
     pub fn record(&self, host: &str, stats: GpuStats, now_ms: u64) -> HostGpuStats {
-        let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
+        let mut hosts = lock(&self.hosts);
         let rec = hosts.entry(host.to_owned()).or_default();
         for g in &stats.gpus {
             let series = rec.points.entry(g.id.clone()).or_default();
@@ -104,7 +105,7 @@ impl GpuHistory {
 
     /// A host's view at `now_ms` (empty when it never reported).
     pub fn view(&self, host: &str, now_ms: u64) -> HostGpuStats {
-        let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
+        let mut hosts = lock(&self.hosts);
         match hosts.get_mut(host) {
             Some(rec) => {
                 prune(rec, now_ms);
@@ -121,7 +122,7 @@ impl GpuHistory {
 impl GpuHistory {
     /// Every host that reported, sorted by host id.
     pub fn all(&self, now_ms: u64) -> Vec<HostGpuStats> {
-        let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
+        let mut hosts = lock(&self.hosts);
         let mut out: Vec<HostGpuStats> = hosts
             .iter_mut()
             .map(|(host, rec)| {

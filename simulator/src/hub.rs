@@ -3,9 +3,10 @@
 //! channels: desired-state changes (to agent sessions) and fleet events (to SSE clients).
 //! Every REST mutation goes through here, is persisted at once and fanned out.
 
+use odac_agent::lock::lock;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use odac_protocol::{AppSpec, AppStatus, EventLevel, GpuRequest, Hello, Inventory};
@@ -92,13 +93,6 @@ pub struct Hub {
     pub registries: crate::registries::Registries,
     /// The mirror the catalog's images are pulled from (`--catalog-registry`).
     pub catalog_registry: std::sync::OnceLock<String>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    match m.lock() {
-        Ok(g) => g,
-        Err(p) => p.into_inner(),
-    }
 }
 
 fn to_value<T: Serialize>(v: &T) -> serde_json::Value {

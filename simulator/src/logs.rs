@@ -6,9 +6,10 @@
 //! ends its viewers with `agent_disconnected`. Each viewer has its own bounded queue: a slow
 //! viewer loses chunks (counted in the next `dropped`), never the agent's session.
 
+use odac_agent::lock::lock;
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -54,10 +55,6 @@ struct Viewer {
 #[derive(Default)]
 pub struct LogViewers {
     open: Mutex<HashMap<String, Viewer>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl LogViewers {

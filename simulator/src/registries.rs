@@ -4,6 +4,7 @@
 //! spec of every app whose image names that host (`registry_auth`), so the agent can pull it.
 //! A login or logout re-sends the apps of that registry.
 
+use odac_agent::lock::lock;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -45,9 +46,7 @@ pub struct Registries {
 
 impl Registries {
     fn lock(&self) -> MutexGuard<'_, BTreeMap<String, RegistryAuth>> {
-        self.logins
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock(&self.logins)
     }
 
     /// Every login, without passwords.

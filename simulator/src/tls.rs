@@ -3,7 +3,6 @@
 //! certificate signed by it for `localhost`, the loopback addresses and the listen address.
 //! Clients (agents, the CLI, tests) trust `DIR/ca.pem`. rustls always uses the ring provider.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -55,25 +54,11 @@ fn ca_params() -> Result<CertificateParams, SimError> {
     Ok(p)
 }
 
-/// Writes `contents` to `path` atomically (temp file + rename), with `mode` on Unix.
+/// Writes `contents` to `path` atomically with `mode` (the agent's [`odac_agent::atomic_file`]:
+/// temp file, fsync, rename, fsync directory).
 pub(crate) fn write_file(path: &Path, contents: &[u8], mode: u32) -> Result<(), SimError> {
-    let tmp = path.with_extension("tmp");
-    let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        opts.mode(mode);
-    }
-    #[cfg(not(unix))]
-    let _ = mode;
-    let mut f = opts
-        .open(&tmp)
-        .map_err(|e| SimError::io("create", &tmp, e))?;
-    f.write_all(contents)
-        .and_then(|()| f.sync_all())
-        .map_err(|e| SimError::io("write", &tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| SimError::io("rename", path, e))
+    odac_agent::atomic_file::write_atomic(path, contents, mode)
+        .map_err(|e| SimError::io("write", path, e))
 }
 
 /// Loads the CA from `dir` (creating it on first start) and issues a server certificate for

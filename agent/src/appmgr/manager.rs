@@ -14,9 +14,10 @@
 //! status with `last_error` starting `engine_unavailable: `, and the loop retries with an
 //! exponential backoff (1 s to 30 s, jittered) until the engine answers again.
 
+use crate::lock::lock;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
@@ -96,10 +97,6 @@ struct Inner {
     pulls: Pulls,
     problems: Mutex<Vec<String>>,
     removals: Removals,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn engine_backoff() -> ExponentialBackoff {

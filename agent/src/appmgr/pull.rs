@@ -16,8 +16,9 @@
 //! Credentials: those sent with the app (`registry_auth`, for the host its image names), else
 //! the manager's [`Credentials`] (the host's `docker login`).
 
+use crate::lock::lock;
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use odac_protocol::{AppSpec, AppState, AppStatus, Fallback, FallbackTier, PullPolicy, Reason};
@@ -81,10 +82,6 @@ struct Shared {
 #[derive(Clone)]
 pub(crate) struct Pulls {
     shared: Arc<Shared>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// At most one progress event per [`PROGRESS_EVERY`], the first one that long after the

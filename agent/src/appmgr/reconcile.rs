@@ -33,6 +33,7 @@
 //! Engine calls that find the engine unreachable end the pass with
 //! [`EngineError::Unavailable`]; the manager keeps the last statuses and retries.
 
+use crate::lock::lock;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -103,9 +104,7 @@ pub(crate) struct Facts {
 
 impl Facts {
     fn slot(&self) -> std::sync::MutexGuard<'_, Option<(Instant, Assessment)>> {
-        self.latest
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock(&self.latest)
     }
 
     /// Facts read less than [`FACTS_TTL`] ago.

@@ -5,9 +5,10 @@
 //! `credsStore` or `credHelpers` entry is not run: it is reported as unsupported, once per
 //! helper. Passwords never reach a log line, an error or a `Debug` output.
 
+use crate::lock::lock;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use base64::Engine as _;
 use serde::Deserialize;
@@ -41,10 +42,6 @@ struct DockerAuth {
     username: Option<String>,
     #[serde(default)]
     password: Option<String>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The host part of an `auths` key: `https://h:5000/v1/` → `h:5000`.

@@ -4,6 +4,7 @@
 //! one final status with `state: "removed"` and that generation, and forgets it. An app
 //! that comes back before its container is gone is simply no longer a removal.
 
+use crate::lock::lock;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, MutexGuard};
 
@@ -20,9 +21,7 @@ pub(super) struct Removals {
 
 impl Removals {
     fn pending(&self) -> MutexGuard<'_, BTreeMap<String, u64>> {
-        self.pending
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock(&self.pending)
     }
 
     /// A committed change moved the desired apps from `before` to `after` at `generation`.

@@ -4,9 +4,8 @@
 //! leaves either the old or the new file, never half of one. A file that does not parse is
 //! renamed aside (`desired.json.corrupt-<unix seconds>`) and reported; the agent goes on.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use odac_protocol::{AppStatus, DesiredState};
@@ -132,40 +131,15 @@ pub fn private_dir(dir: &Path) -> std::io::Result<()> {
     fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
 }
 
-/// Write `value` as JSON to `path` atomically: temp file, fsync, rename, fsync directory. The
-/// file is mode 0600 (state files hold env values and git secrets).
+/// Write `value` as JSON to `path` atomically ([`crate::atomic_file`]: temp file, fsync,
+/// rename, fsync directory). The file is mode 0600 (state files hold env values and git secrets).
 pub fn write_atomic<T: Serialize + ?Sized>(path: &Path, value: &T) -> Result<(), StoreError> {
     let mut bytes = serde_json::to_vec_pretty(value).map_err(|source| StoreError::Encode {
         path: path.to_path_buf(),
         source,
     })?;
     bytes.push(b'\n');
-    let dir = path.parent().unwrap_or_else(|| Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let result = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)
-            .map_err(io(&tmp))?;
-        file.set_permissions(fs::Permissions::from_mode(0o600))
-            .map_err(io(&tmp))?;
-        file.write_all(&bytes).map_err(io(&tmp))?;
-        file.sync_all().map_err(io(&tmp))?;
-        drop(file);
-        fs::rename(&tmp, path).map_err(io(path))?;
-        File::open(dir).and_then(|d| d.sync_all()).map_err(io(dir))
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
+    crate::atomic_file::write_atomic(path, &bytes, 0o600).map_err(io(path))
 }
 
 #[cfg(test)]

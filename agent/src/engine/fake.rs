@@ -10,6 +10,7 @@
 //! ([`FakeEngine::publish`]): a reference it does not hold fails with the registry's
 //! `manifest unknown`, one published with credentials needs them.
 
+use crate::lock::lock;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
@@ -93,9 +94,7 @@ impl FakeEngine {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock(&self.state)
     }
 
     /// Replace the capabilities the fake reports (and honours: CDI devices are resolved

@@ -4,6 +4,7 @@
 //! The file is parsed once per change (path, size, modification time), so rescans every few
 //! seconds cost a `stat`; a host without the file keeps the numeric ids.
 
+use crate::lock::lock;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -39,9 +40,7 @@ pub(crate) fn names(r: &mut Reader) -> std::sync::Arc<Names> {
     }) else {
         return std::sync::Arc::default();
     };
-    let mut cache = CACHE
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut cache = lock(&CACHE);
     if let Some(c) = cache.as_ref()
         && c.path == path
         && c.len == meta.len()

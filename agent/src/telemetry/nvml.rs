@@ -5,6 +5,7 @@
 //! the trait lists the processes running on each GPU ([`Nvml::processes`]), which
 //! [`super::usage`] maps to apps.
 
+use crate::lock::lock;
 use std::ffi::OsStr;
 use std::sync::{Arc, Mutex};
 
@@ -249,10 +250,7 @@ impl FakeNvml {
     /// Sets the processes running on one device (by PCI address); `util_known` says whether
     /// it accounts utilisation per process.
     pub fn set_processes(&self, pci_address: &str, processes: Vec<NvmlProcess>, util_known: bool) {
-        let mut all = self
-            .processes
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut all = lock(&self.processes);
         all.retain(|g| g.pci_address != pci_address);
         all.push(NvmlGpuProcesses {
             pci_address: pci_address.to_owned(),
@@ -263,10 +261,7 @@ impl FakeNvml {
 
     /// Changes one device's figures (by PCI address).
     pub fn set(&self, pci_address: &str, change: impl FnOnce(&mut GpuSample)) {
-        let mut gpus = self
-            .gpus
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut gpus = lock(&self.gpus);
         if let Some(g) = gpus.iter_mut().find(|g| g.pci_address == pci_address) {
             change(&mut g.sample);
         }
@@ -275,19 +270,11 @@ impl FakeNvml {
 
 impl Nvml for FakeNvml {
     fn gpus(&self) -> Result<Vec<NvmlGpu>, NvmlError> {
-        Ok(self
-            .gpus
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone())
+        Ok(lock(&self.gpus).clone())
     }
 
     fn processes(&self) -> Result<Vec<NvmlGpuProcesses>, NvmlError> {
-        Ok(self
-            .processes
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone())
+        Ok(lock(&self.processes).clone())
     }
 
     fn driver_version(&self) -> Option<String> {

@@ -67,7 +67,7 @@ pub async fn telemetry_loop(
         let apps = app_gpus(&statuses, &gpus);
         let held = apps.clone();
         let sampled = tokio::task::spawn_blocking(move || {
-            let mut c = crate::uplink::lock(&sampling);
+            let mut c = crate::lock::lock(&sampling);
             let samples = c.sample(&list, Instant::now());
             (samples, c.app_usage(&statuses, &held))
         })

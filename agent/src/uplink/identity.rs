@@ -6,8 +6,7 @@
 //! the control plane binds the id to the host's token. Written atomically (temporary file, fsync,
 //! rename); the state directory is created with mode 0700 if missing.
 
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 /// File name of the agent id inside the state directory.
@@ -87,23 +86,7 @@ pub fn load_or_create(state_dir: &Path) -> Result<String, IdentityError> {
 }
 
 fn write_atomically(path: &Path, id: &str) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o644)
-            .open(&tmp)?;
-        f.write_all(id.as_bytes())?;
-        f.write_all(b"\n")?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)?;
-    if let Some(dir) = path.parent() {
-        std::fs::File::open(dir)?.sync_all()?;
-    }
-    Ok(())
+    crate::atomic_file::write_atomic(path, format!("{id}\n").as_bytes(), 0o644)
 }
 
 #[cfg(test)]

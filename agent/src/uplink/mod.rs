@@ -25,7 +25,8 @@ pub mod session;
 pub mod tls;
 pub mod token;
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use crate::lock::lock;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use odac_protocol::{AppStatus, EventLevel, Hello, Inventory, PROTOCOL_VERSION};
@@ -378,9 +379,4 @@ async fn collect(
         }
         wake.notify_one();
     }
-}
-
-/// Locks a mutex, recovering the data if a panicking holder poisoned it.
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }

@@ -12,10 +12,11 @@
 pub mod git;
 pub mod job;
 
+use crate::lock::lock;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::AbortHandle;
@@ -69,10 +70,6 @@ struct Shared {
 pub(crate) struct Builds {
     shared: Arc<Shared>,
     state_dir: PathBuf,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Builds {

@@ -1,6 +1,7 @@
-//! The files enrollment leaves behind, written so that a crash never leaves half a file and a
-//! secret is never readable by others, not even for a moment: every file is written to a
-//! temporary sibling created with its final mode, synced, then renamed over the target.
+//! The one way the agent (and the simulator) replaces a file: written to a temporary sibling
+//! created with its final mode (a secret is never readable by others, not even for a moment),
+//! synced, renamed over the target, and the directory synced so the rename itself survives a
+//! power cut. A crash leaves either the old file or the new one, never half of one.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
@@ -46,14 +47,13 @@ impl Staged {
             file.sync_all()?;
         }
         fs::rename(&self.tmp, &self.target)?;
-        if let Some(dir) = self.target.parent() {
-            // best effort: make the rename itself durable
-            if let Ok(d) = File::open(dir) {
-                let _ = d.sync_all();
-            }
-        }
         self.tmp = PathBuf::new();
-        Ok(())
+        // the rename is durable only once the directory entry is
+        let dir = match self.target.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        File::open(dir)?.sync_all()
     }
 }
 
