@@ -11,7 +11,7 @@ use fixture_hosts::{assess, fixture_names};
 
 use std::path::Path;
 
-use odac_agent::gpu::{Allocations, Plan, ResolveOptions, resolve, resolve_with, to_host};
+use odac_agent::gpu::{Allocations, Plan, ResolveOptions, resolve, resolve_with};
 use odac_agent::sysinfo::Assessment;
 use odac_protocol::{GpuCount, GpuRequest, Mechanism, Reason, Vendor};
 
@@ -65,7 +65,7 @@ fn check_invariants(host: &str, json: &str, a: &Assessment, g: &GpuRequest, plan
             if let Some(v) = g.effective_vendor() {
                 assert_eq!(att.vendor, v, "{at}: wrong vendor");
             }
-            let verdict = a.verdict(to_host(att.vendor)).unwrap();
+            let verdict = a.verdict(att.vendor).unwrap();
             assert!(
                 verdict.schedulable,
                 "{at}: attached an unschedulable vendor"
@@ -74,11 +74,7 @@ fn check_invariants(host: &str, json: &str, a: &Assessment, g: &GpuRequest, plan
             if let GpuCount::N(n) = g.count() {
                 assert_eq!(att.gpus.len(), n as usize, "{at}: count not honoured");
             } else {
-                assert_eq!(
-                    att.gpus.len(),
-                    a.passable_gpus(to_host(att.vendor)).len(),
-                    "{at}"
-                );
+                assert_eq!(att.gpus.len(), a.passable_gpus(att.vendor).len(), "{at}");
             }
             if att.mechanism == Mechanism::Cdi {
                 assert!(

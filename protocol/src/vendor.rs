@@ -45,6 +45,22 @@ impl Vendor {
             Vendor::Intel => 0x8086,
         }
     }
+
+    /// The vendor of a PCI vendor id, `None` for a vendor the agent does not pass through.
+    pub fn from_pci_id(id: u32) -> Option<Vendor> {
+        Vendor::ALL
+            .into_iter()
+            .find(|v| u32::from(v.pci_id()) == id)
+    }
+
+    /// The CDI kind the vendor names its GPUs by (`nvidia.com/gpu`).
+    pub fn cdi_kind(self) -> &'static str {
+        match self {
+            Vendor::Nvidia => "nvidia.com/gpu",
+            Vendor::Amd => "amd.com/gpu",
+            Vendor::Intel => "intel.com/gpu",
+        }
+    }
 }
 
 impl fmt::Display for Vendor {
@@ -109,5 +125,14 @@ mod tests {
             );
         }
         assert_eq!(Vendor::from_wire("NVIDIA"), None);
+    }
+
+    #[test]
+    fn pci_ids_name_the_vendor_and_nothing_else() {
+        for v in Vendor::ALL {
+            assert_eq!(Vendor::from_pci_id(u32::from(v.pci_id())), Some(v));
+        }
+        assert_eq!(Vendor::from_pci_id(0x1a03), None);
+        assert_eq!(Vendor::from_pci_id(0x1_10de), None);
     }
 }

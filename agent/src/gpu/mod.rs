@@ -15,24 +15,3 @@ pub mod resolve;
 pub use allocate::{Allocations, Insufficient, allocate};
 pub use attach::{Attachment, attached_from};
 pub use resolve::{DEFAULT_VENDOR_ORDER, Plan, ResolveOptions, resolve, resolve_with};
-
-use crate::sysinfo::Vendor as HostVendor;
-use odac_protocol::Vendor;
-
-/// The wire vendor of a scanned vendor.
-pub fn to_wire(v: HostVendor) -> Vendor {
-    match v {
-        HostVendor::Nvidia => Vendor::Nvidia,
-        HostVendor::Amd => Vendor::Amd,
-        HostVendor::Intel => Vendor::Intel,
-    }
-}
-
-/// The scanned vendor of a wire vendor.
-pub fn to_host(v: Vendor) -> HostVendor {
-    match v {
-        Vendor::Nvidia => HostVendor::Nvidia,
-        Vendor::Amd => HostVendor::Amd,
-        Vendor::Intel => HostVendor::Intel,
-    }
-}

@@ -19,7 +19,6 @@ use serde::{Deserialize, Serialize};
 use super::allocate::{Allocations, allocate};
 use super::attach::Attachment;
 use super::reason::{detail, fix};
-use super::{to_host, to_wire};
 use crate::sysinfo::cdi::in_dirs;
 use crate::sysinfo::{Assessment, Gpu};
 
@@ -146,20 +145,19 @@ fn try_vendor(
     vendor: Vendor,
     count: GpuCount,
 ) -> Result<Attachment, Miss> {
-    let host_vendor = to_host(vendor);
     let miss = |reason: Reason, evidence: String| Miss {
         reason,
         vendor: Some(vendor),
         evidence,
     };
-    let Some(verdict) = a.verdict(host_vendor) else {
+    let Some(verdict) = a.verdict(vendor) else {
         return Err(miss(Reason::NoDevice, format!("no {vendor} verdict")));
     };
     if !verdict.schedulable {
         let reason = verdict.reason.unwrap_or(Reason::NoDevice);
         return Err(miss(reason, verdict.detail.clone()));
     }
-    let usable = a.passable_gpus(host_vendor);
+    let usable = a.passable_gpus(vendor);
     let with_cdi: Vec<&Gpu> = usable
         .iter()
         .copied()
@@ -229,7 +227,7 @@ fn try_vendor(
         ),
     };
     Ok(Attachment {
-        vendor: to_wire(chosen.first().map_or(host_vendor, |g| g.vendor)),
+        vendor: chosen.first().map_or(vendor, |g| g.vendor),
         mechanism,
         devices,
         gpus: chosen.iter().map(|g| g.id()).collect(),

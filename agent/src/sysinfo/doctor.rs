@@ -58,9 +58,7 @@ fn fail(name: &str, reason: Reason, vendor: Option<Vendor>, message: impl Into<S
         status: CheckStatus::Fail,
         message: message.into(),
         reason: Some(reason),
-        fix: reason
-            .fix(vendor.map(super::wire::wire_vendor))
-            .map(str::to_owned),
+        fix: reason.fix(vendor).map(str::to_owned),
     }
 }
 

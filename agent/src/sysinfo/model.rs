@@ -4,60 +4,15 @@
 
 use serde::Serialize;
 
-/// GPU vendors the agent can pass into containers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Vendor {
-    Nvidia,
-    Amd,
-    Intel,
-}
+/// GPU vendors the agent can pass into containers: the protocol's, one type from scan to wire.
+pub use odac_protocol::Vendor;
 
-impl Vendor {
-    /// All vendors, in report order.
-    pub const ALL: [Vendor; 3] = [Vendor::Nvidia, Vendor::Amd, Vendor::Intel];
-
-    /// PCI vendor id of a supported GPU vendor.
-    pub fn from_pci_vendor(id: u32) -> Option<Self> {
-        match id {
-            0x10de => Some(Self::Nvidia),
-            0x1002 => Some(Self::Amd),
-            0x8086 => Some(Self::Intel),
-            _ => None,
-        }
-    }
-
-    /// Lowercase name (`nvidia`, `amd`, `intel`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Nvidia => "nvidia",
-            Self::Amd => "amd",
-            Self::Intel => "intel",
-        }
-    }
-
-    /// Kernel drivers that make this vendor's GPU usable from containers.
-    pub fn usable_drivers(self) -> &'static [&'static str] {
-        match self {
-            Self::Nvidia => &["nvidia"],
-            Self::Amd => &["amdgpu"],
-            Self::Intel => &["i915", "xe"],
-        }
-    }
-
-    /// The CDI kind vendors use for their GPUs (`nvidia.com/gpu`).
-    pub fn cdi_kind(self) -> &'static str {
-        match self {
-            Self::Nvidia => "nvidia.com/gpu",
-            Self::Amd => "amd.com/gpu",
-            Self::Intel => "intel.com/gpu",
-        }
-    }
-}
-
-impl std::fmt::Display for Vendor {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
+/// Kernel drivers that make this vendor's GPU usable from containers.
+pub fn usable_drivers(vendor: Vendor) -> &'static [&'static str] {
+    match vendor {
+        Vendor::Nvidia => &["nvidia"],
+        Vendor::Amd => &["amdgpu"],
+        Vendor::Intel => &["i915", "xe"],
     }
 }
 
@@ -146,7 +101,7 @@ impl Gpu {
     pub fn driver_usable(&self) -> bool {
         self.driver
             .as_deref()
-            .is_some_and(|d| self.vendor.usable_drivers().contains(&d))
+            .is_some_and(|d| usable_drivers(self.vendor).contains(&d))
     }
 
     /// Stable identifier: the PCI address, or the DRM card name when sysfs had no address.

@@ -107,7 +107,7 @@ fn parse(input: impl BufRead) -> Names {
             vendor = line
                 .split_once("  ")
                 .and_then(|(id, _)| u32::from_str_radix(id.trim(), 16).ok())
-                .filter(|id| Vendor::from_pci_vendor(*id).is_some());
+                .filter(|id| Vendor::from_pci_id(*id).is_some());
         }
     }
     names

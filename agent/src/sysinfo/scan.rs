@@ -25,7 +25,7 @@ pub fn scan(root: &Path) -> HostScan {
         let accelerator_class = dev.ids.class.is_some_and(|c| c >> 16 == 0x12);
         let why = match (
             not_passable_vendor(vendor_id),
-            Vendor::from_pci_vendor(vendor_id),
+            Vendor::from_pci_id(vendor_id),
         ) {
             (Some(name), _) => Some(format!("{name} bmc or virtual display, not a gpu")),
             (None, None) => Some(format!("unsupported vendor 0x{vendor_id:04x}")),

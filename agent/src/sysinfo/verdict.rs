@@ -22,7 +22,7 @@ use odac_protocol::{Mechanism, Reason};
 use serde::Serialize;
 
 use super::cdi::{in_dirs, kind_of};
-use super::model::{Gpu, HostScan, Vendor};
+use super::model::{Gpu, HostScan, Vendor, usable_drivers};
 use crate::engine::EngineCapabilities;
 
 /// One vendor's verdict.
@@ -158,7 +158,7 @@ pub fn gpu_problem(scan: &HostScan, gpu: &Gpu) -> Option<GpuProblem> {
             None => format!("{id}: no kernel driver bound"),
             Some(d) => format!(
                 "{id}: bound to {d}, needs {}",
-                gpu.vendor.usable_drivers().join(" or ")
+                usable_drivers(gpu.vendor).join(" or ")
             ),
         };
         return Some(GpuProblem {

@@ -10,15 +10,6 @@ use super::model::{HostScan, Vendor};
 use super::verdict::{VendorVerdict, gpu_passable};
 use crate::engine::EngineCapabilities;
 
-/// The protocol vendor of a domain vendor.
-pub fn wire_vendor(v: Vendor) -> odac_protocol::Vendor {
-    match v {
-        Vendor::Nvidia => odac_protocol::Vendor::Nvidia,
-        Vendor::Amd => odac_protocol::Vendor::Amd,
-        Vendor::Intel => odac_protocol::Vendor::Intel,
-    }
-}
-
 /// Build the wire inventory from a scan, the engine's capabilities and the verdicts.
 pub fn to_inventory(
     scan: &HostScan,
@@ -53,7 +44,7 @@ pub fn to_inventory(
                 .get(&g.vendor)
                 .is_some_and(|v| gpu_passable(scan, g, v));
             GpuInfo {
-                vendor: wire_vendor(g.vendor),
+                vendor: g.vendor,
                 pci_address: g.id(),
                 vendor_id,
                 device_id,
@@ -72,7 +63,7 @@ pub fn to_inventory(
         .iter()
         .map(|(v, verdict)| {
             (
-                wire_vendor(*v),
+                *v,
                 AcceleratorVerdict {
                     schedulable: verdict.schedulable,
                     reason: verdict.reason,
