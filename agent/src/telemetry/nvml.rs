@@ -103,10 +103,13 @@ impl RealNvml {
                 message: e.to_string(),
             })
     }
-}
 
-impl Nvml for RealNvml {
-    fn gpus(&self) -> Result<Vec<NvmlGpu>, NvmlError> {
+    /// `read` applied to every device NVML can open and name by PCI address; a device that
+    /// cannot be opened or has no readable bus id is skipped.
+    fn each_device<T>(
+        &self,
+        mut read: impl FnMut(&nvml_wrapper::Device<'_>, String) -> T,
+    ) -> Result<Vec<T>, NvmlError> {
         let count = self
             .nvml
             .device_count()
@@ -119,6 +122,15 @@ impl Nvml for RealNvml {
             let Some(pci_address) = device.pci_info().ok().and_then(|p| bus_id(&p.bus_id)) else {
                 continue;
             };
+            out.push(read(&device, pci_address));
+        }
+        Ok(out)
+    }
+}
+
+impl Nvml for RealNvml {
+    fn gpus(&self) -> Result<Vec<NvmlGpu>, NvmlError> {
+        self.each_device(|device, pci_address| {
             let memory = device.memory_info().ok();
             let sample = GpuSample {
                 id: pci_address.clone(),
@@ -135,29 +147,17 @@ impl Nvml for RealNvml {
                 power_w: device.power_usage().ok().map(|mw| mw / 1000),
                 clock_mhz: device.clock_info(Clock::Graphics).ok(),
             };
-            out.push(NvmlGpu {
+            NvmlGpu {
                 pci_address,
                 uuid: device.uuid().ok(),
                 vram_total_bytes: memory.as_ref().map(|m| m.total),
                 sample,
-            });
-        }
-        Ok(out)
+            }
+        })
     }
 
     fn processes(&self) -> Result<Vec<NvmlGpuProcesses>, NvmlError> {
-        let count = self
-            .nvml
-            .device_count()
-            .map_err(|e| NvmlError::Query(e.to_string()))?;
-        let mut out = Vec::new();
-        for index in 0..count {
-            let Ok(device) = self.nvml.device_by_index(index) else {
-                continue;
-            };
-            let Some(pci_address) = device.pci_info().ok().and_then(|p| bus_id(&p.bus_id)) else {
-                continue;
-            };
+        self.each_device(|device, pci_address| {
             let listed: Vec<ProcessInfo> = [
                 device.running_compute_processes(),
                 device.running_graphics_processes(),
@@ -172,13 +172,12 @@ impl Nvml for RealNvml {
                 Err(nvml_wrapper::error::NvmlError::NotFound) => Some(Vec::new()),
                 Err(_) => None,
             };
-            out.push(NvmlGpuProcesses {
+            NvmlGpuProcesses {
                 pci_address,
                 processes: merge_processes(&listed, samples.as_deref()),
                 util_known: samples.is_some(),
-            });
-        }
-        Ok(out)
+            }
+        })
     }
 
     fn driver_version(&self) -> Option<String> {
