@@ -14,6 +14,15 @@ use super::pull::{ImageInfo, PullProgress, RegistryAuth};
 use super::tail::cut_tail;
 use super::types::{BuildOutput, ContainerDetails, ContainerSpec, ContainerSummary, ImageSummary};
 
+/// The default answer of an operation this engine does not offer, naming what was asked for.
+fn cannot(operation: &str, subject: Option<&str>) -> EngineError {
+    let message = format!("this container engine cannot {operation}");
+    EngineError::Other(match subject {
+        Some(subject) => format!("{message} (asked for {subject:?})"),
+        None => message,
+    })
+}
+
 /// A container engine. Create and start are separate calls because real engines refuse
 /// devices at either step (DESIGN.md §4); callers must handle both.
 #[async_trait]
@@ -58,9 +67,7 @@ pub trait ContainerEngine: Send + Sync {
     /// changes anything. The default refuses, so a policy check through an engine that cannot
     /// list fails closed.
     async fn list_all(&self) -> Result<Vec<ContainerSummary>, EngineError> {
-        Err(EngineError::Other(
-            "this container engine cannot list all containers".into(),
-        ))
+        Err(cannot("list all containers", None))
     }
 
     /// Create a named volume unless it exists; an existing one is left as is.
@@ -103,9 +110,7 @@ pub trait ContainerEngine: Send + Sync {
         options: LogStreamOptions,
     ) -> Result<LogLines, EngineError> {
         let _ = options;
-        Err(EngineError::Other(format!(
-            "this container engine cannot stream logs (asked for {id:?})"
-        )))
+        Err(cannot("stream logs", Some(id)))
     }
 
     /// Build image `tag` from a tar build context with the classic builder (no BuildKit, no
@@ -120,9 +125,7 @@ pub trait ContainerEngine: Send + Sync {
         labels: &BTreeMap<String, String>,
     ) -> Result<BuildOutput, EngineError> {
         let _ = (context_tar, dockerfile, labels);
-        Err(EngineError::Other(format!(
-            "this container engine cannot build images (asked for {tag:?})"
-        )))
+        Err(cannot("build images", Some(tag)))
     }
 
     /// Images (tagged or not) carrying a label `key` or `key=value`.
@@ -134,9 +137,7 @@ pub trait ContainerEngine: Send + Sync {
     /// Remove an image by id or tag (with `force`, even one a stopped container uses).
     async fn remove_image(&self, image: &str, force: bool) -> Result<(), EngineError> {
         let _ = force;
-        Err(EngineError::Other(format!(
-            "this container engine cannot remove images (asked for {image:?})"
-        )))
+        Err(cannot("remove images", Some(image)))
     }
 
     /// Pull `image` (one tag, `latest` when none is given) from its registry with `auth`,
@@ -150,9 +151,7 @@ pub trait ContainerEngine: Send + Sync {
         progress: &(dyn Fn(PullProgress) + Send + Sync),
     ) -> Result<(), EngineError> {
         let _ = (auth, progress);
-        Err(EngineError::Other(format!(
-            "this container engine cannot pull images (asked for {image:?})"
-        )))
+        Err(cannot("pull images", Some(image)))
     }
 
     /// The id and repo digests of a local image (by reference or id).

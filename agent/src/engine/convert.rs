@@ -13,7 +13,7 @@ use bollard::models::{
 
 use super::error::EngineError;
 use super::types::{
-    ContainerDetails, ContainerHealth, ContainerSpec, ContainerState, ContainerSummary,
+    Bind, ContainerDetails, ContainerHealth, ContainerSpec, ContainerState, ContainerSummary,
     DeviceMapping, DeviceRequest, HealthProbe, LogRotation,
 };
 
@@ -52,14 +52,7 @@ fn device_request_from_engine(r: BollardDeviceRequest) -> DeviceRequest {
 /// are never set; the restart policy is `no` because the agent restarts apps itself.
 pub(crate) fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
     let env: Vec<String> = spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    let binds: Vec<String> = spec
-        .binds
-        .iter()
-        .map(|b| {
-            let mode = if b.read_only { ":ro" } else { "" };
-            format!("{}:{}{mode}", b.source, b.target)
-        })
-        .collect();
+    let binds: Vec<String> = spec.binds.iter().map(Bind::engine_form).collect();
     let mut port_bindings: HashMap<String, Option<Vec<PortBinding>>> = HashMap::new();
     for port in &spec.ports {
         port_bindings

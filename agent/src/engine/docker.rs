@@ -2,6 +2,7 @@
 //! lazily and re-made after an outage, so an agent started before Docker (or across a Docker
 //! restart) converges once the engine answers again; every call is bounded by a timeout.
 
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -15,6 +16,16 @@ use super::error::EngineError;
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 /// Request timeout of ordinary engine calls, in seconds (bollard's unit).
 const REQUEST_TIMEOUT_S: u64 = 120;
+
+/// A list filter for objects that carry label `key` or `key=value`.
+pub(super) fn label_filter(label: &str) -> HashMap<String, Vec<String>> {
+    HashMap::from([("label".to_owned(), vec![label.to_owned()])])
+}
+
+/// Labels as a bollard request takes them.
+pub(super) fn label_map(labels: &BTreeMap<String, String>) -> HashMap<String, String> {
+    labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+}
 
 /// Where the engine listens.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 //! pulls), listing images by label and removing them. The build keeps the last lines of the
 //! builder's output so a failure can be reported with its context.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 use bollard::query_parameters::{
@@ -12,7 +12,7 @@ use bollard::query_parameters::{
 use futures_util::StreamExt;
 
 use super::convert::map_error;
-use super::docker::DockerEngine;
+use super::docker::{DockerEngine, label_filter, label_map};
 use super::error::EngineError;
 use super::types::{BuildOutput, ImageSummary};
 
@@ -77,7 +77,7 @@ impl DockerEngine {
             t: Some(tag.to_owned()),
             rm: true,
             forcerm: true,
-            labels: Some(labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect()),
+            labels: Some(label_map(labels)),
             version: BuilderVersion::BuilderV1,
             ..BuildImageOptions::default()
         };
@@ -122,10 +122,7 @@ impl DockerEngine {
         let docker = self.docker().await?;
         let options = ListImagesOptions {
             all: false,
-            filters: Some(HashMap::from([(
-                "label".to_owned(),
-                vec![label.to_owned()],
-            )])),
+            filters: Some(label_filter(label)),
             ..ListImagesOptions::default()
         };
         let list = docker.list_images(Some(options)).await.map_err(map_error);

@@ -17,7 +17,7 @@ use futures_util::StreamExt;
 use super::api::ContainerEngine;
 use super::capabilities::EngineCapabilities;
 use super::convert::{create_body, details, map_error, summary};
-use super::docker::DockerEngine;
+use super::docker::{DockerEngine, label_filter, label_map};
 use super::error::EngineError;
 use super::pull::{ImageInfo, PullProgress, RegistryAuth};
 use super::tail::TailBuffer;
@@ -29,6 +29,48 @@ fn split_tag(reference: &str) -> (&str, &str) {
     match reference[slash..].rfind(':') {
         Some(i) => (&reference[..slash + i], &reference[slash + i + 1..]),
         None => (reference, "latest"),
+    }
+}
+
+impl DockerEngine {
+    /// Every container (running or not), those matching `filters` when given.
+    async fn containers(
+        &self,
+        filters: Option<HashMap<String, Vec<String>>>,
+    ) -> Result<Vec<ContainerSummary>, EngineError> {
+        let docker = self.docker().await?;
+        let options = ListContainersOptions {
+            all: true,
+            filters,
+            ..ListContainersOptions::default()
+        };
+        let list = docker
+            .list_containers(Some(options))
+            .await
+            .map_err(map_error);
+        Ok(self.observe(list)?.into_iter().map(summary).collect())
+    }
+
+    /// Hands the last `lines` lines of `id`'s stdout and stderr to `sink`, chunk by chunk.
+    async fn last_output(
+        &self,
+        id: &str,
+        lines: usize,
+        mut sink: impl FnMut(&[u8]),
+    ) -> Result<(), EngineError> {
+        let docker = self.docker().await?;
+        let options = LogsOptions {
+            stdout: true,
+            stderr: true,
+            tail: lines.to_string(),
+            ..LogsOptions::default()
+        };
+        let mut stream = docker.logs(id, Some(options));
+        while let Some(item) = stream.next().await {
+            let chunk = self.observe(item.map_err(map_error))?;
+            sink(&chunk.into_bytes());
+        }
+        Ok(())
     }
 }
 
@@ -133,33 +175,11 @@ impl ContainerEngine for DockerEngine {
     }
 
     async fn list_by_label(&self, label: &str) -> Result<Vec<ContainerSummary>, EngineError> {
-        let docker = self.docker().await?;
-        let options = ListContainersOptions {
-            all: true,
-            filters: Some(HashMap::from([(
-                "label".to_owned(),
-                vec![label.to_owned()],
-            )])),
-            ..ListContainersOptions::default()
-        };
-        let list = docker
-            .list_containers(Some(options))
-            .await
-            .map_err(map_error);
-        Ok(self.observe(list)?.into_iter().map(summary).collect())
+        self.containers(Some(label_filter(label))).await
     }
 
     async fn list_all(&self) -> Result<Vec<ContainerSummary>, EngineError> {
-        let docker = self.docker().await?;
-        let options = ListContainersOptions {
-            all: true,
-            ..ListContainersOptions::default()
-        };
-        let list = docker
-            .list_containers(Some(options))
-            .await
-            .map_err(map_error);
-        Ok(self.observe(list)?.into_iter().map(summary).collect())
+        self.containers(None).await
     }
 
     async fn ensure_volume(
@@ -167,15 +187,13 @@ impl ContainerEngine for DockerEngine {
         name: &str,
         labels: &BTreeMap<String, String>,
     ) -> Result<(), EngineError> {
-        let docker = self.docker().await?;
-        match self.observe(docker.inspect_volume(name).await.map_err(map_error)) {
-            Ok(_) => return Ok(()),
-            Err(EngineError::NotFound(_)) => {}
-            Err(e) => return Err(e),
+        if self.volume_labels(name).await?.is_some() {
+            return Ok(());
         }
+        let docker = self.docker().await?;
         let request = VolumeCreateRequest {
             name: Some(name.to_owned()),
-            labels: Some(labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect()),
+            labels: Some(label_map(labels)),
             ..VolumeCreateRequest::default()
         };
         self.observe(
@@ -209,20 +227,10 @@ impl ContainerEngine for DockerEngine {
     }
 
     async fn logs_tail(&self, id: &str, lines: usize) -> Result<String, EngineError> {
-        let docker = self.docker().await?;
-        let options = LogsOptions {
-            stdout: true,
-            stderr: true,
-            tail: lines.to_string(),
-            ..LogsOptions::default()
-        };
-        let mut stream = docker.logs(id, Some(options));
-        let mut text = String::new();
-        while let Some(item) = stream.next().await {
-            let chunk = self.observe(item.map_err(map_error))?;
-            text.push_str(&String::from_utf8_lossy(&chunk.into_bytes()));
-        }
-        Ok(text)
+        let mut text = Vec::new();
+        self.last_output(id, lines, |chunk| text.extend_from_slice(chunk))
+            .await?;
+        Ok(String::from_utf8_lossy(&text).into_owned())
     }
 
     async fn output_tail(
@@ -231,19 +239,9 @@ impl ContainerEngine for DockerEngine {
         max_lines: usize,
         max_bytes: usize,
     ) -> Result<String, EngineError> {
-        let docker = self.docker().await?;
-        let options = LogsOptions {
-            stdout: true,
-            stderr: true,
-            tail: max_lines.to_string(),
-            ..LogsOptions::default()
-        };
-        let mut stream = docker.logs(id, Some(options));
         let mut buffer = TailBuffer::new(max_bytes);
-        while let Some(item) = stream.next().await {
-            let chunk = self.observe(item.map_err(map_error))?;
-            buffer.push(&chunk.into_bytes());
-        }
+        self.last_output(id, max_lines, |chunk| buffer.push(chunk))
+            .await?;
         Ok(buffer.finish(max_lines))
     }
 

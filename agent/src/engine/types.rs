@@ -62,6 +62,12 @@ impl Bind {
     pub fn is_host_path(&self) -> bool {
         self.source.starts_with('/')
     }
+
+    /// The engine's `source:target[:ro]` form of the mount.
+    pub fn engine_form(&self) -> String {
+        let mode = if self.read_only { ":ro" } else { "" };
+        format!("{}:{}{mode}", self.source, self.target)
+    }
 }
 
 /// A published port.
