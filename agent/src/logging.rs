@@ -5,7 +5,7 @@
 //!
 //! Some dependencies dump what they carry at their most verbose levels: tungstenite's trace
 //! shows the upgrade request (the bearer token) and every frame (git secrets in a desired
-//! state), bollard's debug the engine's answers (env values). Their events above [`CAPS`] are
+//! state), bollard's debug the engine's answers (env values). Their log records above [`CAPS`] are
 //! dropped whatever `log_level` says, so no level shows a secret.
 
 use std::io::IsTerminal;
@@ -39,7 +39,7 @@ pub const CAPS: &[(&str, Level)] = &[
     ("reqwest", Level::DEBUG),
 ];
 
-/// Whether an event of `target` at `level` passes the [`CAPS`].
+/// Whether a log record (a tracing event) of `target` at `level` passes the [`CAPS`].
 pub fn within_caps(target: &str, level: &Level) -> bool {
     CAPS.iter().all(|(name, cap)| {
         let ours = target == *name
