@@ -1,5 +1,5 @@
 //! The scan result: what this host has, as plain data. Produced by [`super::scan`], read by
-//! the verdict, the CLI and (later) the GPU allocator. Device-node paths are always host
+//! the verdict, the CLI and the GPU decision (`gpu/`). Device-node paths are always host
 //! paths (`/dev/dri/renderD128`), never paths under the scan root.
 
 use serde::Serialize;
