@@ -9,14 +9,15 @@ use odac_protocol::{AppSpec, AppStatus, Fallback, FallbackTier, Mechanism, Reaso
 
 use super::binds::HostBind;
 use super::build::Built;
+use super::clip::clip;
 use super::container::{self, container_spec};
 use super::crashloop::CrashGuard;
 use super::diagnosis;
-use super::fallback::{StartOutcome, clip, run_on_cpu, start_plain, start_with_gpu_fallback};
+use super::fallback::{StartOutcome, run_on_cpu, start_plain, start_with_gpu_fallback};
+use super::image::ImageReady;
 use super::labels::{self, Identity};
+use super::pass::{AppRecord, Hold, Pass};
 use super::policy;
-use super::pull::ImageReady;
-use super::reconcile::{AppRecord, Hold, Pass};
 use crate::engine::{ContainerSummary, EngineError};
 use crate::gpu::{Plan, resolve_with};
 use crate::sysinfo::inventory_hash;
@@ -266,22 +267,5 @@ impl Pass<'_> {
                 Ok(status)
             }
         }
-    }
-
-    /// A creation that failed for a reason that may pass: fail now, retry after the backoff.
-    pub(super) fn retry_later(
-        &self,
-        rec: &mut AppRecord,
-        spec: &AppSpec,
-        identity: &Identity,
-        error: String,
-        fallback: Option<Fallback>,
-    ) -> AppStatus {
-        let delay = rec.guard.on_exit(self.now, None, &self.config.crash_loop);
-        tracing::warn!(app = %spec.name, error = %error, retry_ms = delay.as_millis() as u64, "could not start the app");
-        rec.last_error = Some(error.clone());
-        let status = self.failed(spec, error, fallback);
-        rec.retry = Some((identity.clone(), status.clone()));
-        status
     }
 }

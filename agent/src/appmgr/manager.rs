@@ -27,12 +27,13 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::build::Builds;
+use super::clip::clip;
 use super::error::AppMgrError;
 use super::events::{AppEvent, EventTx};
-use super::fallback::clip;
+use super::facts::Facts;
 use super::host::HostSource;
 use super::pull::Pulls;
-use super::reconcile::{Facts, PassInput, Reconciler};
+use super::reconcile::{PassInput, Reconciler};
 use super::registry_auth::Credentials;
 use super::removal::Removals;
 use super::settings::AppManagerConfig;

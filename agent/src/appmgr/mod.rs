@@ -13,9 +13,11 @@
 //! sources), [`events`] (diagnostic events), [`cli`] + [`local`] (`apply` and `status`, and
 //! which agent set they work on), and [`doctor`] (`doctor` with the ownership checks).
 
+mod admit;
 pub mod binds;
 pub mod build;
 pub mod cli;
+pub mod clip;
 pub mod container;
 mod crashbook;
 pub mod crashloop;
@@ -24,12 +26,17 @@ mod diagnosis;
 pub mod doctor;
 mod error;
 pub mod events;
+mod existing;
+mod facts;
 pub mod fallback;
 mod host;
+mod image;
+mod jobs;
 pub mod labels;
 pub mod local;
 mod manager;
 pub mod ownership;
+mod pass;
 pub mod policy;
 mod pull;
 mod pull_disk;

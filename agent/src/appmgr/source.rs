@@ -9,9 +9,9 @@
 use odac_protocol::{AppSpec, AppState, AppStatus, Fallback, FallbackTier, Reason};
 
 use super::build::{BuildKey, BuildRequest, Built, Poll};
-use super::fallback::clip;
+use super::clip::clip;
 use super::labels::Identity;
-use super::reconcile::{AppRecord, Pass};
+use super::pass::{AppRecord, Pass};
 use crate::engine::EngineError;
 
 /// What the pass can do with a git-sourced app now.
