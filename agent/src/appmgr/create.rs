@@ -55,7 +55,12 @@ impl Pass<'_> {
                 rec.guard = CrashGuard::default();
             }
         }
-        rec.retry = None;
+        if rec.retry.take().is_some() {
+            // The retry is made now: its deadline is spent, whatever the retry ends in (a
+            // hold, a pull that runs long). Left in the past, it would make the loop run
+            // passes back to back.
+            rec.guard.next_start = None;
+        }
 
         let Some(image) = spec
             .image

@@ -135,6 +135,21 @@ impl<K: PartialEq, T: Clone, E, P: Clone> Jobs<K, T, E, P> {
 }
 
 #[cfg(test)]
+impl<K: PartialEq, T: Clone, E, P: Clone> Jobs<K, T, E, P> {
+    /// Put a job for `app` at `key` in the table (tests): running until aborted, showing
+    /// `shown` (`result` `None`), or done.
+    pub(super) fn stage(&self, app: &str, key: K, shown: P, result: Option<Result<T, E>>) {
+        lock(&self.table).remove(app);
+        let handle = tokio::spawn(std::future::pending::<()>()).abort_handle();
+        let state = match result {
+            None => State::Running(handle, shown),
+            Some(result) => State::Done(result),
+        };
+        lock(&self.table).insert(app.to_owned(), Job { key, state });
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -145,26 +160,30 @@ mod tests {
     #[tokio::test]
     async fn one_job_per_key_failures_once_other_keys_replace() {
         let jobs: Jobs<u32, &str, &str, u8> = Jobs::new("test");
-        let mut started = 0;
-        let mut start = || {
-            started += 1;
+        let started = std::cell::Cell::new(0);
+        let start = || {
+            started.set(started.get() + 1);
             (pending(), 7)
         };
-        assert_eq!(jobs.poll("a", 1, &mut start), Polled::Running(7));
-        assert_eq!(jobs.poll("a", 1, &mut start), Polled::Running(7));
-        assert_eq!(started, 1, "a running job is not started twice");
+        assert_eq!(jobs.poll("a", 1, &start), Polled::Running(7));
+        assert_eq!(jobs.poll("a", 1, &start), Polled::Running(7));
+        assert_eq!(started.get(), 1, "a running job is not started twice");
         jobs.finish("a", &1, Err("boom"));
-        assert_eq!(jobs.poll("a", 1, &mut start), Polled::Failed("boom"));
-        assert_eq!(jobs.poll("a", 1, &mut start), Polled::Running(7));
-        assert_eq!(started, 2, "a failure is handed out once, then retried");
+        assert_eq!(jobs.poll("a", 1, &start), Polled::Failed("boom"));
+        assert_eq!(jobs.poll("a", 1, &start), Polled::Running(7));
+        assert_eq!(
+            started.get(),
+            2,
+            "a failure is handed out once, then retried"
+        );
         jobs.finish("a", &2, Ok("stale"));
         jobs.finish("a", &1, Ok("img"));
-        assert_eq!(jobs.poll("a", 1, &mut start), Polled::Ready("img"));
+        assert_eq!(jobs.poll("a", 1, &start), Polled::Ready("img"));
         jobs.forget_done("a");
-        assert_eq!(jobs.poll("a", 2, &mut start), Polled::Running(7));
-        assert_eq!(started, 3);
+        assert_eq!(jobs.poll("a", 2, &start), Polled::Running(7));
+        assert_eq!(started.get(), 3);
         jobs.retain(&[]);
-        assert_eq!(jobs.poll("a", 2, &mut start), Polled::Running(7));
-        assert_eq!(started, 4, "a dropped job is gone");
+        assert_eq!(jobs.poll("a", 2, &start), Polled::Running(7));
+        assert_eq!(started.get(), 4, "a dropped job is gone");
     }
 }

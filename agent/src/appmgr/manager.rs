@@ -508,3 +508,6 @@ impl AppManager {
 fn d_generation(desired: Option<&DesiredState>) -> u64 {
     desired.map_or(0, |d| d.generation)
 }
+
+#[cfg(test)]
+mod tests;

@@ -235,6 +235,13 @@ fn pull_error(e: &EngineError) -> String {
 }
 
 impl Pulls {
+    /// Put a pull for `app` at `key` in the table (tests): running (`None`) or done.
+    #[cfg(test)]
+    pub(crate) fn stage(&self, app: &str, key: PullKey, result: Option<Result<(), String>>) {
+        let progress = Arc::new(Mutex::new(PullProgress::default()));
+        self.shared.jobs.stage(app, key, progress, result);
+    }
+
     /// Forget a successful pull of `app`: the next poll pulls again.
     pub(super) fn forget_done(&self, app: &str) {
         self.shared.jobs.forget_done(app);

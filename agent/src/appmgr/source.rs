@@ -43,6 +43,12 @@ impl Pass<'_> {
             status.generation = self.generation;
             return Ok(GitImage::Wait(Box::new(status)));
         }
+        if rec.guard.due(self.now) {
+            // The retry is made now: its deadline is spent while the build runs (which wakes
+            // the loop when it ends). Left in the past, it would make the loop run passes back
+            // to back.
+            rec.guard.next_start = None;
+        }
         let key = BuildKey {
             spec_hash: identity.spec_hash.clone(),
             restart_token: identity.restart_token.clone(),

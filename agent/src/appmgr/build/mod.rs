@@ -135,7 +135,7 @@ impl Builds {
         self.shared.jobs.retain(apps);
     }
 
-    /// Put a job for `app` at `key` in the table: running until aborted (`None`), or done.
+    /// Put a job for `app` at `key` in the table (tests): running (`None`) or done.
     #[cfg(test)]
     pub(crate) fn stage(
         &self,
@@ -143,15 +143,6 @@ impl Builds {
         key: &BuildKey,
         result: Option<Result<Built, BuildFailure>>,
     ) {
-        let pending = || {
-            (
-                tokio::spawn(std::future::pending::<()>()).abort_handle(),
-                (),
-            )
-        };
-        self.shared.jobs.poll(app, key.clone(), pending);
-        if let Some(result) = result {
-            self.shared.jobs.finish(app, key, result);
-        }
+        self.shared.jobs.stage(app, key.clone(), (), result);
     }
 }
