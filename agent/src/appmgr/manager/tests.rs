@@ -4,8 +4,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::Path;
+use std::time::Duration;
 
-use odac_protocol::{GitSource, PullPolicy};
+use tokio::time::Instant;
+
+use odac_protocol::{AppState, GitSource, PullPolicy};
 
 use super::*;
 use crate::appmgr::build::{BuildFailure, BuildKey};
