@@ -161,21 +161,7 @@ impl Reconciler {
             .map(|d| d.apps.iter().collect())
             .unwrap_or_default();
         apps.sort_by(|a, b| a.name.cmp(&b.name));
-        let mut pass = Pass {
-            config: input.config,
-            engine: input.engine,
-            assessment,
-            allocations: Allocations::new(),
-            generation: input.desired.map_or(0, |d| d.generation),
-            now: Instant::now(),
-            builds: input.builds,
-            pulls: input.pulls,
-            events: input.events,
-            quiet: input.quiet,
-            desired_binds: desired_uses(&apps, &input.config.policy.allowed_bind_prefixes),
-            engine_binds: None,
-            refusals: &mut self.refusals,
-        };
+        let mut pass = new_pass(input, assessment, &apps, &mut self.refusals);
 
         let named: std::collections::BTreeSet<&str> =
             apps.iter().map(|a| a.name.as_str()).collect();
@@ -197,15 +183,7 @@ impl Reconciler {
             .filter(|(app, _)| !apps.iter().any(|a| &a.name == *app))
             .flat_map(|(app, cs)| cs.iter().map(|c| (app.clone(), c.id.clone())))
             .collect();
-        let stop_timeout = Duration::from_secs(input.config.stop_timeout_secs);
-        let engine = input.engine;
-        let removals = futures_util::stream::iter(gone.clone())
-            .map(move |(app, id)| async move {
-                tracing::info!(app = %app, container = %id, "removing the container of an app no longer desired");
-                stop_and_remove(engine, &id, stop_timeout).await
-            })
-            .buffer_unordered(MAX_PARALLEL_REMOVALS)
-            .collect::<Vec<Result<(), EngineError>>>();
+        let removals = remove_all(input, gone.clone());
         let names: Vec<&str> = apps.iter().map(|a| a.name.as_str()).collect();
         input.builds.retain(&names);
         input.pulls.retain(&names);
@@ -242,6 +220,47 @@ impl Reconciler {
     }
 }
 
+/// A pass over the desired `apps` (sorted by name) with the facts of `assessment`.
+fn new_pass<'a>(
+    input: &PassInput<'a>,
+    assessment: Assessment,
+    apps: &[&AppSpec],
+    refusals: &'a mut Refusals,
+) -> Pass<'a> {
+    Pass {
+        config: input.config,
+        engine: input.engine,
+        assessment,
+        allocations: Allocations::new(),
+        generation: input.desired.map_or(0, |d| d.generation),
+        now: Instant::now(),
+        builds: input.builds,
+        pulls: input.pulls,
+        events: input.events,
+        quiet: input.quiet,
+        desired_binds: desired_uses(apps, &input.config.policy.allowed_bind_prefixes),
+        engine_binds: None,
+        refusals,
+    }
+}
+
+/// Stop and remove the `gone` containers (app, id), [`MAX_PARALLEL_REMOVALS`] at a time.
+async fn remove_all(
+    input: &PassInput<'_>,
+    gone: Vec<(String, String)>,
+) -> Vec<Result<(), EngineError>> {
+    let stop_timeout = Duration::from_secs(input.config.stop_timeout_secs);
+    let engine = input.engine;
+    futures_util::stream::iter(gone)
+        .map(move |(app, id)| async move {
+            tracing::info!(app = %app, container = %id, "removing the container of an app no longer desired");
+            stop_and_remove(engine, &id, stop_timeout).await
+        })
+        .buffer_unordered(MAX_PARALLEL_REMOVALS)
+        .collect()
+        .await
+}
+
 /// Removals of containers of apps no longer desired running at the same time.
 const MAX_PARALLEL_REMOVALS: usize = 8;
 
@@ -259,16 +278,7 @@ impl Pass<'_> {
                 self.remove(&c.id).await?;
             }
             *rec = AppRecord::default();
-            let detail = v.to_string();
-            return Ok(self.failed(
-                spec,
-                format!("{}: {detail}", Reason::PolicyDenied),
-                Some(Fallback {
-                    tier: FallbackTier::Preflight,
-                    reason: Reason::PolicyDenied,
-                    detail: Some(detail),
-                }),
-            ));
+            return Ok(self.denied(spec, v.to_string()));
         }
         // Keep one container: an up-to-date one, running by preference.
         existing.sort_by_key(|c| {
@@ -306,21 +316,7 @@ impl Pass<'_> {
             None => None,
             Some(_) => match self.git_image(rec, spec, &identity).await? {
                 GitImage::Ready(built) => Some(built),
-                GitImage::Wait(mut status) => {
-                    if let Some(c) = stale {
-                        if status.state == AppState::Failed {
-                            tracing::info!(app = %spec.name, container = %c.id, "the new version did not build: removing the previous one");
-                            self.remove(&c.id).await?;
-                            rec.container_id = None;
-                        } else {
-                            // the previous version runs until the new image is ready
-                            status.container_id = Some(c.id.clone());
-                            status.commit = c.labels.get(labels::GIT_COMMIT).cloned();
-                            status.image = Some(c.image.clone());
-                        }
-                    }
-                    return Ok(*status);
-                }
+                GitImage::Wait(status) => return self.building(rec, spec, *status, stale).await,
             },
         };
         if let Some(c) = stale {
@@ -334,6 +330,44 @@ impl Pass<'_> {
             .create(rec, spec, &identity, built.as_ref(), &binds)
             .await?;
         Ok(with_build(status, built.as_ref()))
+    }
+
+    /// The status of an app the policy denies (its containers are gone).
+    fn denied(&self, spec: &AppSpec, detail: String) -> AppStatus {
+        self.failed(
+            spec,
+            format!("{}: {detail}", Reason::PolicyDenied),
+            Some(Fallback {
+                tier: FallbackTier::Preflight,
+                reason: Reason::PolicyDenied,
+                detail: Some(detail),
+            }),
+        )
+    }
+
+    /// The status of a git-sourced app whose new image is not ready: the previous version
+    /// (`stale`) runs meanwhile, or is removed when the new one did not build.
+    async fn building(
+        &mut self,
+        rec: &mut AppRecord,
+        spec: &AppSpec,
+        mut status: AppStatus,
+        stale: Option<ContainerSummary>,
+    ) -> Result<AppStatus, EngineError> {
+        let Some(c) = stale else {
+            return Ok(status);
+        };
+        if status.state == AppState::Failed {
+            tracing::info!(app = %spec.name, container = %c.id, "the new version did not build: removing the previous one");
+            self.remove(&c.id).await?;
+            rec.container_id = None;
+        } else {
+            // the previous version runs until the new image is ready
+            status.container_id = Some(c.id.clone());
+            status.commit = c.labels.get(labels::GIT_COMMIT).cloned();
+            status.image = Some(c.image.clone());
+        }
+        Ok(status)
     }
 
     /// Remove the images built for an app that is no longer desired (best effort).
