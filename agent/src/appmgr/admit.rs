@@ -5,8 +5,9 @@
 use odac_protocol::AppSpec;
 
 use super::binds::{HostBind, HostUse, conflicts, uses_of};
+use super::error::PolicyViolation;
 use super::pass::Pass;
-use super::policy::{self, PolicyViolation};
+use super::policy;
 use crate::engine::EngineError;
 
 impl Pass<'_> {
