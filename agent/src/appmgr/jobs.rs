@@ -31,10 +31,13 @@ struct Job<K, T, E, P> {
     state: State<T, E, P>,
 }
 
+/// The jobs by app.
+type Table<K, T, E, P> = Arc<Mutex<BTreeMap<String, Job<K, T, E, P>>>>;
+
 /// The jobs of one kind, by app; see the module documentation. Cheap to clone: all clones
 /// share one table.
 pub(super) struct Jobs<K, T, E, P = ()> {
-    table: Arc<Mutex<BTreeMap<String, Job<K, T, E, P>>>>,
+    table: Table<K, T, E, P>,
     /// What a replaced running job is called in the log.
     what: &'static str,
 }
@@ -165,12 +168,12 @@ mod tests {
             started.set(started.get() + 1);
             (pending(), 7)
         };
-        assert_eq!(jobs.poll("a", 1, &start), Polled::Running(7));
-        assert_eq!(jobs.poll("a", 1, &start), Polled::Running(7));
+        assert_eq!(jobs.poll("a", 1, start), Polled::Running(7));
+        assert_eq!(jobs.poll("a", 1, start), Polled::Running(7));
         assert_eq!(started.get(), 1, "a running job is not started twice");
         jobs.finish("a", &1, Err("boom"));
-        assert_eq!(jobs.poll("a", 1, &start), Polled::Failed("boom"));
-        assert_eq!(jobs.poll("a", 1, &start), Polled::Running(7));
+        assert_eq!(jobs.poll("a", 1, start), Polled::Failed("boom"));
+        assert_eq!(jobs.poll("a", 1, start), Polled::Running(7));
         assert_eq!(
             started.get(),
             2,
@@ -178,12 +181,12 @@ mod tests {
         );
         jobs.finish("a", &2, Ok("stale"));
         jobs.finish("a", &1, Ok("img"));
-        assert_eq!(jobs.poll("a", 1, &start), Polled::Ready("img"));
+        assert_eq!(jobs.poll("a", 1, start), Polled::Ready("img"));
         jobs.forget_done("a");
-        assert_eq!(jobs.poll("a", 2, &start), Polled::Running(7));
+        assert_eq!(jobs.poll("a", 2, start), Polled::Running(7));
         assert_eq!(started.get(), 3);
         jobs.retain(&[]);
-        assert_eq!(jobs.poll("a", 2, &start), Polled::Running(7));
+        assert_eq!(jobs.poll("a", 2, start), Polled::Running(7));
         assert_eq!(started.get(), 4, "a dropped job is gone");
     }
 }
