@@ -21,9 +21,8 @@ use std::path::{Component, Path, PathBuf};
 
 use odac_protocol::AppSpec;
 
-use super::policy::{self, PolicyViolation};
-use super::reconcile::Pass;
-use crate::engine::{ContainerSummary, EngineError};
+use super::error::PolicyViolation;
+use crate::engine::ContainerSummary;
 
 /// A host bind of an app, checked and resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -186,46 +185,6 @@ pub fn desired_uses(apps: &[&AppSpec], prefixes: &[PathBuf]) -> Vec<(String, Hos
         }
     }
     out
-}
-
-impl Pass<'_> {
-    /// The policy's verdict on `spec` with its binds resolved; the outer error is an
-    /// unreachable engine.
-    pub(super) async fn check_policy(
-        &mut self,
-        spec: &AppSpec,
-    ) -> Result<Result<Vec<HostBind>, PolicyViolation>, EngineError> {
-        let binds = match policy::check(spec, &self.config.policy) {
-            Ok(binds) => binds,
-            Err(v) => return Ok(Err(v)),
-        };
-        if binds.is_empty() {
-            return Ok(Ok(binds));
-        }
-        if self.engine_binds.is_none() {
-            let listed = match self.engine.list_all().await {
-                Ok(listed) => listed,
-                Err(e) if e.is_unavailable() => return Err(e),
-                Err(e) => {
-                    return Ok(Err(PolicyViolation {
-                        field: format!("volumes[{}].source", binds[0].index),
-                        message: format!(
-                            "cannot tell which host directories containers can write ({e}): host binds refused"
-                        ),
-                    }));
-                }
-            };
-            self.engine_binds = Some(listed.iter().flat_map(uses_of).collect());
-        }
-        let mut others: Vec<HostUse> = self.engine_binds.clone().unwrap_or_default();
-        others.extend(
-            self.desired_binds
-                .iter()
-                .filter(|(app, _)| *app != spec.name)
-                .map(|(_, u)| u.clone()),
-        );
-        Ok(conflicts(&binds, &others).map(|()| binds))
-    }
 }
 
 #[cfg(test)]

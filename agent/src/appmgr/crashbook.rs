@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use super::crashloop::CrashGuard;
 use super::diagnosis::{LastExit, instant_of, wall_ms_of};
 use super::error::StoreError;
-use super::reconcile::AppRecord;
+use super::pass::AppRecord;
 use super::store::{off_the_executor, write_atomic};
 
 /// File name of the crash bookkeeping.

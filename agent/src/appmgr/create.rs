@@ -9,19 +9,22 @@ use odac_protocol::{AppSpec, AppStatus, Fallback, FallbackTier, Mechanism, Reaso
 
 use super::binds::HostBind;
 use super::build::Built;
+use super::clip::clip;
 use super::container::{self, container_spec};
 use super::crashloop::CrashGuard;
 use super::diagnosis;
-use super::fallback::{StartOutcome, clip, run_on_cpu, start_plain, start_with_gpu_fallback};
+use super::fallback::{StartOutcome, run_on_cpu, start_plain, start_with_gpu_fallback};
+use super::image::ImageReady;
 use super::labels::{self, Identity};
+use super::pass::{AppRecord, Hold, Pass};
 use super::policy;
-use super::pull::ImageReady;
-use super::reconcile::{AppRecord, Hold, Pass};
+use crate::engine::ContainerSpec;
 use crate::engine::{ContainerSummary, EngineError};
-use crate::gpu::{Plan, resolve_with};
+use crate::gpu::{Attachment, Plan, resolve_with};
 use crate::sysinfo::inventory_hash;
 
 impl Pass<'_> {
+    /// Create and start the app's container; see the module documentation.
     pub(super) async fn create(
         &mut self,
         rec: &mut AppRecord,
@@ -30,32 +33,13 @@ impl Pass<'_> {
         built: Option<&Built>,
         binds: &[HostBind],
     ) -> Result<AppStatus, EngineError> {
-        let now = self.now;
         let plan = spec
             .gpu
             .as_ref()
             .map(|g| resolve_with(g, &self.assessment, &self.allocations, &self.config.gpu));
-        if let Some(hold) = &rec.hold
-            && hold.identity == *identity
-            && hold.plan == plan
-        {
-            let mut status = hold.status.clone();
-            status.generation = self.generation;
+        if let Some(status) = self.held_or_waiting(rec, identity, &plan) {
             return Ok(status);
         }
-        rec.hold = None;
-        if let Some((retry_identity, status)) = &rec.retry {
-            if retry_identity == identity && !rec.guard.due(now) && rec.guard.waiting() {
-                let mut status = status.clone();
-                status.generation = self.generation;
-                return Ok(status);
-            }
-            if retry_identity != identity {
-                rec.guard = CrashGuard::default();
-            }
-        }
-        rec.retry = None;
-
         let Some(image) = spec
             .image
             .clone()
@@ -66,23 +50,96 @@ impl Pass<'_> {
                 "the app has no image: catalog apps must be resolved to an image before they reach this agent".into(),
                 None,
             );
-            rec.hold = Some(Hold {
-                identity: identity.clone(),
-                plan,
-                status: status.clone(),
-            });
-            return Ok(status);
+            return Ok(hold(rec, identity, plan, status));
         };
         if built.is_none()
             && let ImageReady::Wait(status) = self.ensure_image(rec, spec, identity, &image).await?
         {
             return Ok(*status);
         }
+        let mut base = self.base_spec(spec, &image, built, binds);
+        if let Some(Plan::Refuse {
+            reason,
+            fix,
+            detail,
+        }) = &plan
+        {
+            let error = match fix {
+                Some(fix) => format!("{reason}: {detail}; fix: {fix}"),
+                None => format!("{reason}: {detail}"),
+            };
+            let fallback = preflight_fallback(*reason, detail);
+            let status = self.failed(spec, error, Some(fallback));
+            self.events.error(
+                &spec.name,
+                format!("required gpu refused at pre-flight ({reason}): {detail}; nothing created"),
+            );
+            return Ok(hold(rec, identity, plan, status));
+        }
+        match self.ensure_volumes(spec).await {
+            Ok(names) => container::use_volumes(&mut base, spec, &names),
+            Err(e) if e.is_unavailable() => return Err(e),
+            Err(e) => {
+                return Ok(self.retry_later(rec, spec, identity, clip(e.engine_message()), None));
+            }
+        }
+        let outcome = match self.start(spec, &plan, base).await {
+            Ok(outcome) => outcome,
+            Err(denied) => return Ok(*denied),
+        };
+        self.settle(rec, spec, identity, plan, outcome).await
+    }
+
+    /// The status to report without trying now: a held failure for the same identity and
+    /// plan, or a failure whose retry is not due yet. A retry made now spends its deadline.
+    fn held_or_waiting(
+        &self,
+        rec: &mut AppRecord,
+        identity: &Identity,
+        plan: &Option<Plan>,
+    ) -> Option<AppStatus> {
+        if let Some(hold) = &rec.hold
+            && hold.identity == *identity
+            && hold.plan == *plan
+        {
+            let mut status = hold.status.clone();
+            status.generation = self.generation;
+            return Some(status);
+        }
+        rec.hold = None;
+        if let Some((retry_identity, status)) = &rec.retry {
+            if retry_identity == identity && !rec.guard.due(self.now) && rec.guard.waiting() {
+                let mut status = status.clone();
+                status.generation = self.generation;
+                return Some(status);
+            }
+            if retry_identity != identity {
+                rec.guard = CrashGuard::default();
+            }
+        }
+        if rec.retry.take().is_some() {
+            // The retry is made now: its deadline is spent, whatever the retry ends in (a
+            // hold, a pull that runs long). Left in the past, it would make the loop run
+            // passes back to back.
+            rec.guard.next_start = None;
+        }
+        None
+    }
+
+    /// The container spec without GPU: image, checked binds, hardening, health probe, log
+    /// rotation and the commit it was built from.
+    fn base_spec(
+        &self,
+        spec: &AppSpec,
+        image: &str,
+        built: Option<&Built>,
+        binds: &[HostBind],
+    ) -> ContainerSpec {
         let mut base = container_spec(
             &self.config.instance,
             &self.config.owner,
             spec,
-            &image,
+            image,
             &self.config.extra_labels,
         );
         // the engine mounts the paths the policy resolved and checked
@@ -99,189 +156,194 @@ impl Pass<'_> {
             base.labels
                 .insert(labels::GIT_COMMIT.into(), built.commit.clone());
         }
+        base
+    }
 
-        if let Some(Plan::Refuse {
-            reason,
-            fix,
-            detail,
-        }) = &plan
-        {
-            let error = match fix {
-                Some(fix) => format!("{reason}: {detail}; fix: {fix}"),
-                None => format!("{reason}: {detail}"),
-            };
-            let status = self.failed(
-                spec,
+    /// Create and start the container per the plan: with its GPU (falling back to the CPU
+    /// when optional), or plain. `Err` with the status when the policy denies the GPU spec.
+    async fn start(
+        &mut self,
+        spec: &AppSpec,
+        plan: &Option<Plan>,
+        mut base: ContainerSpec,
+    ) -> Result<StartOutcome, Box<AppStatus>> {
+        if let Some(Plan::Attach(att)) = plan {
+            return self.start_with_gpu(spec, att, base).await;
+        }
+        if let Some(fb) = preflight(plan) {
+            labels::set_fallback(&mut base.labels, &fb);
+        }
+        Ok(match start_plain(self.engine, &base).await {
+            Ok(id) => StartOutcome::Started { id, fallback: None },
+            Err((id, error)) => StartOutcome::Failed {
+                id,
                 error,
-                Some(Fallback {
-                    tier: FallbackTier::Preflight,
-                    reason: *reason,
-                    detail: Some(detail.clone()),
-                }),
-            );
-            self.events.error(
-                &spec.name,
-                format!("required gpu refused at pre-flight ({reason}): {detail}; nothing created"),
-            );
-            rec.hold = Some(Hold {
-                identity: identity.clone(),
-                plan,
-                status: status.clone(),
-            });
-            return Ok(status);
-        }
+                fallback: None,
+            },
+        })
+    }
 
-        match self.ensure_volumes(spec).await {
-            Ok(names) => container::use_volumes(&mut base, spec, &names),
-            Err(e) if e.is_unavailable() => return Err(e),
-            Err(e) => {
-                return Ok(self.retry_later(rec, spec, identity, clip(e.engine_message()), None));
-            }
-        }
-
-        let preflight = match &plan {
-            Some(Plan::Cpu { reason, detail }) => Some(Fallback {
-                tier: FallbackTier::Preflight,
-                reason: *reason,
-                detail: Some(detail.clone()),
-            }),
-            _ => None,
+    /// Start with the devices of `att` (or on the CPU right away when the engine refused
+    /// them before); a refusal is learned.
+    async fn start_with_gpu(
+        &mut self,
+        spec: &AppSpec,
+        att: &Attachment,
+        base: ContainerSpec,
+    ) -> Result<StartOutcome, Box<AppStatus>> {
+        let mut gpu_spec = base.clone();
+        att.apply(&mut gpu_spec);
+        labels::set_gpus(&mut gpu_spec.labels, att.vendor, &att.gpus);
+        let node_paths: &[String] = if att.mechanism == Mechanism::DeviceNodes {
+            &att.devices
+        } else {
+            &[]
         };
+        if let Err(v) = policy::check_container(&gpu_spec, node_paths, &self.config.policy) {
+            let error = format!("{}: {v}", Reason::PolicyDenied);
+            return Err(Box::new(self.failed(spec, error, None)));
+        }
         let optional = spec.gpu.as_ref().is_some_and(|g| g.is_optional());
-        let outcome = match &plan {
-            Some(Plan::Attach(att)) => {
-                let mut gpu_spec = base.clone();
-                att.apply(&mut gpu_spec);
-                labels::set_gpus(&mut gpu_spec.labels, att.vendor, &att.gpus);
-                let node_paths: &[String] = if att.mechanism == Mechanism::DeviceNodes {
-                    &att.devices
-                } else {
-                    &[]
-                };
-                if let Err(v) = policy::check_container(&gpu_spec, node_paths, &self.config.policy)
-                {
-                    return Ok(self.failed(spec, format!("{}: {v}", Reason::PolicyDenied), None));
-                }
-                let cpu_spec = optional.then_some(base);
-                let memory = self.config.refusal_memory();
-                let inventory = inventory_hash(&self.assessment.inventory());
-                if let Some(learned) = self.refusals.recall(att, &inventory, now, memory) {
-                    tracing::info!(app = %spec.name, devices = ?att.devices, "the engine refused these devices before: not asking again");
-                    run_on_cpu(self.engine, learned.error(), learned.fallback, cpu_spec).await
-                } else {
-                    tracing::info!(app = %spec.name, vendor = %att.vendor, mechanism = %att.mechanism, devices = ?att.devices, "creating with gpu");
-                    let outcome = start_with_gpu_fallback(self.engine, &gpu_spec, cpu_spec).await;
-                    if let StartOutcome::Started {
-                        fallback: Some(fb), ..
-                    }
-                    | StartOutcome::Failed {
-                        fallback: Some(fb), ..
-                    } = &outcome
-                        && !memory.is_zero()
-                    {
-                        self.refusals.learn(att, inventory, now, fb);
-                    }
-                    outcome
-                }
-            }
-            _ => {
-                if let Some(fb) = &preflight {
-                    labels::set_fallback(&mut base.labels, fb);
-                }
-                match start_plain(self.engine, &base).await {
-                    Ok(id) => StartOutcome::Started { id, fallback: None },
-                    Err((id, error)) => StartOutcome::Failed {
-                        id,
-                        error,
-                        fallback: None,
-                    },
-                }
-            }
-        };
-        match outcome {
+        let cpu_spec = optional.then_some(base);
+        let memory = self.config.refusal_memory();
+        let inventory = inventory_hash(&self.assessment.inventory());
+        if let Some(learned) = self.refusals.recall(att, &inventory, self.now, memory) {
+            tracing::info!(app = %spec.name, devices = ?att.devices, "the engine refused these devices before: not asking again");
+            return Ok(run_on_cpu(self.engine, learned.error(), learned.fallback, cpu_spec).await);
+        }
+        tracing::info!(app = %spec.name, vendor = %att.vendor, mechanism = %att.mechanism, devices = ?att.devices, "creating with gpu");
+        let outcome = start_with_gpu_fallback(self.engine, &gpu_spec, cpu_spec).await;
+        if let StartOutcome::Started {
+            fallback: Some(fb), ..
+        }
+        | StartOutcome::Failed {
+            fallback: Some(fb), ..
+        } = &outcome
+            && !memory.is_zero()
+        {
+            self.refusals.learn(att, inventory, self.now, fb);
+        }
+        Ok(outcome)
+    }
+
+    /// What a start came to: a running container (watched as an existing one), a held
+    /// refusal of a required GPU, or a failure retried on the backoff.
+    async fn settle(
+        &mut self,
+        rec: &mut AppRecord,
+        spec: &AppSpec,
+        identity: &Identity,
+        plan: Option<Plan>,
+        outcome: StartOutcome,
+    ) -> Result<AppStatus, EngineError> {
+        let (id, error, fallback) = match outcome {
             StartOutcome::Started { id, fallback } => {
-                if let (Some(Plan::Attach(att)), None) = (&plan, &fallback) {
-                    self.allocations.add(&att.gpus);
-                }
-                if let Some(fb) = &fallback {
-                    self.events.warn(
-                        &spec.name,
-                        format!(
-                            "the engine refused the gpu ({}): running on the cpu; {}",
-                            fb.reason,
-                            fb.detail.as_deref().unwrap_or_default()
-                        ),
-                    );
-                } else if let Some(fb) = &preflight {
-                    self.events.warn(
-                        &spec.name,
-                        format!(
-                            "no gpu for this app on this host ({}): running on the cpu; {}",
-                            fb.reason,
-                            fb.detail.as_deref().unwrap_or_default()
-                        ),
-                    );
-                }
-                rec.container_id = Some(id.clone());
-                rec.guard = CrashGuard::started(now);
-                rec.last_error = None;
-                rec.last_exit = None;
-                let listed = ContainerSummary {
-                    id: id.clone(),
-                    ..ContainerSummary::default()
-                };
-                let status = self
-                    .existing(rec, spec, identity, &listed, &identity.gpu_hash)
-                    .await?;
-                Ok(status.unwrap_or_else(|| self.base_status(spec)))
+                return self.started(rec, spec, identity, &plan, id, fallback).await;
             }
-            StartOutcome::Failed { error, .. } if error.is_unavailable() => Err(error),
+            StartOutcome::Failed { error, .. } if error.is_unavailable() => return Err(error),
             StartOutcome::Failed {
                 id,
                 error,
                 fallback,
-            } => {
-                let refused_required = fallback.is_some() && !optional;
-                let fallback = fallback.or(preflight);
-                if refused_required {
-                    let status = self.failed(spec, clip(error.engine_message()), fallback);
-                    self.events.error(
-                        &spec.name,
-                        clip(format!(
-                            "the engine refused the required gpu: {}",
-                            error.engine_message()
-                        )),
-                    );
-                    rec.hold = Some(Hold {
-                        identity: identity.clone(),
-                        plan,
-                        status: status.clone(),
-                    });
-                    return Ok(status);
-                }
-                rec.container_id = id.clone();
-                let mut status =
-                    self.retry_later(rec, spec, identity, clip(error.engine_message()), fallback);
-                status.container_id = id;
-                Ok(status)
-            }
+            } => (id, error, fallback),
+        };
+        let optional = spec.gpu.as_ref().is_some_and(|g| g.is_optional());
+        let refused_required = fallback.is_some() && !optional;
+        let fallback = fallback.or(preflight(&plan));
+        if refused_required {
+            let status = self.failed(spec, clip(error.engine_message()), fallback);
+            self.events.error(
+                &spec.name,
+                clip(format!(
+                    "the engine refused the required gpu: {}",
+                    error.engine_message()
+                )),
+            );
+            return Ok(hold(rec, identity, plan, status));
         }
+        rec.container_id = id.clone();
+        let mut status =
+            self.retry_later(rec, spec, identity, clip(error.engine_message()), fallback);
+        status.container_id = id;
+        Ok(status)
     }
 
-    /// A creation that failed for a reason that may pass: fail now, retry after the backoff.
-    pub(super) fn retry_later(
-        &self,
+    /// A container started: its GPUs are taken, a CPU fallback is an event, and it is
+    /// watched from now on.
+    async fn started(
+        &mut self,
         rec: &mut AppRecord,
         spec: &AppSpec,
         identity: &Identity,
-        error: String,
+        plan: &Option<Plan>,
+        id: String,
         fallback: Option<Fallback>,
-    ) -> AppStatus {
-        let delay = rec.guard.on_exit(self.now, None, &self.config.crash_loop);
-        tracing::warn!(app = %spec.name, error = %error, retry_ms = delay.as_millis() as u64, "could not start the app");
-        rec.last_error = Some(error.clone());
-        let status = self.failed(spec, error, fallback);
-        rec.retry = Some((identity.clone(), status.clone()));
-        status
+    ) -> Result<AppStatus, EngineError> {
+        if let (Some(Plan::Attach(att)), None) = (plan, &fallback) {
+            self.allocations.add(&att.gpus);
+        }
+        if let Some(fb) = &fallback {
+            self.events.warn(
+                &spec.name,
+                format!(
+                    "the engine refused the gpu ({}): running on the cpu; {}",
+                    fb.reason,
+                    fb.detail.as_deref().unwrap_or_default()
+                ),
+            );
+        } else if let Some(fb) = &preflight(plan) {
+            self.events.warn(
+                &spec.name,
+                format!(
+                    "no gpu for this app on this host ({}): running on the cpu; {}",
+                    fb.reason,
+                    fb.detail.as_deref().unwrap_or_default()
+                ),
+            );
+        }
+        rec.container_id = Some(id.clone());
+        rec.guard = CrashGuard::started(self.now);
+        rec.last_error = None;
+        rec.last_exit = None;
+        let listed = ContainerSummary {
+            id,
+            ..ContainerSummary::default()
+        };
+        let status = self
+            .existing(rec, spec, identity, &listed, &identity.gpu_hash)
+            .await?;
+        Ok(status.unwrap_or_else(|| self.base_status(spec)))
+    }
+}
+
+/// Hold `status` until the spec or the plan changes; the status.
+fn hold(
+    rec: &mut AppRecord,
+    identity: &Identity,
+    plan: Option<Plan>,
+    status: AppStatus,
+) -> AppStatus {
+    rec.hold = Some(Hold {
+        identity: identity.clone(),
+        plan,
+        status: status.clone(),
+    });
+    status
+}
+
+/// A pre-flight fallback for `reason`.
+fn preflight_fallback(reason: Reason, detail: &str) -> Fallback {
+    Fallback {
+        tier: FallbackTier::Preflight,
+        reason,
+        detail: Some(detail.to_owned()),
+    }
+}
+
+/// The fallback of a plan that runs the app on the CPU at pre-flight.
+fn preflight(plan: &Option<Plan>) -> Option<Fallback> {
+    match plan {
+        Some(Plan::Cpu { reason, detail }) => Some(preflight_fallback(*reason, detail)),
+        _ => None,
     }
 }

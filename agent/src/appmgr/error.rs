@@ -1,6 +1,6 @@
-//! Errors of the app manager: a desired state that does not validate, and state
-//! files that cannot be written or read. Engine trouble is never an error here: it is a
-//! status (`engine_unavailable`), retried with backoff.
+//! Errors of the app manager: a desired state that does not validate, state files that
+//! cannot be written or read, and a spec the local policy refuses. Engine trouble is never
+//! an error here: it is a status (`engine_unavailable`), retried with backoff.
 
 use std::path::PathBuf;
 
@@ -50,4 +50,14 @@ pub enum StoreError {
         /// The serde error.
         source: serde_json::Error,
     },
+}
+
+/// A spec the policy refuses: the offending field and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct PolicyViolation {
+    /// The field, relative to the app spec (e.g. `volumes[0].source`).
+    pub field: String,
+    /// Why.
+    pub message: String,
 }

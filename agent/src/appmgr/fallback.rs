@@ -10,6 +10,7 @@
 
 use odac_protocol::{Fallback, FallbackTier, Reason};
 
+use super::clip::clip;
 use super::labels;
 use crate::engine::{ContainerEngine, ContainerSpec, EngineError};
 
@@ -53,23 +54,6 @@ pub fn is_device_refusal(err: &EngineError) -> bool {
     };
     let lower = message.to_lowercase();
     DEVICE_REFUSALS.iter().any(|key| lower.contains(key))
-}
-
-/// Longest engine text kept in a status (the protocol allows 16 KiB per string).
-pub const MAX_ERROR_BYTES: usize = 4096;
-
-/// Cut an engine text to [`MAX_ERROR_BYTES`] at a character boundary, marking the cut.
-pub fn clip(mut text: String) -> String {
-    if text.len() <= MAX_ERROR_BYTES {
-        return text;
-    }
-    let mut end = MAX_ERROR_BYTES;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text.truncate(end);
-    text.push_str(" [...]");
-    text
 }
 
 /// What happened.
@@ -225,10 +209,6 @@ mod tests {
         assert!(!is_device_refusal(&EngineError::NotFound(
             "No such image: odac/missing:1".into()
         )));
-        let long = format!("nvml error: {}", "é".repeat(5000));
-        let clipped = clip(long);
-        assert!(clipped.len() <= MAX_ERROR_BYTES + 6 && clipped.ends_with(" [...]"));
-        assert_eq!(clip("short".into()), "short");
         assert!(!is_device_refusal(&EngineError::Unavailable(
             "could not select device driver".into()
         )));

@@ -18,32 +18,27 @@ use crate::lock::lock;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
-use odac_protocol::{AppSpec, AppState, AppStatus, DesiredState, Reason};
+use odac_protocol::{AppSpec, AppStatus, DesiredState};
 use tokio::sync::{Notify, broadcast};
-use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
 use super::build::Builds;
 use super::error::AppMgrError;
 use super::events::{AppEvent, EventTx};
-use super::fallback::clip;
+use super::facts::Facts;
 use super::host::HostSource;
 use super::pull::Pulls;
-use super::reconcile::{Facts, PassInput, Reconciler};
+use super::reconcile::{PassInput, Reconciler};
 use super::registry_auth::Credentials;
 use super::removal::Removals;
 use super::settings::AppManagerConfig;
 use super::store::Store;
 use crate::engine::ContainerEngine;
-use crate::liveness::{Heartbeat, STEP_BOUND};
 use crate::sysinfo::Assessment;
 
 /// Capacity of the status broadcast; a subscriber that lags this far behind misses changes
 /// (it can always read [`AppManager::statuses`]).
-const EVENT_CAPACITY: usize = 256;
+const STATUS_CAPACITY: usize = 256;
 
 /// The app manager; see the module documentation.
 #[derive(Clone)]
@@ -74,11 +69,7 @@ pub enum Applied {
     },
 }
 
-struct Outage {
-    message: String,
-    backoff: ExponentialBackoff,
-    retry_at: Instant,
-}
+use outage::Outage;
 
 struct Inner {
     config: AppManagerConfig,
@@ -90,22 +81,15 @@ struct Inner {
     outage: Mutex<Option<Outage>>,
     reconciler: tokio::sync::Mutex<Reconciler>,
     facts: Facts,
-    events: broadcast::Sender<AppStatus>,
-    app_events: EventTx,
+    /// Status changes, to [`AppManager::subscribe`]rs.
+    status_changes: broadcast::Sender<AppStatus>,
+    /// Diagnostic events (build progress, GPU fallbacks).
+    events: EventTx,
     builds: Builds,
     wake: Arc<Notify>,
     pulls: Pulls,
     problems: Mutex<Vec<String>>,
     removals: Removals,
-}
-
-fn engine_backoff() -> ExponentialBackoff {
-    ExponentialBuilder::default()
-        .with_min_delay(Duration::from_secs(1))
-        .with_max_delay(Duration::from_secs(30))
-        .with_jitter()
-        .without_max_times()
-        .build()
 }
 
 impl AppManager {
@@ -150,12 +134,12 @@ impl AppManager {
             .filter(|s| desired.as_ref().is_some_and(|d| d.app(&s.name).is_some()))
             .map(|s| (s.name.clone(), s))
             .collect();
-        let (events, _) = broadcast::channel(EVENT_CAPACITY);
-        let app_events = EventTx::default();
+        let (status_changes, _) = broadcast::channel(STATUS_CAPACITY);
+        let events = EventTx::default();
         let wake = Arc::new(Notify::new());
         let builds = Builds::new(
             Arc::clone(&engine),
-            app_events.clone(),
+            events.clone(),
             Arc::clone(&wake),
             config.state_dir.clone(),
             config.build.max_parallel,
@@ -163,7 +147,7 @@ impl AppManager {
         builds.clear_leftovers();
         let pulls = Pulls::new(
             Arc::clone(&engine),
-            app_events.clone(),
+            events.clone(),
             Arc::clone(&wake),
             Credentials::new(Some(config.docker_config.clone())),
             config.pull_disk_reserve_mb,
@@ -179,8 +163,8 @@ impl AppManager {
                 outage: Mutex::new(None),
                 reconciler: tokio::sync::Mutex::new(Reconciler::default()),
                 facts: Facts::default(),
+                status_changes,
                 events,
-                app_events,
                 builds,
                 wake,
                 pulls,
@@ -230,14 +214,7 @@ impl AppManager {
     pub async fn upsert(&self, generation: u64, spec: AppSpec) -> Result<Applied, AppMgrError> {
         spec.validate()?;
         self.commit(|current| {
-            if let Some(c) = current
-                && generation <= c.generation
-            {
-                tracing::info!(
-                    generation,
-                    applied = c.generation,
-                    "stale desired-state change (generation not above the applied one): nothing changed"
-                );
+            if is_stale(current, generation) {
                 return Ok(None);
             }
             let mut next = current.cloned().unwrap_or_default();
@@ -255,14 +232,7 @@ impl AppManager {
     /// `generation` is not above the applied one: nothing changes ([`Applied::Stale`]).
     pub async fn delete(&self, generation: u64, name: &str) -> Result<Applied, AppMgrError> {
         self.commit(|current| {
-            if let Some(c) = current
-                && generation <= c.generation
-            {
-                tracing::info!(
-                    generation,
-                    applied = c.generation,
-                    "stale desired-state change (generation not above the applied one): nothing changed"
-                );
+            if is_stale(current, generation) {
                 return Ok(None);
             }
             let mut next = current.cloned().unwrap_or_default();
@@ -319,14 +289,15 @@ impl AppManager {
         lock(&self.inner.statuses).values().cloned().collect()
     }
 
-    /// Every status change from now on.
+    /// Every status change from now on (diagnostic events are
+    /// [`AppManager::subscribe_events`]).
     pub fn subscribe(&self) -> broadcast::Receiver<AppStatus> {
-        self.inner.events.subscribe()
+        self.inner.status_changes.subscribe()
     }
 
     /// Diagnostic events from now on: build progress and failures, GPU fallbacks.
     pub fn subscribe_events(&self) -> broadcast::Receiver<AppEvent> {
-        self.inner.app_events.subscribe()
+        self.inner.events.subscribe()
     }
 
     /// Why the engine is not reachable, while it is not.
@@ -350,7 +321,7 @@ impl AppManager {
             desired: desired.as_ref(),
             builds: &self.inner.builds,
             pulls: &self.inner.pulls,
-            events: &self.inner.app_events,
+            events: &self.inner.events,
             facts: &self.inner.facts,
             quiet,
         };
@@ -367,58 +338,12 @@ impl AppManager {
                     .await;
                 for status in removed {
                     // No subscriber is fine.
-                    let _ = self.inner.events.send(status);
+                    let _ = self.inner.status_changes.send(status);
                 }
             }
             Err(e) => self.engine_down(desired.as_ref(), &e.to_string()),
         }
         self.statuses()
-    }
-
-    /// Keep every app at its last status, marked `engine_unavailable`.
-    fn engine_down(&self, desired: Option<&DesiredState>, message: &str) {
-        {
-            let mut outage = lock(&self.inner.outage);
-            match outage.as_mut() {
-                Some(o) => {
-                    o.message = message.to_owned();
-                    let delay = o.backoff.next().unwrap_or(Duration::from_secs(30));
-                    o.retry_at = Instant::now() + delay;
-                }
-                None => {
-                    tracing::warn!(error = %message, "container engine unreachable; keeping the last statuses");
-                    let mut backoff = engine_backoff();
-                    let delay = backoff.next().unwrap_or(Duration::from_secs(1));
-                    *outage = Some(Outage {
-                        message: message.to_owned(),
-                        backoff,
-                        retry_at: Instant::now() + delay,
-                    });
-                }
-            }
-        }
-        let previous = lock(&self.inner.statuses).clone();
-        let statuses = desired
-            .map(|d| d.apps.as_slice())
-            .unwrap_or_default()
-            .iter()
-            .map(|spec| {
-                let mut status = previous
-                    .get(&spec.name)
-                    .cloned()
-                    .unwrap_or_else(|| AppStatus {
-                        name: spec.name.clone(),
-                        generation: d_generation(desired),
-                        state: AppState::Pending,
-                        image: spec.image.clone(),
-                        ..AppStatus::default()
-                    });
-                status.gpu.requested = spec.gpu.clone();
-                status.last_error = Some(clip(format!("{}: {message}", Reason::EngineUnavailable)));
-                status
-            })
-            .collect();
-        self.publish(statuses);
     }
 
     /// Install new statuses; broadcast and persist the ones that changed. Statuses of apps
@@ -453,57 +378,29 @@ impl AppManager {
         }
         for status in changed {
             // No subscriber is fine.
-            let _ = self.inner.events.send(status);
+            let _ = self.inner.status_changes.send(status);
         }
     }
+}
 
-    /// How long the loop may sleep before the next pass, and whether that pass is a plain
-    /// poll tick (no outage retry, no scheduled restart).
-    async fn next_delay(&self) -> (Duration, bool) {
-        let now = Instant::now();
-        if let Some(o) = lock(&self.inner.outage).as_ref() {
-            return (o.retry_at.saturating_duration_since(now), false);
-        }
-        let poll = self.inner.config.poll_interval();
-        match self.inner.reconciler.lock().await.next_deadline() {
-            Some(t) if t.saturating_duration_since(now) <= poll => {
-                (t.saturating_duration_since(now), false)
-            }
-            _ => (poll, true),
-        }
-    }
-
-    /// The reconcile loop: a pass on every desired-state change, at every scheduled restart,
-    /// and every poll interval (which is how container exits are seen); engine outages are
-    /// retried with backoff. A poll tick is a quiet pass (see [`super::reconcile`]). Returns
-    /// when `shutdown` is cancelled; containers keep running.
-    pub async fn run(self, shutdown: CancellationToken) {
-        self.run_with(shutdown, Heartbeat::detached("app manager"))
-            .await;
-    }
-
-    /// [`Self::run`], stamping `beat` on every turn of the loop and while it waits (see
-    /// [`crate::liveness`]); a pass longer than [`STEP_BOUND`] stops the stamps.
-    pub async fn run_with(self, shutdown: CancellationToken, beat: Heartbeat) {
-        let mut quiet = false;
-        loop {
-            if shutdown.is_cancelled() {
-                break;
-            }
-            beat.step(STEP_BOUND, self.reconcile(quiet)).await;
-            // waits for the reconciler's lock, which a concurrent `reconcile_once` (the first
-            // pass at start-up) may hold
-            let (delay, tick) = beat.step(STEP_BOUND, self.next_delay()).await;
-            tokio::select! {
-                () = shutdown.cancelled() => break,
-                () = self.inner.wake.notified() => quiet = false,
-                () = beat.idle(delay) => quiet = tick,
-            }
-        }
-        tracing::info!("app manager stopped");
-    }
+/// Whether a change to `generation` is stale: not above the applied one (logged).
+fn is_stale(current: Option<&DesiredState>, generation: u64) -> bool {
+    let Some(c) = current.filter(|c| generation <= c.generation) else {
+        return false;
+    };
+    tracing::info!(
+        generation,
+        applied = c.generation,
+        "stale desired-state change (generation not above the applied one): nothing changed"
+    );
+    true
 }
 
 fn d_generation(desired: Option<&DesiredState>) -> u64 {
     desired.map_or(0, |d| d.generation)
 }
+
+mod outage;
+mod reconcile_loop;
+#[cfg(test)]
+mod tests;

@@ -9,13 +9,17 @@
 //! [`fallback`] (`start_with_gpu_fallback` and the engine-refusal classifier),
 //! [`crashloop`], `crashbook` (crash counters kept across agent restarts), `diagnosis` (why
 //! an app is down: exit, OOM kill, output tail; health; restart policy; log rotation),
-//! `reconcile` (one pass), `refusals` (device sets the engine refused), [`build`] and `source` (apps built from git
-//! sources), [`events`] (diagnostic events), [`cli`] + [`local`] (`apply` and `status`, and
+//! `pass` (what a pass and its parts share, and what is kept per app between passes),
+//! `reconcile` (one pass) with `admit`, `existing`, `create`, `image` and `source` (its
+//! parts), `facts`, `refusals` (device sets the engine refused), `jobs` (the background-job
+//! table of [`build`] and `pull`), [`build`] (apps built from git sources), [`clip`], [`events`] (diagnostic events), [`cli`] + [`local`] (`apply` and `status`, and
 //! which agent set they work on), and [`doctor`] (`doctor` with the ownership checks).
 
+mod admit;
 pub mod binds;
 pub mod build;
 pub mod cli;
+pub mod clip;
 pub mod container;
 mod crashbook;
 pub mod crashloop;
@@ -24,12 +28,17 @@ mod diagnosis;
 pub mod doctor;
 mod error;
 pub mod events;
+mod existing;
+mod facts;
 pub mod fallback;
 mod host;
+mod image;
+mod jobs;
 pub mod labels;
 pub mod local;
 mod manager;
 pub mod ownership;
+mod pass;
 pub mod policy;
 mod pull;
 mod pull_disk;

@@ -14,15 +14,7 @@ use super::binds::{self, HostBind};
 use super::settings::PolicyConfig;
 use crate::engine::ContainerSpec;
 
-/// A spec the policy refuses: the offending field and why.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{field}: {message}")]
-pub struct PolicyViolation {
-    /// The field, relative to the app spec (e.g. `volumes[0].source`).
-    pub field: String,
-    /// Why.
-    pub message: String,
-}
+pub use super::error::PolicyViolation;
 
 /// Whether `path` lies under one of the allowed prefixes (as written, or resolved), by whole
 /// components.

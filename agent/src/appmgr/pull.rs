@@ -17,35 +17,28 @@
 //! the manager's [`Credentials`] (the host's `docker login`).
 
 use crate::lock::lock;
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use odac_protocol::{AppSpec, AppState, AppStatus, Fallback, FallbackTier, PullPolicy, Reason};
 use tokio::sync::Notify;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
 use super::events::EventTx;
-use super::fallback::clip;
-use super::labels::Identity;
+use super::jobs::{Jobs, Polled};
 use super::pull_disk;
-use super::reconcile::{AppRecord, Pass};
 use super::registry_auth::Credentials;
-use crate::engine::{
-    ContainerDetails, ContainerEngine, EngineError, PullProgress, RegistryAuth, registry_host,
-    split_reference,
-};
+use crate::engine::{ContainerEngine, EngineError, PullProgress, RegistryAuth, registry_host};
 
 /// At most one progress event per app in this period.
 pub const PROGRESS_EVERY: Duration = Duration::from_secs(2);
 
 /// What a pull is for: the image, and the spec and restart token that asked for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct PullKey {
-    image: String,
-    spec_hash: String,
-    restart_token: String,
+pub(super) struct PullKey {
+    pub(super) image: String,
+    pub(super) spec_hash: String,
+    pub(super) restart_token: String,
 }
 
 /// The answer of [`Pulls::poll`].
@@ -59,18 +52,8 @@ pub(crate) enum PullPoll {
     Failed(String),
 }
 
-enum State {
-    Running(AbortHandle, Arc<Mutex<PullProgress>>),
-    Done(Result<(), String>),
-}
-
-struct Job {
-    key: PullKey,
-    state: State,
-}
-
 struct Shared {
-    jobs: Mutex<BTreeMap<String, Job>>,
+    jobs: Jobs<PullKey, (), String, Arc<Mutex<PullProgress>>>,
     engine: Arc<dyn ContainerEngine>,
     events: EventTx,
     wake: Arc<Notify>,
@@ -129,7 +112,7 @@ impl Pulls {
     ) -> Self {
         Self {
             shared: Arc::new(Shared {
-                jobs: Mutex::new(BTreeMap::new()),
+                jobs: Jobs::new("pull"),
                 engine,
                 events,
                 wake,
@@ -146,27 +129,25 @@ impl Pulls {
 
     /// The pull of `image` for `app` at `key`; starts one (replacing one for another key)
     /// when none is running or done for it.
-    fn poll(&self, app: &str, key: &PullKey, sent: Option<RegistryAuth>) -> PullPoll {
-        let mut jobs = lock(&self.shared.jobs);
-        if let Some(job) = jobs.get(app).filter(|j| j.key == *key) {
-            match &job.state {
-                State::Running(_, progress) => return PullPoll::Running(*lock(progress)),
-                State::Done(Ok(())) => return PullPoll::Done,
-                State::Done(Err(message)) => {
-                    let message = message.clone();
-                    jobs.remove(app);
-                    return PullPoll::Failed(message);
-                }
-            }
+    pub(super) fn poll(&self, app: &str, key: &PullKey, sent: Option<RegistryAuth>) -> PullPoll {
+        let polled = self
+            .shared
+            .jobs
+            .poll(app, key.clone(), || self.start(app, key, sent));
+        match polled {
+            Polled::Running(progress) => PullPoll::Running(*lock(&progress)),
+            Polled::Ready(()) => PullPoll::Done,
+            Polled::Failed(message) => PullPoll::Failed(message),
         }
-        if let Some(Job {
-            state: State::Running(handle, _),
-            ..
-        }) = jobs.remove(app)
-        {
-            tracing::info!(app = %app, "image or restart token changed: abandoning the running pull");
-            handle.abort();
-        }
+    }
+
+    /// Start the pull of `app` at `key`: its abort handle and its progress.
+    fn start(
+        &self,
+        app: &str,
+        key: &PullKey,
+        sent: Option<RegistryAuth>,
+    ) -> (AbortHandle, Arc<Mutex<PullProgress>>) {
         let shared = Arc::clone(&self.shared);
         let (name, job_key) = (app.to_owned(), key.clone());
         let progress = Arc::new(Mutex::new(PullProgress::default()));
@@ -203,33 +184,15 @@ impl Pulls {
                     .events
                     .error(&name, format!("could not pull {image}: {e}")),
             }
-            if let Some(job) = lock(&shared.jobs)
-                .get_mut(&name)
-                .filter(|j| j.key == job_key)
-            {
-                job.state = State::Done(result);
-            }
+            shared.jobs.finish(&name, &job_key, result);
             shared.wake.notify_one();
         });
-        jobs.insert(
-            app.to_owned(),
-            Job {
-                key: key.clone(),
-                state: State::Running(task.abort_handle(), progress),
-            },
-        );
-        PullPoll::Running(PullProgress::default())
+        (task.abort_handle(), progress)
     }
 
     /// Drop the pulls of apps not in `apps`, aborting running ones.
     pub(crate) fn retain(&self, apps: &[&str]) {
-        lock(&self.shared.jobs).retain(|name, job| {
-            let keep = apps.contains(&name.as_str());
-            if let (false, State::Running(handle, _)) = (keep, &job.state) {
-                handle.abort();
-            }
-            keep
-        });
+        self.shared.jobs.retain(apps);
     }
 }
 
@@ -271,123 +234,17 @@ fn pull_error(e: &EngineError) -> String {
     }
 }
 
-/// What the pass can do with an app's image now.
-#[derive(Debug)]
-pub(super) enum ImageReady {
-    /// The image is on the host: create the container.
-    Ready,
-    /// Report this status and come back later (pulling, or failed and waiting to retry).
-    Wait(Box<AppStatus>),
-}
-
-impl Pass<'_> {
-    /// Make sure `image` of `spec` is on the host, pulling it per the spec's policy; see the
-    /// module documentation.
-    pub(super) async fn ensure_image(
-        &mut self,
-        rec: &mut AppRecord,
-        spec: &AppSpec,
-        identity: &Identity,
-        image: &str,
-    ) -> Result<ImageReady, EngineError> {
-        let key = PullKey {
-            image: image.to_owned(),
-            spec_hash: identity.spec_hash.clone(),
-            restart_token: identity.restart_token.clone(),
-        };
-        // Credentials sent with the app, for the registry its image names.
-        let sent = spec
-            .registry_auth
-            .as_ref()
-            .filter(|a| a.server == registry_host(image))
-            .map(|a| RegistryAuth {
-                server: a.server.clone(),
-                username: a.username.clone(),
-                password: a.password.clone(),
-            });
-        let poll = match spec.pull {
-            PullPolicy::Always => self.pulls.poll(&spec.name, &key, sent),
-            PullPolicy::IfNotPresent | PullPolicy::Never => {
-                // A pull done earlier is not trusted: the image may have been removed since.
-                self.pulls.forget_done(&spec.name);
-                if self.engine.image_exists(image).await? {
-                    return Ok(ImageReady::Ready);
-                }
-                if spec.pull == PullPolicy::Never {
-                    PullPoll::Failed(format!(
-                        "image {image:?} is not on this host and the app's pull policy is never"
-                    ))
-                } else {
-                    self.pulls.poll(&spec.name, &key, sent)
-                }
-            }
-        };
-        match poll {
-            PullPoll::Done => Ok(ImageReady::Ready),
-            PullPoll::Running(_) => {
-                let mut status = self.base_status(spec);
-                status.state = AppState::Pulling;
-                status.last_error = rec.last_error.clone();
-                Ok(ImageReady::Wait(Box::new(status)))
-            }
-            PullPoll::Failed(message) => {
-                let fallback = Fallback {
-                    tier: FallbackTier::Preflight,
-                    reason: Reason::ImagePullFailed,
-                    detail: Some(clip(message.clone())),
-                };
-                let error = clip(format!("{}: {message}", Reason::ImagePullFailed));
-                let status = self.retry_later(rec, spec, identity, error, Some(fallback));
-                Ok(ImageReady::Wait(Box::new(status)))
-            }
-        }
-    }
-}
-
-impl Pass<'_> {
-    /// The image id a container runs and that image's repo digest (the one of the
-    /// container's repository when the image has several), read from the engine once per
-    /// image id.
-    pub(super) async fn image_digest(
-        &self,
-        rec: &mut AppRecord,
-        details: &ContainerDetails,
-    ) -> Result<(Option<String>, Option<String>), EngineError> {
-        if details.image_id.is_empty() {
-            return Ok((None, None));
-        }
-        if let Some((id, digest)) = &rec.digest
-            && *id == details.image_id
-        {
-            return Ok((Some(id.clone()), digest.clone()));
-        }
-        let digest = match self.engine.image_info(&details.image_id).await {
-            Ok(info) => {
-                let repo = format!("{}@", split_reference(&details.image).0);
-                info.repo_digests
-                    .iter()
-                    .find(|d| d.starts_with(&repo))
-                    .or(info.repo_digests.first())
-                    .cloned()
-            }
-            Err(e) if e.is_unavailable() => return Err(e),
-            Err(_) => None,
-        };
-        rec.digest = Some((details.image_id.clone(), digest.clone()));
-        Ok((Some(details.image_id.clone()), digest))
-    }
-}
-
 impl Pulls {
+    /// Put a pull for `app` at `key` in the table (tests): running (`None`) or done.
+    #[cfg(test)]
+    pub(crate) fn stage(&self, app: &str, key: PullKey, result: Option<Result<(), String>>) {
+        let progress = Arc::new(Mutex::new(PullProgress::default()));
+        self.shared.jobs.stage(app, key, progress, result);
+    }
+
     /// Forget a successful pull of `app`: the next poll pulls again.
-    fn forget_done(&self, app: &str) {
-        let mut jobs = lock(&self.shared.jobs);
-        if jobs
-            .get(app)
-            .is_some_and(|j| matches!(j.state, State::Done(Ok(()))))
-        {
-            jobs.remove(app);
-        }
+    pub(super) fn forget_done(&self, app: &str) {
+        self.shared.jobs.forget_done(app);
     }
 }
 

@@ -25,7 +25,7 @@
 //! - GPU allocations are rebuilt from the containers' labels at the start of every pass.
 //! - A quiet pass (a plain poll tick) costs one engine call: it reuses the engine's
 //!   capabilities and the host scan of an earlier pass (or of the agent's inventory loop,
-//!   [`Facts::offer`]) for up to [`FACTS_TTL`], and the inspection of a container the listing
+//!   [`Facts::offer`]) for up to [`FACTS_TTL`](super::facts::FACTS_TTL), and the inspection of a container the listing
 //!   still shows running (not of one with a health check, whose verdict changes while it
 //!   runs). Any other pass (a new desired state, a scheduled restart, an outage retry) reads
 //!   everything afresh.
@@ -33,99 +33,32 @@
 //! Engine calls that find the engine unreachable end the pass with
 //! [`EngineError::Unavailable`]; the manager keeps the last statuses and retries.
 
-use crate::lock::lock;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use odac_protocol::{
-    AppSpec, AppState, AppStatus, DesiredState, Fallback, FallbackTier, GpuStatus, Reason,
-};
+use odac_protocol::{AppSpec, AppState, AppStatus, DesiredState, Fallback, FallbackTier, Reason};
 use tokio::time::Instant;
 
-use super::binds::{HostUse, desired_uses};
+use super::binds::desired_uses;
 use super::build::Builds;
 use super::crashbook;
 use super::crashloop::CrashGuard;
-use super::diagnosis::{self, LastExit};
 use super::events::EventTx;
-use super::fallback::{clip, is_device_refusal};
+use super::facts::Facts;
 use super::host::HostSource;
 use super::labels::{self, Identity};
 use super::ownership::{self, Ownership};
+use super::pass::{AppRecord, Pass, stop_and_remove};
 use super::pull::Pulls;
 use super::refusals::Refusals;
 use super::settings::AppManagerConfig;
 use super::source::{GitImage, with_build};
 use crate::engine::{
-    ContainerDetails, ContainerEngine, ContainerState, ContainerSummary, EngineCapabilities,
-    EngineError,
+    ContainerEngine, ContainerState, ContainerSummary, EngineCapabilities, EngineError,
 };
-use crate::gpu::{Allocations, Plan, attached_from, resolve_with};
+use crate::gpu::Allocations;
 use crate::sysinfo::Assessment;
-
-/// How long a quiet pass may reuse the engine's capabilities and the host scan: longer than
-/// the inventory loop's default interval (10 s), which keeps them fresh in the agent.
-pub(crate) const FACTS_TTL: Duration = Duration::from_secs(15);
-
-/// A failure held until the spec or the plan changes.
-#[derive(Debug, Clone)]
-pub(super) struct Hold {
-    pub(super) identity: Identity,
-    pub(super) plan: Option<Plan>,
-    pub(super) status: AppStatus,
-}
-
-/// What the manager remembers about one app between passes.
-#[derive(Debug, Default)]
-pub(super) struct AppRecord {
-    pub(super) guard: CrashGuard,
-    pub(super) container_id: Option<String>,
-    pub(super) last_error: Option<String>,
-    pub(super) hold: Option<Hold>,
-    /// A failed creation waiting for its retry (`guard.next_start`).
-    pub(super) retry: Option<(Identity, AppStatus)>,
-    /// The last inspection of its container, kept while the container runs.
-    pub(super) seen: Option<ContainerDetails>,
-    /// The last exit of its container as first seen, with its output tail.
-    pub(super) last_exit: Option<LastExit>,
-    /// The next restart (`guard.next_start`) as wall-clock time, Unix milliseconds.
-    pub(super) retry_at: Option<(Instant, u64)>,
-    /// The image id of its container and that image's repo digest, read once per image.
-    pub(super) digest: Option<(String, Option<String>)>,
-}
-
-/// The latest host and engine facts (an [`Assessment`] of a reachable engine) and when they
-/// were read, shared by the passes and the agent's inventory loop.
-#[derive(Debug, Default)]
-pub(crate) struct Facts {
-    latest: std::sync::Mutex<Option<(Instant, Assessment)>>,
-}
-
-impl Facts {
-    fn slot(&self) -> std::sync::MutexGuard<'_, Option<(Instant, Assessment)>> {
-        lock(&self.latest)
-    }
-
-    /// Facts read less than [`FACTS_TTL`] ago.
-    fn fresh(&self, now: Instant) -> Option<Assessment> {
-        self.slot()
-            .as_ref()
-            .filter(|(at, _)| now.saturating_duration_since(*at) < FACTS_TTL)
-            .map(|(_, a)| a.clone())
-    }
-
-    /// Keeps `assessment`, read now; one of an unreachable engine is not kept.
-    pub(crate) fn offer(&self, assessment: Assessment) {
-        if assessment.engine.reachable {
-            *self.slot() = Some((Instant::now(), assessment));
-        }
-    }
-
-    fn forget(&self) {
-        *self.slot() = None;
-    }
-}
 
 /// The reconcile state kept between passes.
 #[derive(Debug, Default)]
@@ -148,28 +81,9 @@ pub(crate) struct PassInput<'a> {
     pub pulls: &'a Pulls,
     pub events: &'a EventTx,
     pub facts: &'a Facts,
-    /// A quiet pass: facts younger than [`FACTS_TTL`] and inspections of containers still
+    /// A quiet pass: facts younger than [`FACTS_TTL`](super::facts::FACTS_TTL) and inspections of containers still
     /// running may be reused.
     pub quiet: bool,
-}
-
-pub(super) struct Pass<'a> {
-    pub(super) config: &'a AppManagerConfig,
-    pub(super) engine: &'a dyn ContainerEngine,
-    pub(super) assessment: Assessment,
-    pub(super) allocations: Allocations,
-    pub(super) generation: u64,
-    pub(super) now: Instant,
-    pub(super) builds: &'a Builds,
-    pub(super) pulls: &'a Pulls,
-    pub(super) events: &'a EventTx,
-    pub(super) quiet: bool,
-    /// Host paths the desired apps bind, by app.
-    pub(super) desired_binds: Vec<(String, HostUse)>,
-    /// Host paths the engine's containers bind, read once per pass when an app needs them.
-    pub(super) engine_binds: Option<Vec<HostUse>>,
-    /// Device sets the engine refused.
-    pub(super) refusals: &'a mut Refusals,
 }
 
 impl Reconciler {
@@ -247,21 +161,7 @@ impl Reconciler {
             .map(|d| d.apps.iter().collect())
             .unwrap_or_default();
         apps.sort_by(|a, b| a.name.cmp(&b.name));
-        let mut pass = Pass {
-            config: input.config,
-            engine: input.engine,
-            assessment,
-            allocations: Allocations::new(),
-            generation: input.desired.map_or(0, |d| d.generation),
-            now: Instant::now(),
-            builds: input.builds,
-            pulls: input.pulls,
-            events: input.events,
-            quiet: input.quiet,
-            desired_binds: desired_uses(&apps, &input.config.policy.allowed_bind_prefixes),
-            engine_binds: None,
-            refusals: &mut self.refusals,
-        };
+        let mut pass = new_pass(input, assessment, &apps, &mut self.refusals);
 
         let named: std::collections::BTreeSet<&str> =
             apps.iter().map(|a| a.name.as_str()).collect();
@@ -283,15 +183,7 @@ impl Reconciler {
             .filter(|(app, _)| !apps.iter().any(|a| &a.name == *app))
             .flat_map(|(app, cs)| cs.iter().map(|c| (app.clone(), c.id.clone())))
             .collect();
-        let stop_timeout = Duration::from_secs(input.config.stop_timeout_secs);
-        let engine = input.engine;
-        let removals = futures_util::stream::iter(gone.clone())
-            .map(move |(app, id)| async move {
-                tracing::info!(app = %app, container = %id, "removing the container of an app no longer desired");
-                stop_and_remove(engine, &id, stop_timeout).await
-            })
-            .buffer_unordered(MAX_PARALLEL_REMOVALS)
-            .collect::<Vec<Result<(), EngineError>>>();
+        let removals = remove_all(input, gone.clone());
         let names: Vec<&str> = apps.iter().map(|a| a.name.as_str()).collect();
         input.builds.retain(&names);
         input.pulls.retain(&names);
@@ -328,72 +220,51 @@ impl Reconciler {
     }
 }
 
-/// Removals of containers of apps no longer desired running at the same time.
-const MAX_PARALLEL_REMOVALS: usize = 8;
-
-/// Stop a container (killed after `timeout`) and remove it; only an unreachable engine is an
-/// error (a container already gone is fine, anything else is logged).
-async fn stop_and_remove(
-    engine: &dyn ContainerEngine,
-    id: &str,
-    timeout: Duration,
-) -> Result<(), EngineError> {
-    match engine.stop(id, timeout).await {
-        Err(e) if e.is_unavailable() => return Err(e),
-        _ => {}
-    }
-    match engine.remove(id, true).await {
-        Ok(()) => Ok(()),
-        Err(e) if e.is_not_found() => Ok(()),
-        Err(e) if e.is_unavailable() => Err(e),
-        Err(e) => {
-            tracing::warn!(container = %id, error = %e, "could not remove container");
-            Ok(())
-        }
+/// A pass over the desired `apps` (sorted by name) with the facts of `assessment`.
+fn new_pass<'a>(
+    input: &PassInput<'a>,
+    assessment: Assessment,
+    apps: &[&AppSpec],
+    refusals: &'a mut Refusals,
+) -> Pass<'a> {
+    Pass {
+        config: input.config,
+        engine: input.engine,
+        assessment,
+        allocations: Allocations::new(),
+        generation: input.desired.map_or(0, |d| d.generation),
+        now: Instant::now(),
+        builds: input.builds,
+        pulls: input.pulls,
+        events: input.events,
+        quiet: input.quiet,
+        desired_binds: desired_uses(apps, &input.config.policy.allowed_bind_prefixes),
+        engine_binds: None,
+        refusals,
     }
 }
 
+/// Stop and remove the `gone` containers (app, id), [`MAX_PARALLEL_REMOVALS`] at a time.
+async fn remove_all(
+    input: &PassInput<'_>,
+    gone: Vec<(String, String)>,
+) -> Vec<Result<(), EngineError>> {
+    let stop_timeout = Duration::from_secs(input.config.stop_timeout_secs);
+    let engine = input.engine;
+    futures_util::stream::iter(gone)
+        .map(move |(app, id)| async move {
+            tracing::info!(app = %app, container = %id, "removing the container of an app no longer desired");
+            stop_and_remove(engine, &id, stop_timeout).await
+        })
+        .buffer_unordered(MAX_PARALLEL_REMOVALS)
+        .collect()
+        .await
+}
+
+/// Removals of containers of apps no longer desired running at the same time.
+const MAX_PARALLEL_REMOVALS: usize = 8;
+
 impl Pass<'_> {
-    pub(super) fn base_status(&self, spec: &AppSpec) -> AppStatus {
-        AppStatus {
-            name: spec.name.clone(),
-            generation: self.generation,
-            state: AppState::Pending,
-            gpu: GpuStatus {
-                requested: spec.gpu.clone(),
-                ..GpuStatus::default()
-            },
-            image: spec.image.clone(),
-            ..AppStatus::default()
-        }
-    }
-
-    pub(super) fn failed(
-        &self,
-        spec: &AppSpec,
-        error: String,
-        fallback: Option<Fallback>,
-    ) -> AppStatus {
-        let mut status = self.base_status(spec);
-        status.state = AppState::Failed;
-        status.last_error = Some(error);
-        status.gpu.fallback = fallback;
-        status
-    }
-
-    /// Stop (bounded) and remove a container of ours; release its GPUs.
-    async fn remove(&mut self, id: &str) -> Result<(), EngineError> {
-        let timeout = Duration::from_secs(self.config.stop_timeout_secs);
-        let gpus = match self.engine.inspect(id).await {
-            Ok(d) => labels::gpus(&d.labels),
-            Err(e) if e.is_unavailable() => return Err(e),
-            Err(_) => Vec::new(),
-        };
-        stop_and_remove(self.engine, id, timeout).await?;
-        self.allocations.remove(&gpus);
-        Ok(())
-    }
-
     async fn app(
         &mut self,
         rec: &mut AppRecord,
@@ -407,16 +278,7 @@ impl Pass<'_> {
                 self.remove(&c.id).await?;
             }
             *rec = AppRecord::default();
-            let detail = v.to_string();
-            return Ok(self.failed(
-                spec,
-                format!("{}: {detail}", Reason::PolicyDenied),
-                Some(Fallback {
-                    tier: FallbackTier::Preflight,
-                    reason: Reason::PolicyDenied,
-                    detail: Some(detail),
-                }),
-            ));
+            return Ok(self.denied(spec, v.to_string()));
         }
         // Keep one container: an up-to-date one, running by preference.
         existing.sort_by_key(|c| {
@@ -454,21 +316,7 @@ impl Pass<'_> {
             None => None,
             Some(_) => match self.git_image(rec, spec, &identity).await? {
                 GitImage::Ready(built) => Some(built),
-                GitImage::Wait(mut status) => {
-                    if let Some(c) = stale {
-                        if status.state == AppState::Failed {
-                            tracing::info!(app = %spec.name, container = %c.id, "the new version did not build: removing the previous one");
-                            self.remove(&c.id).await?;
-                            rec.container_id = None;
-                        } else {
-                            // the previous version runs until the new image is ready
-                            status.container_id = Some(c.id.clone());
-                            status.commit = c.labels.get(labels::GIT_COMMIT).cloned();
-                            status.image = Some(c.image.clone());
-                        }
-                    }
-                    return Ok(*status);
-                }
+                GitImage::Wait(status) => return self.building(rec, spec, *status, stale).await,
             },
         };
         if let Some(c) = stale {
@@ -482,6 +330,44 @@ impl Pass<'_> {
             .create(rec, spec, &identity, built.as_ref(), &binds)
             .await?;
         Ok(with_build(status, built.as_ref()))
+    }
+
+    /// The status of an app the policy denies (its containers are gone).
+    fn denied(&self, spec: &AppSpec, detail: String) -> AppStatus {
+        self.failed(
+            spec,
+            format!("{}: {detail}", Reason::PolicyDenied),
+            Some(Fallback {
+                tier: FallbackTier::Preflight,
+                reason: Reason::PolicyDenied,
+                detail: Some(detail),
+            }),
+        )
+    }
+
+    /// The status of a git-sourced app whose new image is not ready: the previous version
+    /// (`stale`) runs meanwhile, or is removed when the new one did not build.
+    async fn building(
+        &mut self,
+        rec: &mut AppRecord,
+        spec: &AppSpec,
+        mut status: AppStatus,
+        stale: Option<ContainerSummary>,
+    ) -> Result<AppStatus, EngineError> {
+        let Some(c) = stale else {
+            return Ok(status);
+        };
+        if status.state == AppState::Failed {
+            tracing::info!(app = %spec.name, container = %c.id, "the new version did not build: removing the previous one");
+            self.remove(&c.id).await?;
+            rec.container_id = None;
+        } else {
+            // the previous version runs until the new image is ready
+            status.container_id = Some(c.id.clone());
+            status.commit = c.labels.get(labels::GIT_COMMIT).cloned();
+            status.image = Some(c.image.clone());
+        }
+        Ok(status)
     }
 
     /// Remove the images built for an app that is no longer desired (best effort).
@@ -507,173 +393,5 @@ impl Pass<'_> {
             }
         }
         Ok(())
-    }
-
-    /// Watch an up-to-date container: state, attached devices, crash-loop restarts. `None`
-    /// when it is gone (or was removed) and must be created again.
-    pub(super) async fn existing(
-        &mut self,
-        rec: &mut AppRecord,
-        spec: &AppSpec,
-        identity: &Identity,
-        listed: &ContainerSummary,
-        their_gpu_hash: &str,
-    ) -> Result<Option<AppStatus>, EngineError> {
-        let id = listed.id.as_str();
-        let reuse = rec.seen.as_ref().filter(|d| {
-            self.quiet
-                && d.id == id
-                && d.running
-                && listed.state == ContainerState::Running
-                // health changes while it runs
-                && d.health.is_none()
-        });
-        let inspected = match reuse {
-            Some(d) => Ok(d.clone()),
-            None => self.engine.inspect(id).await,
-        };
-        rec.seen = None;
-        let details = match inspected {
-            Ok(d) => d,
-            Err(e) if e.is_unavailable() => return Err(e),
-            Err(e) if e.is_not_found() => return Ok(None),
-            Err(e) => {
-                let mut status = self.base_status(spec);
-                status.container_id = Some(id.to_owned());
-                status.last_error = Some(clip(e.engine_message()));
-                return Ok(Some(status));
-            }
-        };
-        if rec.container_id.as_deref() != Some(details.id.as_str()) {
-            rec.guard = CrashGuard::default();
-            rec.container_id = Some(details.id.clone());
-            rec.last_error = None;
-            rec.last_exit = None;
-        }
-        rec.hold = None;
-        rec.retry = None;
-        let mut status = self.base_status(spec);
-        status.container_id = Some(details.id.clone());
-        status.gpu.attached = attached_from(&details, labels::vendor(&details.labels));
-        status.gpu.fallback = labels::fallback(&details.labels);
-        if let Some(commit) = details.labels.get(labels::GIT_COMMIT) {
-            status.commit = Some(commit.clone());
-            status.image = Some(details.image.clone());
-        }
-        (status.image_id, status.repo_digest) = self.image_digest(rec, &details).await?;
-        status.restart_required =
-            their_gpu_hash != identity.gpu_hash || self.gpu_became_available(spec, &status);
-        let now = self.now;
-        let cfg = &self.config.crash_loop;
-        let mut running = details.running;
-        if running {
-            rec.seen = Some(details.clone());
-            rec.guard.next_start = None;
-            rec.guard.on_running(now, cfg);
-            rec.last_error = None;
-        } else if diagnosis::is_new_exit(rec.last_exit.as_ref(), &details) {
-            let exit = diagnosis::read_exit(self.engine, &details).await?;
-            if exit.oom_killed {
-                self.events.warn(
-                    &spec.name,
-                    "the kernel's oom killer ended the container: its memory limit (resources.memory_bytes) is too low",
-                );
-            }
-            rec.last_exit = Some(exit);
-        }
-        // an exit the restart policy does not restart (`on_failure`, `never`)
-        let final_exit = rec.last_exit.clone().filter(|e| {
-            !running
-                && diagnosis::has_exited(&details)
-                && e.container_id == details.id
-                && e.finished_at == details.finished_at
-                && !diagnosis::restarts(spec, e)
-        });
-        if let Some(exit) = &final_exit {
-            rec.guard.next_start = None;
-            rec.guard.running_since = None;
-            if exit.exit_code.is_some() {
-                rec.guard.last_exit_code = exit.exit_code;
-            }
-        } else if !running {
-            if !rec.guard.waiting() {
-                let code = matches!(
-                    details.status,
-                    ContainerState::Exited | ContainerState::Dead
-                )
-                .then_some(details.exit_code)
-                .flatten();
-                let delay = rec.guard.on_exit(now, code, cfg);
-                tracing::info!(app = %spec.name, exit_code = ?code, delay_ms = delay.as_millis() as u64, "container not running: restart scheduled");
-            }
-            if rec.guard.due(now) {
-                match self.engine.start(&details.id).await {
-                    Ok(()) => {
-                        rec.guard.on_restarted(now);
-                        rec.last_error = None;
-                        running = true;
-                    }
-                    Err(e) if e.is_unavailable() => return Err(e),
-                    Err(e) if is_device_refusal(&e) => {
-                        tracing::warn!(app = %spec.name, error = %e, "the engine refused the device on restart: recreating");
-                        self.remove(&details.id).await?;
-                        return Ok(None);
-                    }
-                    Err(e) => {
-                        rec.guard.on_exit(now, None, cfg);
-                        rec.last_error = Some(clip(e.engine_message()));
-                    }
-                }
-            }
-        }
-        status.state = if running {
-            AppState::Running
-        } else if let Some(exit) = &final_exit {
-            diagnosis::final_state(exit)
-        } else if rec.last_error.is_some() && details.status == ContainerState::Created {
-            AppState::Failed
-        } else if rec.guard.in_crash_loop() {
-            AppState::CrashLoop
-        } else {
-            AppState::Restarting
-        };
-        status.restart_count = rec.guard.restart_count;
-        status.last_exit_code =
-            rec.guard
-                .last_exit_code
-                .or(if details.status == ContainerState::Exited {
-                    details.exit_code
-                } else {
-                    None
-                });
-        status.last_error = rec.last_error.clone();
-        if details.running {
-            status.health = diagnosis::health_report(&details);
-        } else {
-            let retry = crashbook::retry_at_ms(rec);
-            status.crash = rec
-                .last_exit
-                .as_ref()
-                .filter(|e| e.container_id == details.id)
-                .map(|e| diagnosis::crash_info(e, &rec.guard, retry));
-        }
-        Ok(Some(status))
-    }
-
-    /// An app that fell back to the CPU at pre-flight could now get its GPU.
-    fn gpu_became_available(&self, spec: &AppSpec, status: &AppStatus) -> bool {
-        let (Some(intent), Some(fb)) = (&spec.gpu, &status.gpu.fallback) else {
-            return false;
-        };
-        fb.tier == FallbackTier::Preflight
-            && matches!(
-                resolve_with(
-                    intent,
-                    &self.assessment,
-                    &self.allocations,
-                    &self.config.gpu
-                ),
-                Plan::Attach(_)
-            )
     }
 }

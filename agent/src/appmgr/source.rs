@@ -9,9 +9,9 @@
 use odac_protocol::{AppSpec, AppState, AppStatus, Fallback, FallbackTier, Reason};
 
 use super::build::{BuildKey, BuildRequest, Built, Poll};
-use super::fallback::clip;
+use super::clip::clip;
 use super::labels::Identity;
-use super::reconcile::{AppRecord, Pass};
+use super::pass::{AppRecord, Pass};
 use crate::engine::EngineError;
 
 /// What the pass can do with a git-sourced app now.
@@ -42,6 +42,12 @@ impl Pass<'_> {
             let mut status = status.clone();
             status.generation = self.generation;
             return Ok(GitImage::Wait(Box::new(status)));
+        }
+        if rec.guard.due(self.now) {
+            // The retry is made now: its deadline is spent while the build runs (which wakes
+            // the loop when it ends). Left in the past, it would make the loop run passes back
+            // to back.
+            rec.guard.next_start = None;
         }
         let key = BuildKey {
             spec_hash: identity.spec_hash.clone(),

@@ -15,7 +15,7 @@ use odac_protocol::AppSpec;
 
 use super::container;
 use super::labels;
-use super::reconcile::Pass;
+use super::pass::Pass;
 use crate::engine::EngineError;
 
 impl Pass<'_> {

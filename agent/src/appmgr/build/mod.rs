@@ -7,23 +7,22 @@
 //! schedule the retry on the crash-loop backoff; a success stays until the spec or token
 //! changes, so recreating a container never rebuilds.
 //!
-//! [`git`] fetches, [`job`] builds, reuses and prunes.
+//! [`git`] fetches, [`job`] builds, reuses and prunes; the table of jobs is
+//! [`Jobs`](super::jobs::Jobs), shared with the pulls.
 
 pub mod git;
 pub mod job;
 
-use crate::lock::lock;
-use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
 use tokio::sync::{Notify, Semaphore};
-use tokio::task::AbortHandle;
 
 pub use job::{BuildFailure, BuildRequest, Built, image_tag};
 
 use super::events::EventTx;
+use super::jobs::{Jobs, Polled};
 use crate::engine::ContainerEngine;
 
 /// What a build is for: the app's spec hash and restart token. A new token fetches again.
@@ -46,18 +45,8 @@ pub enum Poll {
     Failed(BuildFailure),
 }
 
-enum State {
-    Running(AbortHandle),
-    Done(Result<Built, BuildFailure>),
-}
-
-struct Job {
-    key: BuildKey,
-    state: State,
-}
-
 struct Shared {
-    jobs: Mutex<BTreeMap<String, Job>>,
+    jobs: Jobs<BuildKey, Built, BuildFailure>,
     engine: Arc<dyn ContainerEngine>,
     events: EventTx,
     wake: Arc<Notify>,
@@ -82,7 +71,7 @@ impl Builds {
     ) -> Self {
         Self {
             shared: Arc::new(Shared {
-                jobs: Mutex::new(BTreeMap::new()),
+                jobs: Jobs::new("build"),
                 engine,
                 events,
                 wake,
@@ -116,76 +105,44 @@ impl Builds {
         key: &BuildKey,
         request: impl FnOnce() -> BuildRequest,
     ) -> Poll {
-        let mut jobs = lock(&self.shared.jobs);
-        if let Some(job) = jobs.get(app).filter(|j| j.key == *key) {
-            match &job.state {
-                State::Running(_) => return Poll::Running,
-                State::Done(Ok(built)) => return Poll::Ready(built.clone()),
-                State::Done(Err(_)) => {
-                    if let Some(Job {
-                        state: State::Done(Err(failure)),
-                        ..
-                    }) = jobs.remove(app)
-                    {
-                        return Poll::Failed(failure);
-                    }
-                }
-            }
-        }
-        if let Some(Job {
-            state: State::Running(handle),
-            ..
-        }) = jobs.remove(app)
-        {
-            tracing::info!(app = %app, "spec or restart token changed: abandoning the running build");
-            handle.abort();
-        }
-        let request = request();
-        let shared = Arc::clone(&self.shared);
-        let (name, job_key) = (app.to_owned(), key.clone());
-        let task = tokio::spawn(async move {
-            let _permit = Arc::clone(&shared.permits).acquire_owned().await;
-            let result = job::run(&request, shared.engine.as_ref(), &shared.events).await;
-            if let Some(job) = lock(&shared.jobs)
-                .get_mut(&name)
-                .filter(|j| j.key == job_key)
-            {
-                job.state = State::Done(result);
-            }
-            shared.wake.notify_one();
+        let shared = &self.shared;
+        let polled = shared.jobs.poll(app, key.clone(), || {
+            let request = request();
+            let shared = Arc::clone(shared);
+            let (name, key) = (app.to_owned(), key.clone());
+            let task = tokio::spawn(async move {
+                let _permit = Arc::clone(&shared.permits).acquire_owned().await;
+                let result = job::run(&request, shared.engine.as_ref(), &shared.events).await;
+                shared.jobs.finish(&name, &key, result);
+                shared.wake.notify_one();
+            });
+            (task.abort_handle(), ())
         });
-        jobs.insert(
-            app.to_owned(),
-            Job {
-                key: key.clone(),
-                state: State::Running(task.abort_handle()),
-            },
-        );
-        Poll::Running
+        match polled {
+            Polled::Running(()) => Poll::Running,
+            Polled::Ready(built) => Poll::Ready(built),
+            Polled::Failed(failure) => Poll::Failed(failure),
+        }
     }
 
     /// Forget a finished image (it vanished from the engine): the next poll builds again.
     pub(crate) fn invalidate(&self, app: &str) {
-        let mut jobs = lock(&self.shared.jobs);
-        if matches!(
-            jobs.get(app),
-            Some(Job {
-                state: State::Done(_),
-                ..
-            })
-        ) {
-            jobs.remove(app);
-        }
+        self.shared.jobs.forget_done(app);
     }
 
     /// Drop the jobs of apps not in `apps`, aborting running ones.
     pub(crate) fn retain(&self, apps: &[&str]) {
-        lock(&self.shared.jobs).retain(|name, job| {
-            let keep = apps.contains(&name.as_str());
-            if let (false, State::Running(handle)) = (keep, &job.state) {
-                handle.abort();
-            }
-            keep
-        });
+        self.shared.jobs.retain(apps);
+    }
+
+    /// Put a job for `app` at `key` in the table (tests): running (`None`) or done.
+    #[cfg(test)]
+    pub(crate) fn stage(
+        &self,
+        app: &str,
+        key: &BuildKey,
+        result: Option<Result<Built, BuildFailure>>,
+    ) {
+        self.shared.jobs.stage(app, key.clone(), (), result);
     }
 }

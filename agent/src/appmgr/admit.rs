@@ -1,0 +1,51 @@
+//! The policy's verdict on an app in a pass: the spec's own checks ([`policy`]), then its
+//! host binds against the writable binds of every container of the engine and of the other
+//! desired apps ([`binds::conflicts`](super::binds::conflicts)), read once per pass.
+
+use odac_protocol::AppSpec;
+
+use super::binds::{HostBind, HostUse, conflicts, uses_of};
+use super::error::PolicyViolation;
+use super::pass::Pass;
+use super::policy;
+use crate::engine::EngineError;
+
+impl Pass<'_> {
+    /// The policy's verdict on `spec` with its binds resolved; the outer error is an
+    /// unreachable engine.
+    pub(super) async fn check_policy(
+        &mut self,
+        spec: &AppSpec,
+    ) -> Result<Result<Vec<HostBind>, PolicyViolation>, EngineError> {
+        let binds = match policy::check(spec, &self.config.policy) {
+            Ok(binds) => binds,
+            Err(v) => return Ok(Err(v)),
+        };
+        if binds.is_empty() {
+            return Ok(Ok(binds));
+        }
+        if self.engine_binds.is_none() {
+            let listed = match self.engine.list_all().await {
+                Ok(listed) => listed,
+                Err(e) if e.is_unavailable() => return Err(e),
+                Err(e) => {
+                    return Ok(Err(PolicyViolation {
+                        field: format!("volumes[{}].source", binds[0].index),
+                        message: format!(
+                            "cannot tell which host directories containers can write ({e}): host binds refused"
+                        ),
+                    }));
+                }
+            };
+            self.engine_binds = Some(listed.iter().flat_map(uses_of).collect());
+        }
+        let mut others: Vec<HostUse> = self.engine_binds.clone().unwrap_or_default();
+        others.extend(
+            self.desired_binds
+                .iter()
+                .filter(|(app, _)| *app != spec.name)
+                .map(|(_, u)| u.clone()),
+        );
+        Ok(conflicts(&binds, &others).map(|()| binds))
+    }
+}

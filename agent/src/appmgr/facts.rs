@@ -1,0 +1,45 @@
+//! The latest host and engine facts, shared by the reconcile passes and the agent's
+//! inventory loop: a quiet pass reuses those younger than [`FACTS_TTL`].
+
+use crate::lock::lock;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::sysinfo::Assessment;
+
+/// How long a quiet pass may reuse the engine's capabilities and the host scan: longer than
+/// the inventory loop's default interval (10 s), which keeps them fresh in the agent.
+pub(crate) const FACTS_TTL: Duration = Duration::from_secs(15);
+
+/// The latest host and engine facts (an [`Assessment`] of a reachable engine) and when they
+/// were read, shared by the passes and the agent's inventory loop.
+#[derive(Debug, Default)]
+pub(crate) struct Facts {
+    latest: std::sync::Mutex<Option<(Instant, Assessment)>>,
+}
+
+impl Facts {
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<(Instant, Assessment)>> {
+        lock(&self.latest)
+    }
+
+    /// Facts read less than [`FACTS_TTL`] ago.
+    pub(super) fn fresh(&self, now: Instant) -> Option<Assessment> {
+        self.slot()
+            .as_ref()
+            .filter(|(at, _)| now.saturating_duration_since(*at) < FACTS_TTL)
+            .map(|(_, a)| a.clone())
+    }
+
+    /// Keeps `assessment`, read now; one of an unreachable engine is not kept.
+    pub(crate) fn offer(&self, assessment: Assessment) {
+        if assessment.engine.reachable {
+            *self.slot() = Some((Instant::now(), assessment));
+        }
+    }
+
+    pub(super) fn forget(&self) {
+        *self.slot() = None;
+    }
+}

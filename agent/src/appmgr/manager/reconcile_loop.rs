@@ -1,0 +1,59 @@
+//! The app manager's reconcile loop: a pass on every desired-state change, at every
+//! scheduled restart or retry, and every poll interval; engine outages retried with backoff.
+
+use crate::lock::lock;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::AppManager;
+use crate::liveness::{Heartbeat, STEP_BOUND};
+
+impl AppManager {
+    /// How long the loop may sleep before the next pass, and whether that pass is a plain
+    /// poll tick (no outage retry, no scheduled restart).
+    pub(super) async fn next_delay(&self) -> (Duration, bool) {
+        let now = Instant::now();
+        if let Some(o) = lock(&self.inner.outage).as_ref() {
+            return (o.retry_at.saturating_duration_since(now), false);
+        }
+        let poll = self.inner.config.poll_interval();
+        match self.inner.reconciler.lock().await.next_deadline() {
+            Some(t) if t.saturating_duration_since(now) <= poll => {
+                (t.saturating_duration_since(now), false)
+            }
+            _ => (poll, true),
+        }
+    }
+
+    /// The reconcile loop: a pass on every desired-state change, at every scheduled restart,
+    /// and every poll interval (which is how container exits are seen); engine outages are
+    /// retried with backoff. A poll tick is a quiet pass (see `appmgr/reconcile.rs`). Returns
+    /// when `shutdown` is cancelled; containers keep running.
+    pub async fn run(self, shutdown: CancellationToken) {
+        self.run_with(shutdown, Heartbeat::detached("app manager"))
+            .await;
+    }
+
+    /// [`Self::run`], stamping `beat` on every turn of the loop and while it waits (see
+    /// [`crate::liveness`]); a pass longer than [`STEP_BOUND`] stops the stamps.
+    pub async fn run_with(self, shutdown: CancellationToken, beat: Heartbeat) {
+        let mut quiet = false;
+        loop {
+            if shutdown.is_cancelled() {
+                break;
+            }
+            beat.step(STEP_BOUND, self.reconcile(quiet)).await;
+            // waits for the reconciler's lock, which a concurrent `reconcile_once` (the first
+            // pass at start-up) may hold
+            let (delay, tick) = beat.step(STEP_BOUND, self.next_delay()).await;
+            tokio::select! {
+                () = shutdown.cancelled() => break,
+                () = self.inner.wake.notified() => quiet = false,
+                () = beat.idle(delay) => quiet = tick,
+            }
+        }
+        tracing::info!("app manager stopped");
+    }
+}

@@ -1,0 +1,154 @@
+//! One reconcile pass and what it remembers: [`Pass`] (the inputs and facts of the pass
+//! under way, shared by its parts), [`AppRecord`] (what is kept about one app between
+//! passes) and [`Hold`] (a failure not retried until the spec or the plan changes).
+//!
+//! The parts of a pass depend on this module, never the other way: [`reconcile`](super::reconcile)
+//! drives the pass over the apps, [`existing`](super::existing) watches an up-to-date
+//! container, [`create`](super::create) makes a missing one, [`source`](super::source) and
+//! [`image`](super::image) get its image.
+
+use std::time::Duration;
+
+use odac_protocol::{AppSpec, AppState, AppStatus, Fallback, GpuStatus};
+use tokio::time::Instant;
+
+use super::binds::HostUse;
+use super::build::Builds;
+use super::crashloop::CrashGuard;
+use super::diagnosis::LastExit;
+use super::events::EventTx;
+use super::labels::{self, Identity};
+use super::pull::Pulls;
+use super::refusals::Refusals;
+use super::settings::AppManagerConfig;
+use crate::engine::{ContainerDetails, ContainerEngine, EngineError};
+use crate::gpu::{Allocations, Plan};
+use crate::sysinfo::Assessment;
+
+/// A failure held until the spec or the plan changes.
+#[derive(Debug, Clone)]
+pub(super) struct Hold {
+    pub(super) identity: Identity,
+    pub(super) plan: Option<Plan>,
+    pub(super) status: AppStatus,
+}
+
+/// What the manager remembers about one app between passes.
+#[derive(Debug, Default)]
+pub(super) struct AppRecord {
+    pub(super) guard: CrashGuard,
+    pub(super) container_id: Option<String>,
+    pub(super) last_error: Option<String>,
+    pub(super) hold: Option<Hold>,
+    /// A failed creation waiting for its retry (`guard.next_start`).
+    pub(super) retry: Option<(Identity, AppStatus)>,
+    /// The last inspection of its container, kept while the container runs.
+    pub(super) seen: Option<ContainerDetails>,
+    /// The last exit of its container as first seen, with its output tail.
+    pub(super) last_exit: Option<LastExit>,
+    /// The next restart (`guard.next_start`) as wall-clock time, Unix milliseconds.
+    pub(super) retry_at: Option<(Instant, u64)>,
+    /// The image id of its container and that image's repo digest, read once per image.
+    pub(super) digest: Option<(String, Option<String>)>,
+}
+
+/// One pass under way: its inputs and the facts it read.
+pub(super) struct Pass<'a> {
+    pub(super) config: &'a AppManagerConfig,
+    pub(super) engine: &'a dyn ContainerEngine,
+    pub(super) assessment: Assessment,
+    pub(super) allocations: Allocations,
+    pub(super) generation: u64,
+    pub(super) now: Instant,
+    pub(super) builds: &'a Builds,
+    pub(super) pulls: &'a Pulls,
+    pub(super) events: &'a EventTx,
+    pub(super) quiet: bool,
+    /// Host paths the desired apps bind, by app.
+    pub(super) desired_binds: Vec<(String, HostUse)>,
+    /// Host paths the engine's containers bind, read once per pass when an app needs them.
+    pub(super) engine_binds: Option<Vec<HostUse>>,
+    /// Device sets the engine refused.
+    pub(super) refusals: &'a mut Refusals,
+}
+
+impl Pass<'_> {
+    pub(super) fn base_status(&self, spec: &AppSpec) -> AppStatus {
+        AppStatus {
+            name: spec.name.clone(),
+            generation: self.generation,
+            state: AppState::Pending,
+            gpu: GpuStatus {
+                requested: spec.gpu.clone(),
+                ..GpuStatus::default()
+            },
+            image: spec.image.clone(),
+            ..AppStatus::default()
+        }
+    }
+
+    pub(super) fn failed(
+        &self,
+        spec: &AppSpec,
+        error: String,
+        fallback: Option<Fallback>,
+    ) -> AppStatus {
+        let mut status = self.base_status(spec);
+        status.state = AppState::Failed;
+        status.last_error = Some(error);
+        status.gpu.fallback = fallback;
+        status
+    }
+
+    /// Stop (bounded) and remove a container of ours; release its GPUs.
+    pub(super) async fn remove(&mut self, id: &str) -> Result<(), EngineError> {
+        let timeout = Duration::from_secs(self.config.stop_timeout_secs);
+        let gpus = match self.engine.inspect(id).await {
+            Ok(d) => labels::gpus(&d.labels),
+            Err(e) if e.is_unavailable() => return Err(e),
+            Err(_) => Vec::new(),
+        };
+        stop_and_remove(self.engine, id, timeout).await?;
+        self.allocations.remove(&gpus);
+        Ok(())
+    }
+
+    /// A creation that failed for a reason that may pass: fail now, retry after the backoff.
+    pub(super) fn retry_later(
+        &self,
+        rec: &mut AppRecord,
+        spec: &AppSpec,
+        identity: &Identity,
+        error: String,
+        fallback: Option<Fallback>,
+    ) -> AppStatus {
+        let delay = rec.guard.on_exit(self.now, None, &self.config.crash_loop);
+        tracing::warn!(app = %spec.name, error = %error, retry_ms = delay.as_millis() as u64, "could not start the app");
+        rec.last_error = Some(error.clone());
+        let status = self.failed(spec, error, fallback);
+        rec.retry = Some((identity.clone(), status.clone()));
+        status
+    }
+}
+
+/// Stop a container (killed after `timeout`) and remove it; only an unreachable engine is an
+/// error (a container already gone is fine, anything else is logged).
+pub(super) async fn stop_and_remove(
+    engine: &dyn ContainerEngine,
+    id: &str,
+    timeout: Duration,
+) -> Result<(), EngineError> {
+    match engine.stop(id, timeout).await {
+        Err(e) if e.is_unavailable() => return Err(e),
+        _ => {}
+    }
+    match engine.remove(id, true).await {
+        Ok(()) => Ok(()),
+        Err(e) if e.is_not_found() => Ok(()),
+        Err(e) if e.is_unavailable() => Err(e),
+        Err(e) => {
+            tracing::warn!(container = %id, error = %e, "could not remove container");
+            Ok(())
+        }
+    }
+}
