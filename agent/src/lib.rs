@@ -4,7 +4,6 @@
 pub mod appmgr;
 pub mod atomic_file;
 pub mod config;
-mod config_check;
 pub mod engine;
 pub mod enroll;
 pub mod gpu;
