@@ -19,13 +19,6 @@ use std::str::FromStr;
 pub use client::{BaseUrl, ENROLL_PATH};
 pub use toml_patch::{Setting, apply as patch_toml};
 
-/// Exit code: enrolled.
-pub const EXIT_OK: i32 = 0;
-/// Exit code: the control plane refused, could not be reached, or a file could not be written.
-pub const EXIT_FAILURE: i32 = 1;
-/// Exit code: bad arguments (URL, code, CA file).
-pub const EXIT_USAGE: i32 = 2;
-
 /// Where the control plane serves agents' WebSocket sessions, relative to its base URL.
 pub const AGENT_WS_PATH: &str = "/agent/v1";
 /// Default configuration directory.
@@ -169,12 +162,12 @@ pub enum EnrollError {
 }
 
 impl EnrollError {
-    /// The process exit code for this error.
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            Self::BadUrl { .. } | Self::ReadCa { .. } | Self::BadCa { .. } => EXIT_USAGE,
-            _ => EXIT_FAILURE,
-        }
+    /// Whether the arguments were at fault (URL, CA file) rather than the exchange or a write.
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            Self::BadUrl { .. } | Self::ReadCa { .. } | Self::BadCa { .. }
+        )
     }
 }
 
@@ -283,31 +276,6 @@ pub fn enroll(args: &EnrollArgs) -> Result<Enrolled, EnrollError> {
     })
 }
 
-/// The body of `odac-agent enroll`: prints what was written (never a secret); returns the exit
-/// code.
-pub fn enroll_command(args: &EnrollArgs) -> i32 {
-    match enroll(args) {
-        Ok(done) => {
-            println!("enrolled with {}", args.cp.trim());
-            println!("token: {} (mode 0600)", done.token_file.display());
-            if let Some(ca) = &done.ca_file {
-                println!("ca: {}", ca.display());
-            }
-            println!(
-                "configuration: {} (control_plane.url = {})",
-                done.config_file.display(),
-                done.agent_url
-            );
-            println!("next: systemctl restart odac-agent");
-            EXIT_OK
-        }
-        Err(e) => {
-            eprintln!("odac-agent enroll: {e}");
-            e.exit_code()
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -334,7 +302,7 @@ mod tests {
             state_dir: None,
         };
         let e = enroll(&args).unwrap_err();
-        assert_eq!(e.exit_code(), EXIT_USAGE);
+        assert!(e.is_usage(), "{e}");
         assert!(!args.config_dir.exists());
 
         let args = EnrollArgs {
@@ -343,7 +311,7 @@ mod tests {
             ..args
         };
         let e = enroll(&args).unwrap_err();
-        assert_eq!(e.exit_code(), EXIT_USAGE);
+        assert!(e.is_usage(), "{e}");
         assert!(e.to_string().contains("missing.pem"), "{e}");
         assert!(!args.config_dir.exists());
     }

@@ -10,12 +10,11 @@
 //! [`crashloop`], `crashbook` (crash counters kept across agent restarts), `diagnosis` (why
 //! an app is down: exit, OOM kill, output tail; health; restart policy; log rotation),
 //! `reconcile` (one pass), `refusals` (device sets the engine refused), [`build`] and `source` (apps built from git
-//! sources), [`events`] (diagnostic events), [`cli`] + [`local`] (`apply` and `status`, and
-//! which agent set they work on), and [`doctor`] (`doctor` with the ownership checks).
+//! sources), [`events`] (diagnostic events), [`local`] (which agent set `apply` and `status`
+//! work on), and [`doctor`] (the ownership checks of `doctor`).
 
 pub mod binds;
 pub mod build;
-pub mod cli;
 pub mod container;
 mod crashbook;
 pub mod crashloop;
