@@ -81,29 +81,18 @@ impl fmt::Display for EnrollCode {
     }
 }
 
-/// Flags of `odac-agent enroll`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct EnrollArgs {
-    /// One-time enrollment code from the control plane (or env ODAC_ENROLL_CODE, which keeps it
-    /// off the process list).
-    #[arg(
-        long,
-        value_name = "CODE",
-        env = "ODAC_ENROLL_CODE",
-        hide_env_values = true
-    )]
+/// What to enroll with (the flags of `odac-agent enroll`).
+#[derive(Debug, Clone)]
+pub struct Enrollment {
+    /// The one-time enrollment code.
     pub code: EnrollCode,
     /// Control plane base URL, e.g. https://app.odac.run.
-    #[arg(long, value_name = "URL")]
     pub cp: String,
-    /// PEM CA certificate(s) to trust instead of the public roots (a private control plane).
-    #[arg(long, value_name = "FILE")]
+    /// PEM CA certificate(s) to trust instead of the public roots.
     pub ca_file: Option<PathBuf>,
     /// Where agent.toml and the token go.
-    #[arg(long, value_name = "DIR", default_value = DEFAULT_CONFIG_DIR)]
     pub config_dir: PathBuf,
-    /// Record this state directory in agent.toml (and create it, mode 0700).
-    #[arg(long, value_name = "DIR")]
+    /// A state directory to record in agent.toml (created, mode 0700).
     pub state_dir: Option<PathBuf>,
 }
 
@@ -172,7 +161,7 @@ impl EnrollError {
 }
 
 /// Runs the whole enrollment.
-pub fn enroll(args: &EnrollArgs) -> Result<Enrolled, EnrollError> {
+pub fn enroll(args: &Enrollment) -> Result<Enrolled, EnrollError> {
     let base = BaseUrl::parse(&args.cp)?;
     let ca = match &args.ca_file {
         Some(path) => {
@@ -294,7 +283,7 @@ mod tests {
     #[test]
     fn argument_errors_exit_2_and_nothing_is_written() {
         let dir = tempfile::tempdir().unwrap();
-        let args = EnrollArgs {
+        let args = Enrollment {
             code: "c".parse().unwrap(),
             cp: "http://cp.example".to_owned(),
             ca_file: None,
@@ -305,7 +294,7 @@ mod tests {
         assert!(e.is_usage(), "{e}");
         assert!(!args.config_dir.exists());
 
-        let args = EnrollArgs {
+        let args = Enrollment {
             cp: "https://cp.example".to_owned(),
             ca_file: Some(dir.path().join("missing.pem")),
             ..args

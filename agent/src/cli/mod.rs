@@ -38,7 +38,7 @@ enum Command {
     /// unusable), and who owns the agent's containers on the engine.
     Doctor(doctor::DoctorArgs),
     /// Trade a one-time enrollment code for a token; write the token file and agent.toml.
-    Enroll(crate::enroll::EnrollArgs),
+    Enroll(enroll::EnrollArgs),
     /// Apply a desired-state file to the local engine once and print the app statuses.
     Apply(apply::ApplyArgs),
     /// Print the app statuses last recorded in the state directory.

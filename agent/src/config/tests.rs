@@ -85,52 +85,34 @@ fn errors_name_the_key() {
     let e = load("[control_plane]\nurl = \"ws://a/\"\n", &[]).unwrap_err();
     assert_eq!(key_of(e.clone()), "control_plane.url");
     assert!(e.to_string().contains("only wss://"), "{e}");
-    // (variable after ODAC_AGENT__, value, the key the error names)
-    let cases: &[(&str, &str, &str)] = &[
-        (
-            "CONTROL_PLANE__HEARTBEAT_SECS",
-            "0",
-            "control_plane.heartbeat_secs",
-        ),
-        (
-            "CONTROL_PLANE__HEARTBEAT_SECS",
-            "soon",
-            "control_plane.heartbeat_secs",
-        ),
-        ("LOG_FORMAT", "xml", "log_format"),
-        ("LOG_LEVEL", "info,=[", "log_level"),
-        ("INVENTORY__INTERVAL_SECS", "60", "inventory.interval_secs"),
-        ("STATE_DIR", "relative/dir", "state_dir"),
-        (
-            "CONTROL_PLANE__CLIENT_CERT",
-            "/x.pem",
-            "control_plane.client_key",
-        ),
-        ("CONTROL_PLANE__TYPO", "1", "control_plane.typo"),
-        ("APPS__POLL_INTERVAL_MS", "fast", "apps.poll_interval_ms"),
-        ("LOG_LEVEL", "infoo", "log_level"),
-        ("TELEMETRY__INTERVAL_SECS", "5", "telemetry.interval_secs"),
-        ("APPS__POLL_INTERVAL_MS", "0", "apps.poll_interval_ms"),
-        ("APPS__BUILD__KEEP_IMAGES", "0", "apps.build.keep_images"),
-        ("APPS__INSTANCE", "Bad Name!", "apps.instance"),
-        ("APPS__PIDS_LIMIT", "3", "apps.pids_limit"),
-        (
-            "APPS__LOG_MAX_SIZE_BYTES",
-            "1024",
-            "apps.log_max_size_bytes",
-        ),
-        ("APPS__LOG_MAX_FILES", "0", "apps.log_max_files"),
-        (
-            "APPS__CRASH_LOOP__MAX_BACKOFF_SECS",
-            "0",
-            "apps.crash_loop.max_backoff_secs",
-        ),
+    // ODAC_AGENT__<variable>=<value> -> the key the error names
+    let cases: &[&str] = &[
+        "CONTROL_PLANE__HEARTBEAT_SECS=0 -> control_plane.heartbeat_secs",
+        "CONTROL_PLANE__HEARTBEAT_SECS=soon -> control_plane.heartbeat_secs",
+        "LOG_FORMAT=xml -> log_format",
+        "LOG_LEVEL=info,=[ -> log_level",
+        "INVENTORY__INTERVAL_SECS=60 -> inventory.interval_secs",
+        "STATE_DIR=relative/dir -> state_dir",
+        "CONTROL_PLANE__CLIENT_CERT=/x.pem -> control_plane.client_key",
+        "CONTROL_PLANE__TYPO=1 -> control_plane.typo",
+        "APPS__POLL_INTERVAL_MS=fast -> apps.poll_interval_ms",
+        "LOG_LEVEL=infoo -> log_level",
+        "TELEMETRY__INTERVAL_SECS=5 -> telemetry.interval_secs",
+        "APPS__POLL_INTERVAL_MS=0 -> apps.poll_interval_ms",
+        "APPS__BUILD__KEEP_IMAGES=0 -> apps.build.keep_images",
+        "APPS__INSTANCE=Bad Name! -> apps.instance",
+        "APPS__PIDS_LIMIT=3 -> apps.pids_limit",
+        "APPS__LOG_MAX_SIZE_BYTES=1024 -> apps.log_max_size_bytes",
+        "APPS__LOG_MAX_FILES=0 -> apps.log_max_files",
+        "APPS__CRASH_LOOP__MAX_BACKOFF_SECS=0 -> apps.crash_loop.max_backoff_secs",
     ];
-    for (k, v, want) in cases {
+    for case in cases {
+        let (var, want) = case.rsplit_once(" -> ").unwrap();
+        let (k, v) = var.split_once('=').unwrap();
         let k = format!("{ENV_PREFIX}__{k}");
         let e = load(ok, &[(&k, v)]).unwrap_err();
         let text = e.to_string();
-        assert_eq!(key_of(e), *want, "{k}={v}: {text}");
+        assert_eq!(key_of(e), want, "{k}={v}: {text}");
         assert!(text.contains(want), "{text}");
     }
 }
