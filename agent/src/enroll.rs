@@ -19,13 +19,6 @@ use std::str::FromStr;
 pub use client::{BaseUrl, ENROLL_PATH};
 pub use toml_patch::{Setting, apply as patch_toml};
 
-/// Exit code: enrolled.
-pub const EXIT_OK: i32 = 0;
-/// Exit code: the control plane refused, could not be reached, or a file could not be written.
-pub const EXIT_FAILURE: i32 = 1;
-/// Exit code: bad arguments (URL, code, CA file).
-pub const EXIT_USAGE: i32 = 2;
-
 /// Where the control plane serves agents' WebSocket sessions, relative to its base URL.
 pub const AGENT_WS_PATH: &str = "/agent/v1";
 /// Default configuration directory.
@@ -88,29 +81,18 @@ impl fmt::Display for EnrollCode {
     }
 }
 
-/// Flags of `odac-agent enroll`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct EnrollArgs {
-    /// One-time enrollment code from the control plane (or env ODAC_ENROLL_CODE, which keeps it
-    /// off the process list).
-    #[arg(
-        long,
-        value_name = "CODE",
-        env = "ODAC_ENROLL_CODE",
-        hide_env_values = true
-    )]
+/// What to enroll with (the flags of `odac-agent enroll`).
+#[derive(Debug, Clone)]
+pub struct Enrollment {
+    /// The one-time enrollment code.
     pub code: EnrollCode,
     /// Control plane base URL, e.g. https://app.odac.run.
-    #[arg(long, value_name = "URL")]
     pub cp: String,
-    /// PEM CA certificate(s) to trust instead of the public roots (a private control plane).
-    #[arg(long, value_name = "FILE")]
+    /// PEM CA certificate(s) to trust instead of the public roots.
     pub ca_file: Option<PathBuf>,
     /// Where agent.toml and the token go.
-    #[arg(long, value_name = "DIR", default_value = DEFAULT_CONFIG_DIR)]
     pub config_dir: PathBuf,
-    /// Record this state directory in agent.toml (and create it, mode 0700).
-    #[arg(long, value_name = "DIR")]
+    /// A state directory to record in agent.toml (created, mode 0700).
     pub state_dir: Option<PathBuf>,
 }
 
@@ -169,17 +151,17 @@ pub enum EnrollError {
 }
 
 impl EnrollError {
-    /// The process exit code for this error.
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            Self::BadUrl { .. } | Self::ReadCa { .. } | Self::BadCa { .. } => EXIT_USAGE,
-            _ => EXIT_FAILURE,
-        }
+    /// Whether the arguments were at fault (URL, CA file) rather than the exchange or a write.
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            Self::BadUrl { .. } | Self::ReadCa { .. } | Self::BadCa { .. }
+        )
     }
 }
 
 /// Runs the whole enrollment.
-pub fn enroll(args: &EnrollArgs) -> Result<Enrolled, EnrollError> {
+pub fn enroll(args: &Enrollment) -> Result<Enrolled, EnrollError> {
     let base = BaseUrl::parse(&args.cp)?;
     let ca = match &args.ca_file {
         Some(path) => {
@@ -283,31 +265,6 @@ pub fn enroll(args: &EnrollArgs) -> Result<Enrolled, EnrollError> {
     })
 }
 
-/// The body of `odac-agent enroll`: prints what was written (never a secret); returns the exit
-/// code.
-pub fn enroll_command(args: &EnrollArgs) -> i32 {
-    match enroll(args) {
-        Ok(done) => {
-            println!("enrolled with {}", args.cp.trim());
-            println!("token: {} (mode 0600)", done.token_file.display());
-            if let Some(ca) = &done.ca_file {
-                println!("ca: {}", ca.display());
-            }
-            println!(
-                "configuration: {} (control_plane.url = {})",
-                done.config_file.display(),
-                done.agent_url
-            );
-            println!("next: systemctl restart odac-agent");
-            EXIT_OK
-        }
-        Err(e) => {
-            eprintln!("odac-agent enroll: {e}");
-            e.exit_code()
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -326,7 +283,7 @@ mod tests {
     #[test]
     fn argument_errors_exit_2_and_nothing_is_written() {
         let dir = tempfile::tempdir().unwrap();
-        let args = EnrollArgs {
+        let args = Enrollment {
             code: "c".parse().unwrap(),
             cp: "http://cp.example".to_owned(),
             ca_file: None,
@@ -334,16 +291,16 @@ mod tests {
             state_dir: None,
         };
         let e = enroll(&args).unwrap_err();
-        assert_eq!(e.exit_code(), EXIT_USAGE);
+        assert!(e.is_usage(), "{e}");
         assert!(!args.config_dir.exists());
 
-        let args = EnrollArgs {
+        let args = Enrollment {
             cp: "https://cp.example".to_owned(),
             ca_file: Some(dir.path().join("missing.pem")),
             ..args
         };
         let e = enroll(&args).unwrap_err();
-        assert_eq!(e.exit_code(), EXIT_USAGE);
+        assert!(e.is_usage(), "{e}");
         assert!(e.to_string().contains("missing.pem"), "{e}");
         assert!(!args.config_dir.exists());
     }

@@ -3,8 +3,8 @@
 
 pub mod appmgr;
 pub mod atomic_file;
+pub mod cli;
 pub mod config;
-mod config_check;
 pub mod engine;
 pub mod enroll;
 pub mod gpu;

@@ -1,11 +1,10 @@
 //! `odac-agent run`: the service. [`run`] wires the pieces together — token and TLS settings,
-//! the agent id, the instance lock (one live agent per engine and instance, else exit 78),
-//! the Docker engine, the app manager, the inventory scanner (every ≤ 10 s),
-//! the uplink (with the app manager's diagnostic events forwarded to it as `event` messages)
-//! and systemd notifications — and returns when `shutdown` is cancelled.
-//! [`run_command`] is the subcommand's body: configuration (exit 78 on a bad one), logging,
-//! the runtime, SIGTERM/SIGINT, and the 5-second shutdown bound. Exit codes: 0 ok, 1 runtime
-//! failure, 2 usage (clap), 78 bad configuration.
+//! the agent id, the instance lock (one live agent per engine and instance, else a
+//! configuration error), the Docker engine, the app manager, the inventory scanner (every
+//! ≤ 10 s), the uplink (with the app manager's diagnostic events forwarded to it as `event`
+//! messages) and systemd notifications — and returns when `shutdown` is cancelled.
+//! [`run_with`] does the same on a given engine (tests run the whole agent in process against
+//! the fake). The command around it (configuration, logging, signals) is `crate::cli::run`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -15,7 +14,7 @@ use async_trait::async_trait;
 use odac_protocol::{AppSpec, AppStatus, DesiredState, ErrorCode, Inventory};
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
-use tracing::{error, info, warn};
+use tracing::{info, warn};
 
 use crate::appmgr::{AppEvent, AppManager, AppMgrError};
 use crate::config::Config;
@@ -28,26 +27,8 @@ use crate::uplink::{
     identity, tls,
 };
 
-/// Exit code: success.
-pub const EXIT_OK: i32 = 0;
-/// Exit code: runtime failure.
-pub const EXIT_FAILURE: i32 = 1;
-/// Exit code: bad configuration (systemd: `RestartPreventExitStatus=78`).
-pub const EXIT_CONFIG: i32 = 78;
-
-/// How long shutdown may take from the signal to the exit.
-pub const SHUTDOWN_BOUND: Duration = Duration::from_millis(4_500);
 /// How long READY=1 waits for the first reconcile before it is sent anyway.
 const FIRST_RECONCILE_BOUND: Duration = Duration::from_secs(60);
-
-/// Flags of `odac-agent run`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct RunArgs {
-    /// Configuration file (default /etc/odac/agent.toml, which may be absent when the
-    /// environment carries the configuration).
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
-}
 
 /// Why the agent stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -60,90 +41,21 @@ pub enum RunError {
     Runtime(String),
 }
 
-impl RunError {
-    /// The process exit code for this error.
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            RunError::Config(_) => EXIT_CONFIG,
-            RunError::Runtime(_) => EXIT_FAILURE,
-        }
-    }
-}
-
-/// The body of `odac-agent run`; returns the exit code.
-pub fn run_command(args: &RunArgs) -> i32 {
-    let config = match Config::load(args.config.as_deref()) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("odac-agent: {e}");
-            return EXIT_CONFIG;
-        }
-    };
-    if let Err(e) = crate::logging::init(&config.log_level, config.log_format) {
-        eprintln!("odac-agent: {e}");
-        return EXIT_CONFIG;
-    }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            error!("cannot start the async runtime: {e}");
-            return EXIT_FAILURE;
-        }
-    };
-    let code = runtime.block_on(async {
-        let shutdown = CancellationToken::new();
-        if let Err(e) = spawn_signal_handler(shutdown.clone()) {
-            error!("cannot install signal handlers: {e}");
-            return EXIT_FAILURE;
-        }
-        let agent = run(config, shutdown.clone());
-        tokio::pin!(agent);
-        let result = tokio::select! {
-            r = &mut agent => r,
-            () = shutdown.cancelled() => {
-                match tokio::time::timeout(SHUTDOWN_BOUND, &mut agent).await {
-                    Ok(r) => r,
-                    Err(_) => {
-                        warn!("shutdown did not finish within {}s; exiting", SHUTDOWN_BOUND.as_secs_f32());
-                        Ok(())
-                    }
-                }
-            }
-        };
-        match result {
-            Ok(()) => EXIT_OK,
-            Err(e) => {
-                error!("{e}");
-                e.exit_code()
-            }
-        }
-    });
-    runtime.shutdown_timeout(Duration::from_millis(300));
-    code
-}
-
-fn spawn_signal_handler(shutdown: CancellationToken) -> std::io::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    tokio::spawn(async move {
-        let name = tokio::select! {
-            _ = term.recv() => "SIGTERM",
-            _ = int.recv() => "SIGINT",
-        };
-        info!("{name} received; shutting down");
-        crate::notify::stopping();
-        shutdown.cancel();
-    });
-    Ok(())
-}
-
 /// Runs the agent until `shutdown` is cancelled. Never returns because the control plane is
 /// unreachable; only a bad configuration or an unusable state directory end it early.
 pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), RunError> {
+    let docker = DockerEngine::lazy(config.docker.host.as_deref())
+        .map_err(|e| RunError::Config(format!("docker.host: {e}")))?;
+    run_with(config, Arc::new(docker), shutdown).await
+}
+
+/// [`run`] on `engine` instead of the Docker engine `docker.host` names (the instance lock is
+/// still keyed by `docker.host`).
+pub async fn run_with(
+    config: Config,
+    engine: Arc<dyn ContainerEngine>,
+    shutdown: CancellationToken,
+) -> Result<(), RunError> {
     let cp = &config.control_plane;
     let endpoint = Endpoint::parse(&cp.url).map_err(|e| RunError::Config(e.to_string()))?;
     let token = Token::resolve(std::env::var(TOKEN_ENV).ok(), cp.token_file.as_deref())
@@ -169,12 +81,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), RunE
     .map_err(|e| RunError::Config(e.to_string()))?;
     let mut apps = config.apps.clone();
     apps.owner = agent_id.clone();
-    let docker = Arc::new(
-        DockerEngine::lazy(config.docker.host.as_deref())
-            .map_err(|e| RunError::Config(format!("docker.host: {e}")))?,
-    );
-    let engine: Arc<dyn ContainerEngine> = docker.clone();
-    let manager = AppManager::open(apps, engine, config.host_root.clone())
+    let manager = AppManager::open(apps, engine.clone(), config.host_root.clone())
         .map_err(|e| RunError::Runtime(format!("app manager: {e}")))?;
     for problem in manager.problems() {
         warn!("app manager: {problem}");
@@ -190,7 +97,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), RunE
     );
 
     // local work first: the agent is useful without the control plane
-    let first = assess(&config.host_root, &docker).await;
+    let first = assess(&config.host_root, engine.as_ref()).await;
     manager.offer_facts(first.clone());
     let mut nvml_facts = crate::telemetry::NvmlFacts::default();
     let first = nvml_facts.fill(first.inventory());
@@ -218,7 +125,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), RunE
     tasks.spawn(crate::notify::watchdog_loop(shutdown.clone(), liveness));
     tasks.spawn(inventory_loop(
         config.host_root.clone(),
-        docker.clone(),
+        engine.clone(),
         Duration::from_secs(config.inventory.interval_secs),
         inventory_tx,
         manager.clone(),
@@ -252,7 +159,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), RunE
         inventory_rx,
     )
     .with_heartbeat(uplink_beat)
-    .with_logs(LogSource::new(docker.clone(), config.apps.instance.clone()));
+    .with_logs(LogSource::new(engine, config.apps.instance.clone()));
     tasks.spawn(forward_events(
         app_events,
         uplink.events(),
@@ -280,7 +187,7 @@ fn non_empty(s: &str) -> Option<&str> {
 
 /// One assessment: host scan (blocking reads, off the runtime threads) plus the engine's
 /// capabilities.
-async fn assess(root: &std::path::Path, docker: &DockerEngine) -> Assessment {
+async fn assess(root: &std::path::Path, engine: &dyn ContainerEngine) -> Assessment {
     let root = root.to_owned();
     let host = match tokio::task::spawn_blocking(move || scan(&root)).await {
         Ok(h) => h,
@@ -289,15 +196,14 @@ async fn assess(root: &std::path::Path, docker: &DockerEngine) -> Assessment {
             Default::default()
         }
     };
-    let engine = docker.probe().await;
-    Assessment::new(host, engine)
+    Assessment::new(host, engine.capabilities().await)
 }
 
 /// Rescans every `every` and publishes the result; the uplink sends it only when it changed.
 /// The app manager's quiet passes reuse the same facts rather than reading them again.
 async fn inventory_loop(
     root: PathBuf,
-    docker: Arc<DockerEngine>,
+    engine: Arc<dyn ContainerEngine>,
     every: Duration,
     tx: watch::Sender<Option<Arc<Inventory>>>,
     manager: AppManager,
@@ -311,7 +217,7 @@ async fn inventory_loop(
         }
         let assessment = tokio::select! {
             () = shutdown.cancelled() => return,
-            a = assess(&root, &docker) => a,
+            a = assess(&root, engine.as_ref()) => a,
         };
         let inventory = nvml_facts.fill(assessment.inventory());
         manager.offer_facts(assessment);

@@ -16,13 +16,13 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use odac_agent::appmgr::{AppManager, AppManagerConfig, HostSource, container, labels};
+use odac_agent::cli::inventory::engine_from_info_file;
 use odac_agent::engine::test_image::BUSYBOX_TEST_IMAGE;
 use odac_agent::engine::{
     Bind, ContainerDetails, ContainerEngine, ContainerSpec, ContainerSummary, DeviceRequest,
     DockerEngine, EngineCapabilities, EngineError, FakeEngine,
 };
 use odac_agent::gpu::{Allocations, Plan, resolve};
-use odac_agent::sysinfo::cli::engine_from_info_file;
 use odac_agent::sysinfo::{Assessment, DeviceNode, scan};
 use odac_protocol::{
     AppSpec, AppState, AppStatus, DesiredState, FallbackTier, GpuRequest, Mechanism, Reason,

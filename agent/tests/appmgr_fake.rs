@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use odac_agent::appmgr::{AppManager, AppManagerConfig, HostSource, labels, store};
+use odac_agent::cli::inventory::engine_from_info_file;
 use odac_agent::engine::{
     ContainerEngine, ContainerSpec, DeviceRequest, EngineCall, EngineError, FakeEngine, Op,
 };
-use odac_agent::sysinfo::cli::engine_from_info_file;
 use odac_protocol::{
     AppSpec, AppState, AppStatus, DesiredState, FallbackTier, GpuRequest, Mechanism, Reason,
     Vendor, VolumeMount,

@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use odac_agent::appmgr::{AppManager, AppManagerConfig, HostSource};
+use odac_agent::cli::inventory::engine_from_info_file;
 use odac_agent::engine::{FakeEngine, Op};
-use odac_agent::sysinfo::cli::engine_from_info_file;
 use odac_agent::sysinfo::{HostScan, scan};
 use odac_protocol::{AppSpec, AppState, AppStatus, DesiredState, FallbackTier, Reason};
 

@@ -1,41 +1,23 @@
-//! `odac-agent doctor`: the host checks of [`sysinfo::doctor`](crate::sysinfo::doctor) plus
-//! the ownership of the agent's instance on the live engine — which agent runs it now (the
+//! The ownership checks of `odac-agent doctor` (which adds them to the host checks of
+//! [`sysinfo::doctor`](crate::sysinfo::doctor)): the ownership of the agent's instance on the
+//! live engine — which agent runs it now (the
 //! instance lock), and every container of the instance that is not this agent's (a
 //! [`Conflict`]: another owner's, or one without owner label whose app the saved desired state
 //! does not name). Conflicts are warnings: they do not change the exit code.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 
 use odac_protocol::DesiredState;
 
-use super::local::{Target, TargetArgs, engine_view};
+use super::local::{Target, engine_view};
 use super::ownership::{Conflict, conflicts};
 use super::store::DESIRED_FILE;
 use crate::instance_lock::InstanceLock;
-use crate::sysinfo::cli::{ScanArgs, doctor_report, print_report, usage_error};
 use crate::sysinfo::doctor::{Check, CheckStatus};
 use crate::uplink::identity::AGENT_ID_FILE;
 
-/// `odac-agent doctor` flags.
-#[derive(Debug, Clone, clap::Args)]
-pub struct DoctorArgs {
-    /// Host and engine checks.
-    #[command(flatten)]
-    pub scan: ScanArgs,
-    /// Agent configuration whose instance and state dir the ownership check uses
-    /// (e.g. /etc/odac/agent.toml).
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
-    /// State directory of the agent to check [default: /var/lib/odac-agent].
-    #[arg(long, value_name = "DIR")]
-    pub state_dir: Option<PathBuf>,
-    /// Instance of the agent to check [default: odac].
-    #[arg(long, value_name = "NAME")]
-    pub instance: Option<String>,
-}
-
-fn check(status: CheckStatus, message: String, fix: Option<&str>) -> Check {
+/// One `ownership` check.
+pub fn check(status: CheckStatus, message: String, fix: Option<&str>) -> Check {
     Check {
         name: "ownership".to_owned(),
         status,
@@ -49,7 +31,7 @@ const FIX: &str = "give every agent on one engine its own apps.instance; remove 
                    agent's containers only once that agent is gone for good";
 
 /// The ownership checks of `target` against the live engine.
-async fn ownership_checks(target: &Target) -> Vec<Check> {
+pub async fn ownership_checks(target: &Target) -> Vec<Check> {
     let instance = &target.apps.instance;
     let mut checks = Vec::new();
     match InstanceLock::holder(&target.apps.lock_dir, &target.engine_endpoint(), instance) {
@@ -100,44 +82,4 @@ async fn ownership_checks(target: &Target) -> Vec<Check> {
         checks.push(check(CheckStatus::Warn, c.message(instance), Some(FIX)));
     }
     checks
-}
-
-/// `odac-agent doctor`: exit 0 when nothing present is broken, 1 when present hardware (or the
-/// asked engine) is unusable, 2 on usage errors, 78 for an unusable `--config`.
-pub fn doctor_command(args: &DoctorArgs) -> i32 {
-    let mut report = match doctor_report(&args.scan) {
-        Ok(r) => r,
-        Err(e) => return usage_error(&e),
-    };
-    let live_engine = !args.scan.no_engine && args.scan.docker_info.is_none();
-    if live_engine {
-        let target = TargetArgs {
-            config: args.config.clone(),
-            state_dir: args.state_dir.clone(),
-            instance: args.instance.clone(),
-            docker_host: args.scan.docker_host.clone(),
-            lock_dir: None,
-        }
-        .resolve();
-        let target = match target {
-            Ok(t) => t,
-            Err(e) => {
-                eprintln!("odac-agent: {e}");
-                return super::cli::EXIT_CONFIG;
-            }
-        };
-        let checks = match tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-        {
-            Ok(rt) => rt.block_on(ownership_checks(&target)),
-            Err(e) => vec![check(
-                CheckStatus::Info,
-                format!("not checked: cannot start the async runtime: {e}"),
-                None,
-            )],
-        };
-        report.checks.extend(checks);
-    }
-    print_report(&report, args.scan.json)
 }

@@ -12,13 +12,11 @@
 //! `pass` (what a pass and its parts share, and what is kept per app between passes),
 //! `reconcile` (one pass) with `admit`, `existing`, `create`, `image` and `source` (its
 //! parts), `facts`, `refusals` (device sets the engine refused), `jobs` (the background-job
-//! table of [`build`] and `pull`), [`build`] (apps built from git sources), [`clip`], [`events`] (diagnostic events), [`cli`] + [`local`] (`apply` and `status`, and
-//! which agent set they work on), and [`doctor`] (`doctor` with the ownership checks).
+//! table of [`build`] and `pull`), [`build`] (apps built from git sources), [`clip`], [`events`] (diagnostic events), [`local`] (which agent set `apply` and `status` work on), and [`doctor`] (`doctor` with the ownership checks).
 
 mod admit;
 pub mod binds;
 pub mod build;
-pub mod cli;
 pub mod clip;
 pub mod container;
 mod crashbook;

@@ -69,7 +69,7 @@ pub struct AppManagerConfig {
 impl Default for AppManagerConfig {
     fn default() -> Self {
         Self {
-            state_dir: PathBuf::from("/var/lib/odac-agent"),
+            state_dir: PathBuf::from(crate::config::DEFAULT_STATE_DIR),
             instance: "odac".into(),
             lock_dir: PathBuf::from(crate::instance_lock::DEFAULT_LOCK_DIR),
             owner: String::new(),

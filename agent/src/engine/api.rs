@@ -1,6 +1,6 @@
 //! The [`ContainerEngine`] trait: the operations the app manager and the inventory need from a
 //! container engine. It is object safe (`Arc<dyn ContainerEngine>`), implemented by
-//! [`super::DockerEngine`] (bollard) and [`super::FakeEngine`] (in memory, for tests).
+//! [`super::DockerEngine`] (bollard) and `FakeEngine` (in memory, for tests; feature `test-support`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -1,8 +1,9 @@
 //! The container engine seam. This is the only module of the agent that imports bollard:
 //! everything else talks to the [`ContainerEngine`] trait, its domain types
 //! ([`ContainerSpec`], [`ContainerDetails`], ...) and [`EngineError`], and reads
-//! [`EngineCapabilities`]. [`DockerEngine`] is the real implementation, [`FakeEngine`] an
-//! in-memory one for tests, and [`test_image`] builds a local busybox image without a registry.
+//! [`EngineCapabilities`]. [`DockerEngine`] is the real implementation. Behind the
+//! `test-support` feature (off by default), `FakeEngine` is an in-memory one for tests and
+//! `test_image` builds a local busybox image without a registry.
 
 mod api;
 mod capabilities;
@@ -13,12 +14,13 @@ mod docker_logs;
 mod docker_ops;
 mod docker_pull;
 mod error;
+#[cfg(any(test, feature = "test-support"))]
 pub mod fake;
-mod fake_calls;
 mod log_stream;
 mod pull;
 mod run_options;
 pub mod tail;
+#[cfg(any(test, feature = "test-support"))]
 pub mod test_image;
 mod types;
 
@@ -26,8 +28,8 @@ pub use api::ContainerEngine;
 pub use capabilities::EngineCapabilities;
 pub use docker::{CONNECT_TIMEOUT, DockerEngine};
 pub use error::EngineError;
-pub use fake::FakeEngine;
-pub use fake_calls::{EngineCall, Op};
+#[cfg(any(test, feature = "test-support"))]
+pub use fake::{EngineCall, FakeEngine, Op};
 pub use log_stream::{LineSplitter, LogLines, LogStreamOptions};
 pub use pull::{
     ImageInfo, LayerProgress, PullProgress, RegistryAuth, registry_host, split_reference,

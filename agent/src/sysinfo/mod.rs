@@ -5,13 +5,12 @@
 //! vendor whether a GPU can be passed into a container and how; an [`Assessment`] bundles
 //! both with the engine's capabilities and is what the app manager allocates from. The wire
 //! conversion ([`wire`]), the change hash ([`change`]), the `inventory` table ([`report`])
-//! and the `doctor` checks ([`doctor`]) build on it; [`cli`] holds the two commands' bodies.
+//! and the `doctor` checks ([`doctor`]) build on it; the commands live in `crate::cli`.
 
 mod amd;
 pub mod assess;
 pub mod cdi;
 pub mod change;
-pub mod cli;
 pub mod details;
 pub mod doctor;
 pub(crate) mod fsread;

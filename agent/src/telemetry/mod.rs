@@ -6,12 +6,11 @@
 //! time, a fake serves the tests). [`collect`] samples every GPU of the inventory,
 //! [`threshold`] decides what is worth sending, [`apps`] maps the apps' attached devices to GPU
 //! ids, [`usage`] maps NVML's per-process figures to apps through their containers' cgroups,
-//! [`task`] is the loop and [`cli`] the `gpu-stats` command; [`nvml_facts`] adds NVML's
+//! [`task`] is the loop (the `gpu-stats` command is `crate::cli::gpu_stats`); [`nvml_facts`] adds NVML's
 //! VRAM sizes (and a missing driver version) to the inventory.
 
 mod amd;
 pub mod apps;
-pub mod cli;
 pub mod collect;
 pub mod config;
 mod intel;

@@ -3,8 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
+use odac_agent::cli::inventory::engine_from_info_file;
 use odac_agent::engine::EngineCapabilities;
-use odac_agent::sysinfo::cli::engine_from_info_file;
 use odac_agent::sysinfo::{Assessment, scan};
 
 /// `tests/fixtures/hosts/` at the workspace root.

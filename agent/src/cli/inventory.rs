@@ -1,18 +1,14 @@
-//! The bodies of `odac-agent inventory` and `odac-agent doctor`: argument struct, where the
-//! engine's capabilities come from (the live engine, a captured `GET /info` file, or nothing),
-//! and the output. `main.rs` only dispatches here.
+//! `odac-agent inventory`: the flags `inventory` and `doctor` share, where the engine's
+//! capabilities come from (the live engine, a captured `GET /info` file, or nothing), the
+//! scan and assessment both commands make, and the inventory output (a table or the protocol
+//! `Inventory` as JSON). Exit 0, or 2 on usage errors.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::assess::Assessment;
-use super::doctor::{DoctorReport, doctor, render};
-use super::report::render_table;
-use super::scan::scan;
+use super::output::{EXIT_OK, EXIT_USAGE, emit, fail};
 use crate::engine::EngineCapabilities;
-
-/// Exit code for usage errors (bad flags, unreadable `--docker-info`).
-pub const EXIT_USAGE: i32 = 2;
+use crate::sysinfo::report::render_table;
+use crate::sysinfo::{Assessment, scan};
 
 /// Flags shared by `inventory` and `doctor`.
 #[derive(Debug, Clone, clap::Args)]
@@ -111,17 +107,9 @@ pub fn assess(args: &ScanArgs) -> Result<(Assessment, bool), CliError> {
     Ok((Assessment::new(scan(&args.root), engine), asked))
 }
 
-fn emit(text: &str) {
-    let mut out = std::io::stdout().lock();
-    // A closed stdout (e.g. `| head`) is not worth a panic or an error code.
-    let _ = out.write_all(text.as_bytes());
-    let _ = out.flush();
-}
-
 /// Prints `err`; the usage exit code.
 pub fn usage_error(err: &CliError) -> i32 {
-    eprintln!("odac-agent: {err}");
-    EXIT_USAGE
+    fail(err, EXIT_USAGE)
 }
 
 /// `odac-agent inventory`: prints the table or the JSON inventory; exit 0, or 2 on usage
@@ -140,34 +128,5 @@ pub fn inventory_command(args: &ScanArgs) -> i32 {
     } else {
         emit(&render_table(&a));
     }
-    0
-}
-
-/// The doctor's host and engine checks.
-pub fn doctor_report(args: &ScanArgs) -> Result<DoctorReport, CliError> {
-    let (a, asked) = assess(args)?;
-    Ok(doctor(&a, asked))
-}
-
-/// Prints a doctor report; its exit code (2 when it cannot be printed).
-pub fn print_report(report: &DoctorReport, json: bool) -> i32 {
-    if json {
-        match serde_json::to_string_pretty(report) {
-            Ok(json) => emit(&format!("{json}\n")),
-            Err(e) => return usage_error(&CliError::Json(e)),
-        }
-    } else {
-        emit(&render(report));
-    }
-    report.exit_code
-}
-
-/// `odac-agent doctor` without the ownership checks (see `appmgr::doctor`): prints the checks;
-/// exit 0 when nothing present is broken, 1 when present hardware (or the asked engine) is
-/// unusable, 2 on usage errors.
-pub fn doctor_command(args: &ScanArgs) -> i32 {
-    match doctor_report(args) {
-        Ok(report) => print_report(&report, args.json),
-        Err(e) => usage_error(&e),
-    }
+    EXIT_OK
 }

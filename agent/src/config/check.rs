@@ -13,10 +13,7 @@ use crate::config::ConfigError;
 const LEVELS: &[&str] = &["off", "error", "warn", "info", "debug", "trace"];
 
 fn key(key: impl Into<String>, message: impl Into<String>) -> ConfigError {
-    ConfigError::Key {
-        key: key.into(),
-        message: message.into(),
-    }
+    ConfigError::key(key, message)
 }
 
 /// Refuses a fractional number at any key (`prefix` is the dotted key of `value`).

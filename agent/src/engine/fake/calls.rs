@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::types::ContainerSpec;
+use crate::engine::types::ContainerSpec;
 
 /// An engine operation, to aim [`FakeEngine::fail_next`] at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -105,7 +105,7 @@ pub enum EngineCall {
     /// `remove_image(image, force)`
     RemoveImage(String, bool),
     /// `log_stream(id, options)`
-    LogStream(String, super::log_stream::LogStreamOptions),
+    LogStream(String, crate::engine::log_stream::LogStreamOptions),
     /// `pull_image(image, auth, ..)` with the credentials' user name (never the password).
     PullImage {
         /// Image reference.

@@ -9,9 +9,10 @@ use std::time::{Duration, Instant};
 use odac_protocol::GpuStats;
 use serde::Serialize;
 
-use super::collect::Collector;
+use super::output::{EXIT_OK, EXIT_USAGE, fail};
 use crate::engine::EngineCapabilities;
 use crate::sysinfo::{Assessment, scan};
+use crate::telemetry::collect::Collector;
 
 /// Flags of `gpu-stats`.
 #[derive(Debug, Clone, clap::Args)]
@@ -67,26 +68,22 @@ pub fn sample_once(root: &std::path::Path, wait: Duration) -> GpuStatsOutput {
 /// The body of `odac-agent gpu-stats`; exit 0, or 2 when the root is not a directory.
 pub fn gpu_stats_command(args: &GpuStatsArgs) -> i32 {
     if !args.root.is_dir() {
-        eprintln!(
-            "odac-agent: scan root {} is not a directory",
-            args.root.display()
+        return fail(
+            format!("scan root {} is not a directory", args.root.display()),
+            EXIT_USAGE,
         );
-        return 2;
     }
     let out = sample_once(&args.root, Duration::from_millis(args.wait_ms));
     let text = if args.json {
         match serde_json::to_string_pretty(&out) {
             Ok(t) => t,
-            Err(e) => {
-                eprintln!("odac-agent: cannot serialise output: {e}");
-                return 2;
-            }
+            Err(e) => return fail(format!("cannot serialise output: {e}"), EXIT_USAGE),
         }
     } else {
         render(&out)
     };
     println!("{text}");
-    0
+    EXIT_OK
 }
 
 fn render(out: &GpuStatsOutput) -> String {

@@ -1,0 +1,156 @@
+//! Unit tests of loading and checking the configuration.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+use std::path::Path;
+
+use super::*;
+
+fn load(toml: &str, env: &[(&str, &str)]) -> Result<Config, ConfigError> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agent.toml");
+    std::fs::write(&path, toml).unwrap();
+    let env = env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned()));
+    Config::load_with_env(Some(&path), env)
+}
+
+fn key_of(e: ConfigError) -> String {
+    match e {
+        ConfigError::Key { key, .. } => key,
+        other => format!("file: {other}"),
+    }
+}
+
+#[test]
+fn minimal_file_gets_the_documented_defaults() {
+    let c = load(
+        "[control_plane]\nurl = \"wss://cp.example/agent/v1\"\n",
+        &[],
+    )
+    .unwrap();
+    assert_eq!(c.control_plane.token_file, Some("/etc/odac/token".into()));
+    assert_eq!(c.control_plane.heartbeat_secs, 20);
+    assert_eq!(c.state_dir, PathBuf::from("/var/lib/odac-agent"));
+    assert_eq!(c.apps.state_dir, c.state_dir);
+    assert_eq!(c.log_format, LogFormat::Text);
+    assert_eq!(c.inventory.interval_secs, 10);
+    assert_eq!(c.telemetry.interval_secs, 60);
+    assert_eq!(c.backoff(), BackoffPolicy::default());
+    assert_eq!(c.outbox(), OutboxLimits::default());
+}
+
+#[test]
+fn the_example_file_loads_as_is() {
+    let text = include_str!("../../../deploy/agent.toml");
+    let c = load(text, &[]).unwrap();
+    assert_eq!(c.control_plane.url, "wss://app.odac.run/agent/v1");
+    assert_eq!(c.backoff(), BackoffPolicy::default());
+    assert_eq!(
+        c.apps,
+        AppManagerConfig {
+            state_dir: c.state_dir.clone(),
+            ..AppManagerConfig::default()
+        }
+    );
+}
+
+#[test]
+fn environment_overlays_the_file_with_nested_keys() {
+    let c = load(
+        "state_dir = \"/srv/odac\"\n[control_plane]\nurl = \"wss://a/agent/v1\"\n",
+        &[
+            ("ODAC_AGENT__CONTROL_PLANE__URL", "wss://b:7443/agent/v1"),
+            ("ODAC_AGENT__CONTROL_PLANE__HEARTBEAT_SECS", "5"),
+            ("ODAC_AGENT__LOG_FORMAT", "json"),
+            ("ODAC_AGENT__DOCKER__HOST", "unix:///run/docker.sock"),
+            ("ODAC_AGENT__CONTROL_PLANE__CA_FILE", ""),
+            ("ODAC_AGENT_TOKEN", "not-a-config-key"),
+        ],
+    )
+    .unwrap();
+    assert_eq!(c.control_plane.url, "wss://b:7443/agent/v1");
+    assert_eq!(c.control_plane.heartbeat_secs, 5);
+    assert_eq!(c.log_format, LogFormat::Json);
+    assert_eq!(c.docker.host.as_deref(), Some("unix:///run/docker.sock"));
+    assert_eq!(c.control_plane.ca_file, None);
+    assert_eq!(c.apps.state_dir, PathBuf::from("/srv/odac"));
+}
+
+#[test]
+fn errors_name_the_key() {
+    let ok = "[control_plane]\nurl = \"wss://a/agent/v1\"\n";
+    assert_eq!(key_of(load("", &[]).unwrap_err()), "control_plane");
+    assert_eq!(
+        key_of(load("[control_plane]\n", &[]).unwrap_err()),
+        "control_plane.url"
+    );
+    let e = load("[control_plane]\nurl = \"ws://a/\"\n", &[]).unwrap_err();
+    assert_eq!(key_of(e.clone()), "control_plane.url");
+    assert!(e.to_string().contains("only wss://"), "{e}");
+    // ODAC_AGENT__<variable>=<value> -> the key the error names
+    let cases: &[&str] = &[
+        "CONTROL_PLANE__HEARTBEAT_SECS=0 -> control_plane.heartbeat_secs",
+        "CONTROL_PLANE__HEARTBEAT_SECS=soon -> control_plane.heartbeat_secs",
+        "LOG_FORMAT=xml -> log_format",
+        "LOG_LEVEL=info,=[ -> log_level",
+        "INVENTORY__INTERVAL_SECS=60 -> inventory.interval_secs",
+        "STATE_DIR=relative/dir -> state_dir",
+        "CONTROL_PLANE__CLIENT_CERT=/x.pem -> control_plane.client_key",
+        "CONTROL_PLANE__TYPO=1 -> control_plane.typo",
+        "APPS__POLL_INTERVAL_MS=fast -> apps.poll_interval_ms",
+        "LOG_LEVEL=infoo -> log_level",
+        "TELEMETRY__INTERVAL_SECS=5 -> telemetry.interval_secs",
+        "APPS__POLL_INTERVAL_MS=0 -> apps.poll_interval_ms",
+        "APPS__BUILD__KEEP_IMAGES=0 -> apps.build.keep_images",
+        "APPS__INSTANCE=Bad Name! -> apps.instance",
+        "APPS__PIDS_LIMIT=3 -> apps.pids_limit",
+        "APPS__LOG_MAX_SIZE_BYTES=1024 -> apps.log_max_size_bytes",
+        "APPS__LOG_MAX_FILES=0 -> apps.log_max_files",
+        "APPS__CRASH_LOOP__MAX_BACKOFF_SECS=0 -> apps.crash_loop.max_backoff_secs",
+    ];
+    for case in cases {
+        let (var, want) = case.rsplit_once(" -> ").unwrap();
+        let (k, v) = var.split_once('=').unwrap();
+        let k = format!("{ENV_PREFIX}__{k}");
+        let e = load(ok, &[(&k, v)]).unwrap_err();
+        let text = e.to_string();
+        assert_eq!(key_of(e), want, "{k}={v}: {text}");
+        assert!(text.contains(want), "{text}");
+    }
+}
+
+#[test]
+fn fractions_and_relative_paths_in_the_file_are_refused() {
+    let ok = "[control_plane]\nurl = \"wss://a/agent/v1\"\n";
+    let cases: &[(&str, &str)] = &[
+        ("heartbeat_secs = 1.5\n", "control_plane.heartbeat_secs"),
+        ("[apps]\npoll_interval_ms = 0\n", "apps.poll_interval_ms"),
+        ("[apps.build]\nkeep_images = 0\n", "apps.build.keep_images"),
+        (
+            "[apps.policy]\nallowed_bind_prefixes = [\"/srv\", \"data\"]\n",
+            "apps.policy.allowed_bind_prefixes[1]",
+        ),
+        ("[apps]\ninstance = \"Bad Name!\"\n", "apps.instance"),
+        ("[apps]\nstate_dir = \"rel\"\n", "apps.state_dir"),
+    ];
+    for (extra, want) in cases {
+        let e = load(&format!("{ok}{extra}"), &[]).unwrap_err();
+        let text = e.to_string();
+        assert_eq!(key_of(e), *want, "{extra}: {text}");
+    }
+}
+
+#[test]
+fn explicit_missing_file_is_an_error_but_the_default_may_be_absent() {
+    let e = Config::load_with_env(Some(Path::new("/nonexistent/agent.toml")), vec![]).unwrap_err();
+    assert!(matches!(e, ConfigError::File { .. }));
+    let c = Config::load_with_env(
+        None,
+        vec![(
+            "ODAC_AGENT__CONTROL_PLANE__URL".to_owned(),
+            "wss://x/agent/v1".to_owned(),
+        )],
+    );
+    // the default file may exist on a dev machine; without it, env alone is enough
+    if !Path::new(DEFAULT_CONFIG_FILE).exists() {
+        assert_eq!(c.unwrap().control_plane.url, "wss://x/agent/v1");
+    }
+}

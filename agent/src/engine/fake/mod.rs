@@ -1,0 +1,234 @@
+//! [`FakeEngine`]: an in-memory [`ContainerEngine`] for tests of the app manager and the
+//! inventory. It records every call, fails on demand ([`FakeEngine::fail_next`],
+//! [`FakeEngine::set_unavailable`]) and, like a real engine (DESIGN.md §4), checks devices
+//! at **start**, not at create: a device request for a driver it lacks is refused with
+//! `could not select device driver ...`, a CDI device it does not know with
+//! `CDI device injection failed: unresolvable CDI devices ...`, and a device node it was told
+//! is missing with `error gathering device information while adding custom device ...`.
+//! Builds succeed (the image appears, labelled, with the next `created` tick) unless a
+//! failure is queued for [`Op::BuildImage`]. Pulls take images from an in-memory registry
+//! ([`FakeEngine::publish`]): a reference it does not hold fails with the registry's
+//! `manifest unknown`, one published with credentials needs them.
+//!
+//! `mod.rs` holds the state and the knobs tests turn; [`ops`] implements [`ContainerEngine`]
+//! on it, [`devices`] refuses device requests as a real engine does, [`calls`] is the record.
+
+mod calls;
+mod devices;
+mod ops;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::{Mutex, MutexGuard};
+
+pub use calls::{EngineCall, Op};
+
+use super::capabilities::EngineCapabilities;
+use super::error::EngineError;
+use super::types::{
+    ContainerDetails, ContainerHealth, ContainerSpec, ContainerState, ImageSummary,
+};
+use crate::lock::lock;
+
+#[derive(Debug)]
+struct FakeContainer {
+    spec: ContainerSpec,
+    details: ContainerDetails,
+    logs: String,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    capabilities: EngineCapabilities,
+    images: BTreeSet<String>,
+    /// Built images by id.
+    built: BTreeMap<String, ImageSummary>,
+    containers: BTreeMap<String, FakeContainer>,
+    volumes: BTreeMap<String, BTreeMap<String, String>>,
+    calls: Vec<EngineCall>,
+    failures: HashMap<Op, VecDeque<EngineError>>,
+    unavailable: bool,
+    device_drivers: BTreeSet<String>,
+    missing_devices: BTreeSet<String>,
+    next_id: u64,
+    clock: u64,
+    /// The fake registry: reference → (digest, required user/password).
+    registry: BTreeMap<String, (String, Option<(String, String)>)>,
+    /// Repo digests of pulled images, by reference.
+    digests: BTreeMap<String, String>,
+}
+
+/// An in-memory container engine; see the module documentation.
+#[derive(Debug, Default)]
+pub struct FakeEngine {
+    state: Mutex<State>,
+}
+
+impl FakeEngine {
+    /// An engine like this project's machine: reachable Docker 20.10 (API 1.41), runtime
+    /// `runc`, no CDI, no device drivers; no images, containers or volumes.
+    pub fn new() -> Self {
+        let info = serde_json::json!({
+            "ServerVersion": "20.10.24+dfsg1",
+            "Runtimes": {"runc": {"path": "runc"}},
+            "DefaultRuntime": "runc",
+        });
+        let engine = Self::default();
+        engine.lock().capabilities = EngineCapabilities::from_info_json(&info, Some("1.41".into()));
+        engine
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        lock(&self.state)
+    }
+
+    /// Replace the capabilities the fake reports (and honours: CDI devices are resolved
+    /// against `cdi_devices` when `cdi_enabled()`).
+    pub fn set_capabilities(&self, caps: EngineCapabilities) {
+        self.lock().capabilities = caps;
+    }
+
+    /// Register device drivers (e.g. `nvidia`) so device requests naming them start.
+    pub fn add_device_driver(&self, driver: &str) {
+        self.lock().device_drivers.insert(driver.to_owned());
+    }
+
+    /// Mark a host device path as missing: starting a container mapping it fails.
+    pub fn mark_device_missing(&self, host_path: &str) {
+        self.lock().missing_devices.insert(host_path.to_owned());
+    }
+
+    /// Add an image as if it had been imported.
+    pub fn add_image(&self, image: &str) {
+        self.lock().images.insert(image.to_owned());
+    }
+
+    /// Put `image` in the fake registry with `digest` (`sha256:…`); with `credentials`
+    /// (user, password) a pull needs them. Publishing again replaces the digest.
+    pub fn publish(&self, image: &str, digest: &str, credentials: Option<(&str, &str)>) {
+        self.lock().registry.insert(
+            image.to_owned(),
+            (
+                digest.to_owned(),
+                credentials.map(|(u, p)| (u.to_owned(), p.to_owned())),
+            ),
+        );
+    }
+
+    /// Make the next call of `op` fail with `err` (queued: several calls queue several
+    /// failures). The call is still recorded.
+    pub fn fail_next(&self, op: Op, err: EngineError) {
+        self.lock().failures.entry(op).or_default().push_back(err);
+    }
+
+    /// Make every call fail with [`EngineError::Unavailable`] (capabilities: unreachable).
+    pub fn set_unavailable(&self, unavailable: bool) {
+        self.lock().unavailable = unavailable;
+    }
+
+    /// Every call so far, in order.
+    pub fn calls(&self) -> Vec<EngineCall> {
+        self.lock().calls.clone()
+    }
+
+    /// The calls of one operation.
+    pub fn calls_of(&self, op: Op) -> Vec<EngineCall> {
+        self.lock()
+            .calls
+            .iter()
+            .filter(|c| c.op() == op)
+            .cloned()
+            .collect()
+    }
+
+    /// Images made by `build_image` and still present.
+    pub fn built_images(&self) -> Vec<ImageSummary> {
+        self.lock().built.values().cloned().collect()
+    }
+
+    /// Forget the recorded calls.
+    pub fn clear_calls(&self) {
+        self.lock().calls.clear();
+    }
+
+    /// The spec a container was created with.
+    pub fn spec_of(&self, id: &str) -> Option<ContainerSpec> {
+        self.lock().containers.get(id).map(|c| c.spec.clone())
+    }
+
+    /// Ids of all containers, in creation order of their ids.
+    pub fn container_ids(&self) -> Vec<String> {
+        self.lock().containers.keys().cloned().collect()
+    }
+
+    /// Names and labels of the volumes.
+    pub fn volumes(&self) -> BTreeMap<String, BTreeMap<String, String>> {
+        self.lock().volumes.clone()
+    }
+
+    /// Simulate the container's process exiting with `code`.
+    pub fn exit_container(&self, id: &str, code: i64) {
+        let mut state = self.lock();
+        state.clock += 1;
+        let now = format!("2026-01-01T00:00:{:02}Z", state.clock % 60);
+        if let Some(c) = state.containers.get_mut(id) {
+            c.details.running = false;
+            c.details.status = ContainerState::Exited;
+            c.details.exit_code = Some(code);
+            c.details.finished_at = Some(now);
+        }
+    }
+
+    /// Simulate the kernel's OOM killer ending the container's process (exit 137).
+    pub fn oom_kill(&self, id: &str) {
+        self.exit_container(id, 137);
+        if let Some(c) = self.lock().containers.get_mut(id) {
+            c.details.oom_killed = true;
+        }
+    }
+
+    /// Set what the container's health check reports.
+    pub fn set_health(&self, id: &str, health: Option<ContainerHealth>) {
+        if let Some(c) = self.lock().containers.get_mut(id) {
+            c.details.health = health;
+        }
+    }
+
+    /// Append text to a container's logs.
+    pub fn push_log(&self, id: &str, text: &str) {
+        if let Some(c) = self.lock().containers.get_mut(id) {
+            c.logs.push_str(text);
+        }
+    }
+
+    /// Record the call, then fail it if the engine is down or a failure was queued.
+    fn enter(&self, call: EngineCall) -> Result<MutexGuard<'_, State>, EngineError> {
+        let mut state = self.lock();
+        let op = call.op();
+        state.calls.push(call);
+        if state.unavailable {
+            return Err(EngineError::Unavailable(
+                "fake engine: connection refused".into(),
+            ));
+        }
+        if let Some(err) = state.failures.get_mut(&op).and_then(VecDeque::pop_front) {
+            return Err(err);
+        }
+        Ok(state)
+    }
+
+    fn container<'a>(
+        state: &'a mut State,
+        id_or_name: &str,
+    ) -> Result<&'a mut FakeContainer, EngineError> {
+        let key = state
+            .containers
+            .iter()
+            .find(|(id, c)| *id == id_or_name || c.details.name == id_or_name)
+            .map(|(id, _)| id.clone())
+            .ok_or_else(|| EngineError::NotFound(format!("No such container: {id_or_name}")))?;
+        state
+            .containers
+            .get_mut(&key)
+            .ok_or_else(|| EngineError::NotFound(format!("No such container: {id_or_name}")))
+    }
+}
