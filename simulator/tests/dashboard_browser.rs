@@ -22,8 +22,8 @@ use odac_agent::engine::{ContainerEngine, DockerEngine};
 use odac_protocol::AppSpec;
 use odac_simulator::catalog::DEMO_IMAGE;
 use odac_simulator::demo::{DEMO_SCRIPT, agent_binary};
-use odac_simulator::hub::Hub;
-use odac_simulator::views::AppView;
+use odac_simulator::state::hub::Hub;
+use odac_simulator::state::views::AppView;
 use serde::Deserialize;
 use serde_json::json;
 
@@ -429,7 +429,7 @@ fn dashboard_with_an_api_token_follows_the_event_stream() {
 
     let _agent = sim.agent(
         "agt_dash",
-        odac_simulator::inventories::profile(0, "dash-host"),
+        odac_simulator::fake_agent::inventories::profile(0, "dash-host"),
     );
     let t = Instant::now();
     sim.rt.block_on(d.wait_for(

@@ -14,8 +14,8 @@ use common::Sim;
 use odac_protocol::{
     AgentMessage, AppSpec, ControlMessage, LogsChunk, LogsEnd, LogsEndReason, LogsRequest,
 };
-use odac_simulator::agent_conn::{AgentConn, Incoming};
-use odac_simulator::inventories::profile;
+use odac_simulator::fake_agent::agent_conn::{AgentConn, Incoming};
+use odac_simulator::fake_agent::inventories::profile;
 
 fn odac_logs(sim: &Sim, args: &[&str]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_odac"))

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use common::{Sim, TOKEN};
 use odac_protocol::ControlMessage;
-use odac_simulator::agent_conn::{AgentConn, Incoming};
-use odac_simulator::inventories::profile;
+use odac_simulator::fake_agent::agent_conn::{AgentConn, Incoming};
+use odac_simulator::fake_agent::inventories::profile;
 
 const SECRET: &str = "ghp_SealedNeverShown0123456789";
 

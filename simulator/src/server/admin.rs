@@ -11,10 +11,10 @@ use odac_protocol::MAX_FRAME_BYTES;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::api_error::ApiError;
-use crate::body::{no_fields, parse_json, typed};
-use crate::faults::{FaultRequest, FaultView};
-use crate::hub::{Hub, SessionCmd};
+use crate::server::api_error::ApiError;
+use crate::server::body::{no_fields, parse_json, typed};
+use crate::state::faults::{FaultRequest, FaultView};
+use crate::state::hub::{Hub, SessionCmd};
 
 /// Answer of `POST /api/admin/faults`.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -11,10 +11,10 @@ use axum::response::{IntoResponse, Response};
 use odac_protocol::{AGENT_ID_HEADER, ErrorCode, ErrorMessage, Hello};
 use tokio::sync::mpsc;
 
-use crate::api_error::ApiError;
-use crate::hub::Hub;
-use crate::identity::Refusal;
-use crate::model::hash_secret;
+use crate::server::api_error::ApiError;
+use crate::state::hub::Hub;
+use crate::state::identity::Refusal;
+use crate::state::model::hash_secret;
 
 /// An upgrade that was refused.
 #[derive(Debug)]

@@ -9,7 +9,7 @@
 use axum::http::StatusCode;
 use odac_protocol::{ValidationError, validate_agent_id};
 
-use crate::model::{FleetData, hash_secret};
+use crate::state::model::{FleetData, hash_secret};
 
 /// Ids a static token may register unless `--hosts-per-token` says otherwise.
 pub const DEFAULT_HOSTS_PER_TOKEN: u32 = 1;
@@ -141,7 +141,7 @@ pub fn bind_enrolled(d: &mut FleetData, h: &str, id: &str) -> Result<(), Refusal
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::model::Secret;
+    use crate::state::model::Secret;
 
     fn enrolled(d: &mut FleetData, token: &str, id: Option<&str>) {
         d.enrolled_tokens.push(Secret {

@@ -28,8 +28,8 @@ use odac_protocol::{
 };
 use tokio::sync::{broadcast, mpsc};
 
-use crate::api_error::ApiError;
-use crate::hub::{ChangeKind, Hub, SessionCmd};
+use crate::server::api_error::ApiError;
+use crate::state::hub::{ChangeKind, Hub, SessionCmd};
 
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -70,7 +70,7 @@ pub async fn upgrade(
         return ApiError::new(StatusCode::UNAUTHORIZED, "missing or refused bearer token")
             .into_response();
     };
-    let caller = match crate::agent_auth::Caller::from_upgrade(&hub, token, &headers) {
+    let caller = match crate::server::agent_auth::Caller::from_upgrade(&hub, token, &headers) {
         Ok(c) => c,
         Err(refused) => return refused.into_response(),
     };
@@ -335,7 +335,7 @@ async fn read_hello(
     }
 }
 
-async fn session(hub: Arc<Hub>, socket: WebSocket, caller: crate::agent_auth::Caller) {
+async fn session(hub: Arc<Hub>, socket: WebSocket, caller: crate::server::agent_auth::Caller) {
     let (mut sink, mut stream) = socket.split();
     let (out, mut out_rx) = mpsc::unbounded_channel::<Message>();
     let faults_hub = Arc::clone(&hub);
@@ -383,7 +383,7 @@ async fn session(hub: Arc<Hub>, socket: WebSocket, caller: crate::agent_auth::Ca
     s.send_snapshot();
 
     let mut dropped = false;
-    let mut live = crate::liveness::Liveness::new(hub.heartbeat_secs);
+    let mut live = crate::server::liveness::Liveness::new(hub.heartbeat_secs);
     loop {
         tokio::select! {
             frame = stream.next() => match frame {
@@ -416,7 +416,7 @@ async fn session(hub: Arc<Hub>, socket: WebSocket, caller: crate::agent_auth::Ca
             () = tokio::time::sleep_until(live.deadline()) => {
                 tracing::warn!(%host, "agent missed its heartbeats; closing the session");
                 hub.record_dead_session(&host, live.window());
-                s.send(close(crate::liveness::CLOSE_CODE, crate::liveness::CLOSE_REASON));
+                s.send(close(crate::server::liveness::CLOSE_CODE, crate::server::liveness::CLOSE_REASON));
                 break;
             }
             cmd = cmd_rx.recv() => match cmd {

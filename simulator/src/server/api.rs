@@ -13,11 +13,11 @@ use odac_protocol::{AppSpec, GpuRequest};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::api_error::ApiError;
-use crate::body::{parse_json, typed};
 use crate::catalog;
-use crate::hub::Hub;
-use crate::views::{AppView, HostView};
+use crate::server::api_error::ApiError;
+use crate::server::body::{parse_json, typed};
+use crate::state::hub::Hub;
+use crate::state::views::{AppView, HostView};
 
 type ApiResult<T> = Result<T, ApiError>;
 
@@ -266,7 +266,7 @@ pub async fn list_catalog() -> Json<&'static [catalog::CatalogEntry]> {
 }
 
 /// `GET /api/events/log`: the latest events, oldest first.
-pub async fn event_log(State(hub): State<Arc<Hub>>) -> Json<Vec<crate::model::EventRecord>> {
+pub async fn event_log(State(hub): State<Arc<Hub>>) -> Json<Vec<crate::state::model::EventRecord>> {
     Json(hub.events())
 }
 

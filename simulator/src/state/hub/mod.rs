@@ -13,12 +13,12 @@ use odac_protocol::{AppSpec, AppStatus, EventLevel, GpuRequest, Hello, Inventory
 use serde::Serialize;
 use tokio::sync::{Notify, broadcast, mpsc};
 
-use crate::api_error::ApiError;
-use crate::faults::Faults;
-use crate::identity::{Credentials, Refusal};
-use crate::model::{FleetData, HostRecord, Secret, hash_secret};
-use crate::store::Store;
-use crate::views::{AppView, HostView, app_view, host_view};
+use crate::server::api_error::ApiError;
+use crate::state::faults::Faults;
+use crate::state::identity::{Credentials, Refusal};
+use crate::state::model::{FleetData, HostRecord, Secret, hash_secret};
+use crate::state::store::Store;
+use crate::state::views::{AppView, HostView, app_view, host_view};
 
 /// A change of one host's desired state, for its agent session.
 #[derive(Debug, Clone)]
@@ -79,18 +79,18 @@ pub struct Hub {
     /// Standing faults.
     pub faults: Faults,
     /// Report seqs already recorded, per agent.
-    pub dedup: crate::dedup::Dedup,
+    pub dedup: crate::state::dedup::Dedup,
     /// Heartbeat interval told to agents in `welcome`.
     pub heartbeat_secs: u32,
     changes: broadcast::Sender<DesiredChange>,
     events: broadcast::Sender<FleetEvent>,
     closing: tokio::sync::watch::Sender<bool>,
     /// Open live-log viewers.
-    pub logs: crate::logs::LogViewers,
+    pub logs: crate::server::logs::LogViewers,
     /// Live GPU figures and their last hour, per host (`gpu_stats` reports).
-    pub gpu_history: crate::gpu_history::GpuHistory,
+    pub gpu_history: crate::state::gpu_history::GpuHistory,
     /// Registry logins, in memory only, sent with the apps that need them.
-    pub registries: crate::registries::Registries,
+    pub registries: crate::state::registries::Registries,
     /// The mirror the catalog's images are pulled from (`--catalog-registry`).
     pub catalog_registry: std::sync::OnceLock<String>,
 }
@@ -117,14 +117,14 @@ impl Hub {
             credentials,
             api_token,
             faults: Faults::default(),
-            dedup: crate::dedup::Dedup::default(),
+            dedup: crate::state::dedup::Dedup::default(),
             heartbeat_secs,
             changes: broadcast::channel(1024).0,
             events: broadcast::channel(1024).0,
             closing: tokio::sync::watch::channel(false).0,
-            logs: crate::logs::LogViewers::default(),
-            gpu_history: crate::gpu_history::GpuHistory::default(),
-            registries: crate::registries::Registries::default(),
+            logs: crate::server::logs::LogViewers::default(),
+            gpu_history: crate::state::gpu_history::GpuHistory::default(),
+            registries: crate::state::registries::Registries::default(),
             catalog_registry: std::sync::OnceLock::new(),
         })
     }
@@ -289,9 +289,9 @@ impl Hub {
                 None,
                 format!(
                     "host {host} missed {} heartbeats (no frame for {} s): session closed with {}",
-                    crate::liveness::MISSED_HEARTBEATS,
+                    crate::server::liveness::MISSED_HEARTBEATS,
                     silent.as_secs(),
-                    crate::liveness::CLOSE_CODE
+                    crate::server::liveness::CLOSE_CODE
                 ),
             );
         });
@@ -536,7 +536,7 @@ impl Hub {
     }
 
     /// The latest events, oldest first.
-    pub fn events(&self) -> Vec<crate::model::EventRecord> {
+    pub fn events(&self) -> Vec<crate::state::model::EventRecord> {
         self.read(|d| d.events.iter().cloned().collect())
     }
 
@@ -584,7 +584,7 @@ impl Hub {
             let now = crate::clock::now_ms();
             d.apps.insert(
                 name.clone(),
-                crate::model::AppRecord {
+                crate::state::model::AppRecord {
                     host: host_id.clone(),
                     spec: spec.clone(),
                     created_ms: now,
@@ -767,7 +767,7 @@ impl Hub {
             let token = format!("odac_{}", uuid::Uuid::new_v4().simple());
             let sha256 = hash_secret(&token);
             if let Some(id) = agent_id {
-                crate::identity::bind_enrolled(d, &sha256, id)?;
+                crate::state::identity::bind_enrolled(d, &sha256, id)?;
             }
             d.enroll_codes.remove(pos);
             d.enrolled_tokens.push(Secret {

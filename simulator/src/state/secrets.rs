@@ -53,7 +53,11 @@ impl Sealer {
                 SystemRandom::new()
                     .fill(&mut key)
                     .map_err(|_| SimError::Tls("no randomness for the secrets key".into()))?;
-                crate::tls::write_file(&path, format!("{}\n", hex::encode(key)).as_bytes(), 0o600)?;
+                crate::server::tls::write_file(
+                    &path,
+                    format!("{}\n", hex::encode(key)).as_bytes(),
+                    0o600,
+                )?;
                 key.to_vec()
             }
             Err(e) => return Err(SimError::io("read", &path, e)),

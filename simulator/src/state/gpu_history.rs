@@ -15,8 +15,8 @@ use axum::extract::{Path, State};
 use odac_protocol::{AppGpuUsage, AppGpus, GpuSample, GpuStats};
 use serde::{Deserialize, Serialize};
 
-use crate::api_error::ApiError;
-use crate::hub::Hub;
+use crate::server::api_error::ApiError;
+use crate::state::hub::Hub;
 
 /// How long points are kept, ms.
 pub const WINDOW_MS: u64 = 3_600_000;

@@ -7,8 +7,8 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::SimError;
-use crate::model::FleetData;
-use crate::secrets::Sealer;
+use crate::state::model::FleetData;
+use crate::state::secrets::Sealer;
 
 /// File name of the fleet state in the state dir.
 pub const FLEET_FILE: &str = "fleet.json";
@@ -105,7 +105,7 @@ impl Store {
             path: self.path.clone(),
             message: e.to_string(),
         })?;
-        crate::tls::write_file(&self.path, &json, 0o600)
+        crate::server::tls::write_file(&self.path, &json, 0o600)
     }
 }
 
@@ -123,7 +123,7 @@ mod tests {
         let mut data = FleetData::default();
         data.apps.insert(
             "web".into(),
-            crate::model::AppRecord {
+            crate::state::model::AppRecord {
                 host: "h1".into(),
                 spec: AppSpec::new("web", "busybox"),
                 created_ms: 1,
@@ -151,10 +151,10 @@ mod tests {
         });
         data.apps.insert(
             "private".into(),
-            crate::model::AppRecord {
+            crate::state::model::AppRecord {
                 host: "h1".into(),
                 spec,
-                ..crate::model::AppRecord::default()
+                ..crate::state::model::AppRecord::default()
             },
         );
         store.save(&data).unwrap();
@@ -163,7 +163,7 @@ mod tests {
         assert!(text.contains("\"sealed_secret\": \"v1:"), "{text}");
         assert_eq!(store.load().unwrap(), data);
         // another key cannot open it: the secret is dropped and the app named in an event
-        std::fs::remove_file(dir.path().join(crate::secrets::KEY_FILE)).unwrap();
+        std::fs::remove_file(dir.path().join(crate::state::secrets::KEY_FILE)).unwrap();
         let other = Store::open(dir.path()).unwrap();
         let loaded = other.load().unwrap();
         let source = loaded.apps["private"].spec.source.clone().unwrap();

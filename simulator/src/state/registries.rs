@@ -16,9 +16,9 @@ use axum::response::{IntoResponse, Response};
 use odac_protocol::{AppSpec, RegistryAuth, registry_host};
 use serde::{Deserialize, Serialize};
 
-use crate::api_error::ApiError;
-use crate::body::{parse_json, typed};
-use crate::hub::Hub;
+use crate::server::api_error::ApiError;
+use crate::server::body::{parse_json, typed};
+use crate::state::hub::Hub;
 
 /// What the API shows of a login: never the password.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
