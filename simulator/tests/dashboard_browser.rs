@@ -251,6 +251,7 @@ async fn run(sim: &Sim, browser_bin: &Path, driver_bin: &Path, agent_bin: &Path)
             ..AppSpec::default()
         },
     )
+    .await
     .unwrap();
     let first = wait_api(&hub, "the app running", 60, |a| {
         a.state == "running" && container(a).is_some()
@@ -375,7 +376,7 @@ async fn run(sim: &Sim, browser_bin: &Path, driver_bin: &Path, agent_bin: &Path)
     d.close().await;
 
     // clean up through the agent, then stop it (its drop removes anything left by label)
-    hub.delete_app(APP).unwrap();
+    hub.delete_app(APP).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     while !engine
         .list_by_label(&agent.label())

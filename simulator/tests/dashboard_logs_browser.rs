@@ -78,16 +78,15 @@ fn dashboard_logs_panel_follows_and_cancels() {
         "agt_logs",
         odac_simulator::fake_agent::inventories::profile(1, "logs-host"),
     );
-    sim.server()
-        .hub
-        .create_app(
+    sim.rt
+        .block_on(sim.server().hub.create_app(
             Some("agt_logs"),
             AppSpec {
                 name: APP.to_owned(),
                 image: Some("busybox".to_owned()),
                 ..AppSpec::default()
             },
-        )
+        ))
         .unwrap();
     let failure_png = browser::target_dir().join("dashboard-logs-failure.png");
     sim.rt.block_on(async {

@@ -46,16 +46,15 @@ fn send(sim: &Sim, c: &mut AgentConn, msg: AgentMessage) {
 
 fn setup(sim: &Sim, id: &str, app: &str) -> AgentConn {
     let c = sim.agent(id, profile(1, id));
-    sim.server()
-        .hub
-        .create_app(
+    sim.rt
+        .block_on(sim.server().hub.create_app(
             Some(id),
             AppSpec {
                 name: app.to_owned(),
                 image: Some("busybox".to_owned()),
                 ..AppSpec::default()
             },
-        )
+        ))
         .unwrap();
     c
 }

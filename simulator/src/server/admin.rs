@@ -117,6 +117,7 @@ pub async fn enroll(
     }
     let token = hub
         .redeem(code, req.agent_id.as_deref())
+        .await
         .map_err(|r| ApiError {
             status: StatusCode::CONFLICT,
             error: r.to_string(),
@@ -137,7 +138,7 @@ pub async fn new_enroll_code(
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     no_fields(&body)?;
     let code = format!("enr_{}", uuid::Uuid::new_v4().simple());
-    hub.add_enroll_code(&code);
+    hub.add_enroll_code(&code).await;
     Ok((
         StatusCode::CREATED,
         Json(serde_json::json!({ "code": code })),

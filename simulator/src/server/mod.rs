@@ -250,7 +250,7 @@ impl Server {
             cfg.heartbeat_secs,
         );
         for code in &cfg.enroll_codes {
-            hub.add_enroll_code(code);
+            hub.add_enroll_code(code).await;
         }
         if let Some(mirror) = &cfg.catalog_registry {
             let _ = hub.catalog_registry.set(mirror.clone());

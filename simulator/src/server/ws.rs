@@ -70,7 +70,8 @@ pub async fn upgrade(
         return ApiError::new(StatusCode::UNAUTHORIZED, "missing or refused bearer token")
             .into_response();
     };
-    let caller = match crate::server::agent_auth::Caller::from_upgrade(&hub, token, &headers) {
+    let caller = match crate::server::agent_auth::Caller::from_upgrade(&hub, token, &headers).await
+    {
         Ok(c) => c,
         Err(refused) => return refused.into_response(),
     };
@@ -353,7 +354,7 @@ async fn session(hub: Arc<Hub>, socket: WebSocket, caller: crate::server::agent_
     });
 
     let hello = match read_hello(&mut stream, &out).await {
-        Some(h) => caller.check_hello(&hub, h, &out),
+        Some(h) => caller.check_hello(&hub, h, &out).await,
         None => None,
     };
     let Some(hello) = hello else {

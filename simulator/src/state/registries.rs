@@ -90,7 +90,7 @@ pub async fn login(State(hub): State<Arc<Hub>>, body: Bytes) -> Response {
     })();
     match result {
         Ok(view) => {
-            hub.resend_registry_apps(&view.host);
+            hub.resend_registry_apps(&view.host).await;
             (StatusCode::CREATED, Json(view)).into_response()
         }
         Err(e) => e.into_response(),
@@ -112,7 +112,7 @@ pub async fn logout(State(hub): State<Arc<Hub>>, Path(host): Path<String>) -> Re
         }
         .into_response();
     }
-    hub.resend_registry_apps(&host);
+    hub.resend_registry_apps(&host).await;
     StatusCode::NO_CONTENT.into_response()
 }
 

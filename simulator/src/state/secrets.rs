@@ -1,8 +1,9 @@
-//! Git secrets at rest. `fleet.json` never holds an app's `source.secret` in clear: on save it
-//! is sealed with ChaCha20-Poly1305 (ring) under a key kept apart in `DIR/secrets.key` (32
-//! random bytes, hex, mode 0600, created at first start), with a fresh nonce per seal and the
+//! Git secrets at rest. No state file (`fleet.json`, `apps/`) holds an app's `source.secret`
+//! in clear: on save it is sealed with ChaCha20-Poly1305 (ring) under a key kept apart in
+//! `DIR/secrets.key` (32 random bytes, hex, mode 0600, created at first start), with a fresh
+//! nonce per seal and the
 //! app's name as associated data, so a sealed secret cannot be moved to another app. A copy of
-//! `fleet.json` (a backup, a bug report) therefore reveals no secret; the agents still receive
+//! the state dir (a backup, a bug report) therefore reveals no secret; the agents still receive
 //! the secret in their desired state, and the REST API never returns it.
 
 use std::path::{Path, PathBuf};

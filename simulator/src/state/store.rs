@@ -1,59 +1,145 @@
-//! Persistence of the fleet in the state dir: `DIR/fleet.json`, written atomically (temp file,
-//! fsync, rename) so a killed simulator never leaves half a file. Desired-state changes are
-//! written at once; frequent reports (status, inventory, events) are written by a debounced
-//! background writer. Git secrets are sealed on the way out and opened on the way in
-//! (`secrets.rs`): the file never holds one in clear.
+//! Persistence of the fleet in the state dir, one file per host (`DIR/hosts/`) and per app
+//! (`DIR/apps/`) beside `DIR/fleet.json` (everything else: events, enrollment secrets,
+//! bindings, counters), so a change rewrites only what it touched. Every file is replaced
+//! atomically (`odac_agent::atomic_file`) so a killed simulator never leaves half a file. A
+//! `fleet.json` of the older single-file layout (hosts and apps inside) still loads; the hub
+//! then writes it whole in the new layout. Git secrets are sealed on the way out and opened on
+//! the way in (`secrets.rs`): no file ever holds one in clear.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
 use crate::error::SimError;
-use crate::state::model::FleetData;
+use crate::state::model::{AppRecord, FleetData, HostRecord};
 use crate::state::secrets::Sealer;
 
-/// File name of the fleet state in the state dir.
+/// File name of the fleet state (all but hosts and apps) in the state dir.
 pub const FLEET_FILE: &str = "fleet.json";
 
-/// The fleet file of one state dir.
+/// Folder of the state dir holding one file per host.
+pub const HOSTS_DIR: &str = "hosts";
+
+/// Folder of the state dir holding one file per app.
+pub const APPS_DIR: &str = "apps";
+
+/// Version of the layout written; `fleet.json` files with a lower one hold hosts and apps.
+pub const FORMAT_VERSION: u32 = 2;
+
+/// What a save writes: the part outside hosts and apps when it changed, and the hosts and
+/// apps that changed (`None`: it is gone, its file is removed).
+#[derive(Debug, Default)]
+pub struct Changes {
+    /// Everything but hosts and apps (those maps empty), when it changed.
+    pub rest: Option<FleetData>,
+    /// Changed hosts by id.
+    pub hosts: Vec<(String, Option<HostRecord>)>,
+    /// Changed apps by name.
+    pub apps: Vec<(String, Option<AppRecord>)>,
+}
+
+impl Changes {
+    /// All of `data`.
+    pub fn everything(data: &FleetData) -> Self {
+        Self {
+            rest: Some(data.without_hosts_and_apps()),
+            hosts: (data.hosts.iter())
+                .map(|(k, v)| (k.clone(), Some(v.clone())))
+                .collect(),
+            apps: (data.apps.iter())
+                .map(|(k, v)| (k.clone(), Some(v.clone())))
+                .collect(),
+        }
+    }
+}
+
+/// A host or app file: its key (host id, app name) and record.
+#[derive(Serialize)]
+struct KeyedRef<'a, T> {
+    key: &'a str,
+    value: &'a T,
+}
+
+#[derive(Deserialize)]
+struct Keyed<T> {
+    key: String,
+    value: T,
+}
+
+/// The fleet files of one state dir.
 #[derive(Debug, Clone)]
 pub struct Store {
+    dir: PathBuf,
     path: PathBuf,
     sealer: Sealer,
+}
+
+/// The file name of `key`: the key itself when it is a plain name, else `_` and its hex.
+fn file_name(key: &str) -> String {
+    let plain = key.len() <= 128
+        && key.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if plain {
+        format!("{key}.json")
+    } else {
+        format!("_{}.json", hex::encode(key))
+    }
+}
+
+fn parse_error(path: &Path, e: &serde_json::Error) -> SimError {
+    SimError::Parse {
+        path: path.to_owned(),
+        message: e.to_string(),
+    }
 }
 
 impl Store {
     /// The store in `dir` (created if missing).
     pub fn open(dir: &Path) -> Result<Self, SimError> {
-        std::fs::create_dir_all(dir).map_err(|e| SimError::io("create", dir, e))?;
+        for sub in [dir.to_owned(), dir.join(HOSTS_DIR), dir.join(APPS_DIR)] {
+            std::fs::create_dir_all(&sub).map_err(|e| SimError::io("create", &sub, e))?;
+        }
         Ok(Self {
+            dir: dir.to_owned(),
             path: dir.join(FLEET_FILE),
             sealer: Sealer::load_or_create(dir)?,
         })
     }
 
-    /// The file's path.
+    /// The path of `fleet.json`.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// Loads the fleet; a missing file is an empty fleet. A sealed secret that does not open
+    /// The file that holds host `id`.
+    pub fn host_path(&self, id: &str) -> PathBuf {
+        self.dir.join(HOSTS_DIR).join(file_name(id))
+    }
+
+    /// The file that holds app `name`.
+    pub fn app_path(&self, name: &str) -> PathBuf {
+        self.dir.join(APPS_DIR).join(file_name(name))
+    }
+
+    /// Loads the fleet; missing files are an empty fleet. A sealed secret that does not open
     /// (the key file was replaced) is dropped with an error event naming the app.
     pub fn load(&self) -> Result<FleetData, SimError> {
-        match std::fs::read(&self.path) {
-            Ok(bytes) => {
-                let mut data: FleetData =
-                    serde_json::from_slice(&bytes).map_err(|e| SimError::Parse {
-                        path: self.path.clone(),
-                        message: e.to_string(),
-                    })?;
-                self.unseal(&mut data);
-                Ok(data)
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(FleetData {
-                version: 1,
+        let mut data = match std::fs::read(&self.path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| parse_error(&self.path, &e))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => FleetData {
+                version: FORMAT_VERSION,
                 ..FleetData::default()
-            }),
-            Err(e) => Err(SimError::io("read", &self.path, e)),
-        }
+            },
+            Err(e) => return Err(SimError::io("read", &self.path, e)),
+        };
+        load_dir(&self.dir.join(HOSTS_DIR), &mut data.hosts)?;
+        load_dir(&self.dir.join(APPS_DIR), &mut data.apps)?;
+        self.unseal(&mut data);
+        Ok(data)
     }
 
     fn unseal(&self, data: &mut FleetData) {
@@ -86,99 +172,82 @@ impl Store {
         }
     }
 
-    /// `data` as written: every git secret moved out of its spec and sealed.
-    fn sealed(&self, data: &FleetData) -> Result<FleetData, SimError> {
-        let mut out = data.clone();
-        for (name, app) in &mut out.apps {
-            app.sealed_secret = None;
-            if let Some(secret) = app.spec.source.as_mut().and_then(|s| s.secret.take()) {
-                app.sealed_secret = Some(self.sealer.seal(name, secret.expose())?);
-            }
+    /// `app` as written: its git secret moved out of the spec and sealed.
+    fn sealed(&self, name: &str, app: &AppRecord) -> Result<AppRecord, SimError> {
+        let mut out = app.clone();
+        out.sealed_secret = None;
+        if let Some(secret) = out.spec.source.as_mut().and_then(|s| s.secret.take()) {
+            out.sealed_secret = Some(self.sealer.seal(name, secret.expose())?);
         }
         Ok(out)
     }
 
-    /// Writes the fleet atomically, git secrets sealed.
-    pub fn save(&self, data: &FleetData) -> Result<(), SimError> {
-        let data = &self.sealed(data)?;
-        let json = serde_json::to_vec_pretty(data).map_err(|e| SimError::Parse {
-            path: self.path.clone(),
-            message: e.to_string(),
-        })?;
-        crate::server::tls::write_file(&self.path, &json, 0o600)
+    /// Writes `changes`: hosts first, then apps, then `fleet.json`, each file atomically, git
+    /// secrets sealed. (A crash between files leaves a host at a newer generation than its
+    /// apps, which an agent takes as a resend; never apps ahead of their host.)
+    pub fn save(&self, changes: &Changes) -> Result<(), SimError> {
+        for (id, host) in &changes.hosts {
+            put(&self.host_path(id), id, host.as_ref())?;
+        }
+        for (name, app) in &changes.apps {
+            let sealed = app.as_ref().map(|a| self.sealed(name, a)).transpose()?;
+            put(&self.app_path(name), name, sealed.as_ref())?;
+        }
+        if let Some(rest) = &changes.rest {
+            let mut rest = rest.clone();
+            rest.version = FORMAT_VERSION;
+            let json = serde_json::to_vec_pretty(&rest).map_err(|e| parse_error(&self.path, &e))?;
+            crate::server::tls::write_file(&self.path, &json, 0o600)?;
+        }
+        Ok(())
     }
+
+    /// Writes all of `data`.
+    pub fn save_all(&self, data: &FleetData) -> Result<(), SimError> {
+        self.save(&Changes::everything(data))
+    }
+}
+
+/// Writes `value` under `key` to `path`, or removes the file when `value` is `None`.
+fn put<T: Serialize>(path: &Path, key: &str, value: Option<&T>) -> Result<(), SimError> {
+    match value {
+        Some(value) => {
+            let json = serde_json::to_vec_pretty(&KeyedRef { key, value })
+                .map_err(|e| parse_error(path, &e))?;
+            crate::server::tls::write_file(path, &json, 0o600)
+        }
+        None => match std::fs::remove_file(path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(SimError::io("remove", path, e))
+            }
+            _ => Ok(()),
+        },
+    }
+}
+
+/// Adds every `*.json` record file of `dir` to `into` (a missing dir adds nothing).
+fn load_dir<T: DeserializeOwned>(
+    dir: &Path,
+    into: &mut BTreeMap<String, T>,
+) -> Result<(), SimError> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(SimError::io("read", dir, e)),
+    };
+    for entry in entries {
+        let path = entry.map_err(|e| SimError::io("read", dir, e))?.path();
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        if !name.is_some_and(|n| n.ends_with(".json") && !n.starts_with('.')) {
+            continue;
+        }
+        let bytes = std::fs::read(&path).map_err(|e| SimError::io("read", &path, e))?;
+        let record: Keyed<T> =
+            serde_json::from_slice(&bytes).map_err(|e| parse_error(&path, &e))?;
+        into.insert(record.key, record.value);
+    }
+    Ok(())
 }
 
 #[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-    use odac_protocol::{AppSpec, EventLevel};
-
-    #[test]
-    fn round_trips_and_missing_is_empty() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        assert!(store.load().unwrap().apps.is_empty());
-        let mut data = FleetData::default();
-        data.apps.insert(
-            "web".into(),
-            crate::state::model::AppRecord {
-                host: "h1".into(),
-                spec: AppSpec::new("web", "busybox"),
-                created_ms: 1,
-                updated_ms: 2,
-                last_restart_request: None,
-                sealed_secret: None,
-            },
-        );
-        data.push_event(
-            EventLevel::Info,
-            "control_plane",
-            None,
-            Some("web"),
-            "created",
-        );
-        store.save(&data).unwrap();
-        assert_eq!(store.load().unwrap(), data);
-        // a git secret is sealed in the file and back in the spec after loading
-        let mut spec = AppSpec::new("private", "busybox");
-        spec.image = None;
-        spec.source = Some(odac_protocol::GitSource {
-            url: "https://git.example/o/r.git".into(),
-            secret: Some(odac_protocol::GitSecret::new("ghp_in_clear_never")),
-            ..odac_protocol::GitSource::default()
-        });
-        data.apps.insert(
-            "private".into(),
-            crate::state::model::AppRecord {
-                host: "h1".into(),
-                spec,
-                ..crate::state::model::AppRecord::default()
-            },
-        );
-        store.save(&data).unwrap();
-        let text = std::fs::read_to_string(store.path()).unwrap();
-        assert!(!text.contains("ghp_in_clear_never"), "{text}");
-        assert!(text.contains("\"sealed_secret\": \"v1:"), "{text}");
-        assert_eq!(store.load().unwrap(), data);
-        // another key cannot open it: the secret is dropped and the app named in an event
-        std::fs::remove_file(dir.path().join(crate::state::secrets::KEY_FILE)).unwrap();
-        let other = Store::open(dir.path()).unwrap();
-        let loaded = other.load().unwrap();
-        let source = loaded.apps["private"].spec.source.clone().unwrap();
-        assert_eq!(source.secret, None);
-        assert!(
-            loaded
-                .events
-                .iter()
-                .any(|e| e.app.as_deref() == Some("private")
-                    && e.message.contains("could not be unsealed")),
-            "{:?}",
-            loaded.events
-        );
-        std::fs::write(store.path(), b"{broken").unwrap();
-        let err = store.load().unwrap_err().to_string();
-        assert!(err.contains("fleet.json"), "{err}");
-    }
-}
+mod tests;
