@@ -4,7 +4,7 @@
 //!
 //! This folder is the server side: the TLS listener and HTTP loop ([`listener`],
 //! [`http_serve`], [`tls`], [`http_errors`]), the agents' WebSocket ([`ws`], [`agent_auth`],
-//! [`liveness`]), the REST API ([`api`], [`admin`], [`body`], [`api_error`], [`sse`],
+//! [`ws_frames`], [`liveness`]), the REST API ([`api`], [`admin`], [`body`], [`api_error`], [`sse`],
 //! [`logs`], [`reasons`]) and the dashboard ([`dashboard`]). It reads and changes the fleet
 //! only through `crate::state`.
 
@@ -23,6 +23,7 @@ pub mod reasons;
 pub mod sse;
 pub mod tls;
 pub mod ws;
+pub mod ws_frames;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
@@ -333,7 +334,7 @@ impl Server {
             self.serve.abort();
         }
         self.writer.abort();
-        self.hub.persist_now();
+        self.hub.flush().await;
     }
 
     /// Stops like a crash: connections dropped without close frames, nothing more saved.

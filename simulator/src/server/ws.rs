@@ -17,18 +17,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::State;
-use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::{SinkExt, StreamExt};
 use odac_protocol::{
     Ack, AgentMessage, AppDelete, AppUpsert, ControlMessage, DecodeError, DesiredStateMessage,
-    ErrorCode, ErrorMessage, MAX_FRAME_BYTES, PROTOCOL_VERSION, SUBPROTOCOL, Welcome, decode_agent,
-    encode,
+    ErrorCode, MAX_FRAME_BYTES, PROTOCOL_VERSION, SUBPROTOCOL, Welcome, decode_agent,
 };
 use tokio::sync::{broadcast, mpsc};
 
 use crate::server::api_error::ApiError;
+use crate::server::ws_frames::{
+    close, decode_error_frame, error_frame, is_oversize, non_text, text, too_large_frame,
+};
 use crate::state::hub::{ChangeKind, Hub, SessionCmd};
 
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -92,73 +94,6 @@ pub async fn upgrade(
         .max_message_size(WS_LIMIT)
         .max_frame_size(WS_LIMIT)
         .on_upgrade(move |socket| session(hub, socket, caller))
-}
-
-fn text(msg: &ControlMessage) -> Message {
-    Message::Text(encode(msg).into())
-}
-
-fn error_frame(code: ErrorCode, message: String, ref_seq: Option<u64>) -> Message {
-    text(&ControlMessage::Error(ErrorMessage::new(
-        code, message, ref_seq,
-    )))
-}
-
-fn close(code: u16, reason: &str) -> Message {
-    Message::Close(Some(CloseFrame {
-        code,
-        reason: reason.to_owned().into(),
-    }))
-}
-
-/// The `seq` of a frame that failed decoding, when it can be read.
-fn frame_seq(frame: &[u8]) -> Option<u64> {
-    if frame.len() > MAX_FRAME_BYTES {
-        return None;
-    }
-    serde_json::from_slice::<serde_json::Value>(frame)
-        .ok()?
-        .get("seq")?
-        .as_u64()
-}
-
-fn decode_error_frame(e: &DecodeError, frame: &[u8]) -> Message {
-    let message = match e {
-        DecodeError::Invalid(v) => v.to_string(),
-        other => other.to_string(),
-    };
-    error_frame(e.code(), message, frame_seq(frame))
-}
-
-/// `error too_large` for a frame of `size` bytes (when known).
-fn too_large_frame(size: Option<usize>) -> Message {
-    let size = size.map_or_else(|| "a frame".to_owned(), |n| format!("a frame of {n} bytes"));
-    error_frame(
-        ErrorCode::TooLarge,
-        format!("{size} exceeds the limit of {MAX_FRAME_BYTES} bytes"),
-        None,
-    )
-}
-
-/// Whether a read error is the WebSocket layer refusing an oversize frame or message.
-fn is_oversize(e: &axum::Error) -> bool {
-    e.to_string().contains("Space limit exceeded")
-}
-
-/// What a session does with a frame that is not text: an oversize one is refused with
-/// `too_large` and close 1009, any other with `malformed` (the session goes on).
-fn non_text(out: &mpsc::UnboundedSender<Message>, len: usize) -> bool {
-    if len > MAX_FRAME_BYTES {
-        let _ = out.send(too_large_frame(Some(len)));
-        let _ = out.send(close(1009, "frame too large"));
-        return false;
-    }
-    let _ = out.send(error_frame(
-        ErrorCode::Malformed,
-        "binary frames are not supported".to_owned(),
-        None,
-    ));
-    true
 }
 
 struct Session {

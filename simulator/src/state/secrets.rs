@@ -1,10 +1,10 @@
 //! Git secrets at rest. No state file (`fleet.json`, `apps/`) holds an app's `source.secret`
 //! in clear: on save it is sealed with ChaCha20-Poly1305 (ring) under a key kept apart in
 //! `DIR/secrets.key` (32 random bytes, hex, mode 0600, created at first start), with a fresh
-//! nonce per seal and the
-//! app's name as associated data, so a sealed secret cannot be moved to another app. A copy of
-//! the state dir (a backup, a bug report) therefore reveals no secret; the agents still receive
-//! the secret in their desired state, and the REST API never returns it.
+//! nonce per seal and the app's name as associated data, so a sealed secret cannot be moved
+//! to another app. A copy of the state dir (a backup, a bug report) therefore reveals no
+//! secret; the agents still receive the secret in their desired state, and the REST API never
+//! returns it.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
