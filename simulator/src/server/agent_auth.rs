@@ -30,7 +30,12 @@ impl IntoResponse for Refused {
 
 impl From<Refusal> for Refused {
     fn from(r: Refusal) -> Self {
-        let status = r.status();
+        // 401 unknown token, 400 bad id, 403 otherwise
+        let status = match &r {
+            Refusal::UnknownToken => StatusCode::UNAUTHORIZED,
+            Refusal::BadId(_) => StatusCode::BAD_REQUEST,
+            _ => StatusCode::FORBIDDEN,
+        };
         let field = (status != StatusCode::UNAUTHORIZED).then(|| AGENT_ID_HEADER.to_owned());
         Refused(ApiError {
             status,

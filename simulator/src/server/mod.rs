@@ -5,7 +5,7 @@
 //! This folder is the server side: the TLS listener and HTTP loop ([`listener`],
 //! [`http_serve`], [`tls`], [`http_errors`]), the agents' WebSocket ([`ws`], [`agent_auth`],
 //! [`ws_frames`], [`liveness`]), the REST API ([`api`], [`admin`], [`body`], [`api_error`], [`sse`],
-//! [`logs`], [`reasons`]) and the dashboard ([`dashboard`]). It reads and changes the fleet
+//! [`logs`], [`reasons`], [`registries`], [`gpu_stats`]) and the dashboard ([`dashboard`]). It reads and changes the fleet
 //! only through `crate::state`.
 
 pub mod admin;
@@ -14,12 +14,14 @@ pub mod api;
 pub mod api_error;
 pub mod body;
 pub mod dashboard;
+pub mod gpu_stats;
 pub mod http_errors;
 pub mod http_serve;
 pub mod listener;
 pub mod liveness;
 pub mod logs;
 pub mod reasons;
+pub mod registries;
 pub mod sse;
 pub mod tls;
 pub mod ws;
@@ -162,14 +164,8 @@ pub fn router(hub: Arc<Hub>) -> Router {
     let guarded = Router::new()
         .route("/api/hosts", get(api::list_hosts))
         .route("/api/hosts/{id}", get(api::get_host))
-        .route(
-            "/api/hosts/{id}/gpu-stats",
-            get(crate::state::gpu_history::get_gpu_stats),
-        )
-        .route(
-            "/api/gpu-stats",
-            get(crate::state::gpu_history::list_gpu_stats),
-        )
+        .route("/api/hosts/{id}/gpu-stats", get(gpu_stats::get_gpu_stats))
+        .route("/api/gpu-stats", get(gpu_stats::list_gpu_stats))
         .route("/api/apps", get(api::list_apps).post(api::create_app))
         .route(
             "/api/apps/{name}",
@@ -183,11 +179,11 @@ pub fn router(hub: Arc<Hub>) -> Router {
         .route("/api/catalog", get(api::list_catalog))
         .route(
             "/api/registries",
-            get(crate::state::registries::list).post(crate::state::registries::login),
+            get(registries::list).post(registries::login),
         )
         .route(
             "/api/registries/{host}",
-            axum::routing::delete(crate::state::registries::logout),
+            axum::routing::delete(registries::logout),
         )
         .route("/api/reasons", get(crate::server::reasons::list_reasons))
         .route("/api/enroll/codes", post(admin::new_enroll_code))
