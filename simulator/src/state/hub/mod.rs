@@ -3,9 +3,9 @@
 //! channels: desired-state changes (to agent sessions) and fleet events (to SSE clients).
 //! Every REST mutation goes through here, is saved and fanned out.
 //!
-//! The methods are split by concern: [`sessions`] (live agent sessions), [`reports`] (what
-//! agents report), [`queries`] (views for the API), [`mutations`] (desired-state changes),
-//! [`enrollment`] (codes and tokens) and [`persist`] (saving only what changed, off the
+//! The methods are split by concern: `sessions.rs` (live agent sessions), `reports.rs` (what
+//! agents report), `queries.rs` (views for the API), `mutations.rs` (desired-state changes),
+//! `enrollment.rs` (codes and tokens) and `persist.rs` (saving only what changed, off the
 //! runtime worker). A refused change is a [`HubError`]; the hub knows nothing of HTTP.
 
 mod enrollment;
