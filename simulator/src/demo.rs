@@ -246,6 +246,7 @@ pub async fn run(listen: &str, state: &Path, keep: bool) -> anyhow::Result<()> {
     let host = hub.connected_hosts().remove(0);
     if hub.app(DEMO_APP).is_none() {
         hub.create_app(Some(&host), demo_spec())
+            .await
             .map_err(|e| anyhow::anyhow!("cannot create the sample app: {e}"))?;
     }
     wait_until(60, || {
@@ -286,7 +287,7 @@ pub async fn run(listen: &str, state: &Path, keep: bool) -> anyhow::Result<()> {
 
     wait_for_signal().await;
     say!("stopping…");
-    if !keep && hub.app(DEMO_APP).is_some() && hub.delete_app(DEMO_APP).is_ok() {
+    if !keep && hub.app(DEMO_APP).is_some() && hub.delete_app(DEMO_APP).await.is_ok() {
         // the agent acks the delete, then removes the container on its next reconcile
         let label = format!("{}={DEMO_INSTANCE}", labels::INSTANCE);
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);

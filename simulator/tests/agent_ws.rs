@@ -11,8 +11,8 @@ use common::{Sim, TOKEN};
 use odac_protocol::{
     AgentMessage, AppStatusReport, ControlMessage, ErrorCode, Event, EventLevel, MAX_FRAME_BYTES,
 };
-use odac_simulator::agent_conn::{AgentConn, ConnError, Incoming};
-use odac_simulator::inventories::profile;
+use odac_simulator::fake_agent::agent_conn::{AgentConn, ConnError, Incoming};
+use odac_simulator::fake_agent::inventories::profile;
 use odac_simulator::sim_agent::status_for;
 
 fn next(sim: &Sim, c: &mut AgentConn) -> Incoming {
@@ -41,7 +41,7 @@ fn wrong_token_and_missing_subprotocol_are_refused() {
     assert!(matches!(err, ConnError::Http { status: 401, .. }), "{err}");
 
     // a plain WebSocket client that offers no subprotocol
-    let tls = odac_simulator::tls::client_config(ca.as_bytes()).unwrap();
+    let tls = odac_simulator::server::tls::client_config(ca.as_bytes()).unwrap();
     let status = sim.rt.block_on(async {
         use tokio_tungstenite::tungstenite::client::IntoClientRequest;
         let mut req = url.as_str().into_client_request().unwrap();

@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::time::Duration;
 
 use common::Sim;
-use odac_simulator::inventories::profile;
+use odac_simulator::fake_agent::inventories::profile;
 use serde_json::{Value, json};
 
 #[test]
@@ -158,10 +158,10 @@ fn gpu_restart_and_delete_reach_the_agent() {
         Some(r#"{"name":"web","image":"busybox"}"#),
     );
     assert_eq!(s, 201);
-    let next = |agent: &mut odac_simulator::agent_conn::AgentConn| {
+    let next = |agent: &mut odac_simulator::fake_agent::agent_conn::AgentConn| {
         sim.rt.block_on(async {
             match agent.recv_timeout(Duration::from_secs(5)).await.unwrap() {
-                odac_simulator::agent_conn::Incoming::Message(m) => m,
+                odac_simulator::fake_agent::agent_conn::Incoming::Message(m) => m,
                 other => panic!("{other:?}"),
             }
         })
@@ -311,7 +311,7 @@ fn sse_streams_fleet_changes() {
     let addr = sim.server().addr;
     let ca = sim.server().ca_pem.clone();
     // a raw TLS client reading the SSE stream
-    let cfg = odac_simulator::tls::client_config(ca.as_bytes()).unwrap();
+    let cfg = odac_simulator::server::tls::client_config(ca.as_bytes()).unwrap();
     let conn = rustls::ClientConnection::new(cfg, "127.0.0.1".try_into().unwrap()).unwrap();
     let tcp = std::net::TcpStream::connect(addr).unwrap();
     tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -373,11 +373,11 @@ fn enrollment_codes_work_once_and_their_tokens_open_sessions() {
     let url = sim.server().agents_url();
     let ca = sim.server().ca_pem.clone();
     sim.rt.block_on(async {
-        odac_simulator::agent_conn::AgentConn::connect_hello(
+        odac_simulator::fake_agent::agent_conn::AgentConn::connect_hello(
             &url,
             ca.as_bytes(),
             &token,
-            odac_simulator::agent_conn::AgentConn::hello("agt_enrolled", "e"),
+            odac_simulator::fake_agent::agent_conn::AgentConn::hello("agt_enrolled", "e"),
         )
         .await
         .unwrap();
@@ -423,16 +423,16 @@ fn fleet_state_survives_a_restart() {
     let url = sim.server().agents_url();
     let ca = sim.server().ca_pem.clone();
     sim.rt.block_on(async {
-        let (mut c, _) = odac_simulator::agent_conn::AgentConn::connect_hello(
+        let (mut c, _) = odac_simulator::fake_agent::agent_conn::AgentConn::connect_hello(
             &url,
             ca.as_bytes(),
             common::TOKEN,
-            odac_simulator::agent_conn::AgentConn::hello("agt_a", "box-a"),
+            odac_simulator::fake_agent::agent_conn::AgentConn::hello("agt_a", "box-a"),
         )
         .await
         .unwrap();
         let m = c.recv_timeout(Duration::from_secs(5)).await.unwrap();
-        let odac_simulator::agent_conn::Incoming::Message(
+        let odac_simulator::fake_agent::agent_conn::Incoming::Message(
             odac_protocol::ControlMessage::DesiredState(ds),
         ) = m
         else {

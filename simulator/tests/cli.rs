@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{Sim, TOKEN, stderr, stdout};
-use odac_simulator::inventories::profile;
+use odac_simulator::fake_agent::inventories::profile;
 use odac_simulator::sim_agent::{SimAgent, SimAgentConfig};
 use serde_json::{Value, json};
 
@@ -417,7 +417,7 @@ fn host_show_prints_what_each_app_uses_of_its_gpu() {
     let inv = profile(0, "nv");
     let gpu = inv.gpus[0].pci_address.clone();
     let mut agent = sim.agent("nv", inv);
-    let send = |agent: &mut odac_simulator::agent_conn::AgentConn, m| {
+    let send = |agent: &mut odac_simulator::fake_agent::agent_conn::AgentConn, m| {
         sim.rt.block_on(agent.send(&m)).unwrap();
     };
     let app_row = |show: &str| -> Vec<String> {

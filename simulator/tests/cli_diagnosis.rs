@@ -14,8 +14,8 @@ use odac_protocol::{
     AgentMessage, AppState, AppStatusReport, ControlMessage, CrashInfo, CrashReason, Fallback,
     FallbackTier, HealthReport, HealthState, Reason, RestartPolicy,
 };
-use odac_simulator::agent_conn::Incoming;
-use odac_simulator::inventories::profile;
+use odac_simulator::fake_agent::agent_conn::Incoming;
+use odac_simulator::fake_agent::inventories::profile;
 
 #[test]
 fn crash_and_health_reach_the_cli_and_survive_a_restart() {

@@ -15,11 +15,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{Sim, TOKEN, stderr, stdout};
-use odac_simulator::inventories::profile;
+use odac_simulator::fake_agent::inventories::profile;
 use odac_simulator::sim_agent::{SimAgent, SimAgentConfig};
 use serde_json::{Value, json};
 
-/// Inventory profiles of `odac_simulator::inventories::profile`.
+/// Inventory profiles of `odac_simulator::fake_agent::inventories::profile`.
 const NVIDIA: usize = 0;
 const AMD: usize = 1;
 const CPU_ONLY: usize = 3;

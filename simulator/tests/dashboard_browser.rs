@@ -22,8 +22,8 @@ use odac_agent::engine::{ContainerEngine, DockerEngine};
 use odac_protocol::AppSpec;
 use odac_simulator::catalog::DEMO_IMAGE;
 use odac_simulator::demo::{DEMO_SCRIPT, agent_binary};
-use odac_simulator::hub::Hub;
-use odac_simulator::views::AppView;
+use odac_simulator::state::hub::Hub;
+use odac_simulator::state::views::AppView;
 use serde::Deserialize;
 use serde_json::json;
 
@@ -251,6 +251,7 @@ async fn run(sim: &Sim, browser_bin: &Path, driver_bin: &Path, agent_bin: &Path)
             ..AppSpec::default()
         },
     )
+    .await
     .unwrap();
     let first = wait_api(&hub, "the app running", 60, |a| {
         a.state == "running" && container(a).is_some()
@@ -375,7 +376,7 @@ async fn run(sim: &Sim, browser_bin: &Path, driver_bin: &Path, agent_bin: &Path)
     d.close().await;
 
     // clean up through the agent, then stop it (its drop removes anything left by label)
-    hub.delete_app(APP).unwrap();
+    hub.delete_app(APP).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     while !engine
         .list_by_label(&agent.label())
@@ -429,7 +430,7 @@ fn dashboard_with_an_api_token_follows_the_event_stream() {
 
     let _agent = sim.agent(
         "agt_dash",
-        odac_simulator::inventories::profile(0, "dash-host"),
+        odac_simulator::fake_agent::inventories::profile(0, "dash-host"),
     );
     let t = Instant::now();
     sim.rt.block_on(d.wait_for(

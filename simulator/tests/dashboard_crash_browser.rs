@@ -18,8 +18,8 @@ use odac_protocol::{
     AgentMessage, AppState, AppStatus, AppStatusReport, CrashInfo, CrashReason, Fallback,
     FallbackTier, HealthReport, HealthState, Reason,
 };
-use odac_simulator::agent_conn::AgentConn;
-use odac_simulator::inventories::profile;
+use odac_simulator::fake_agent::agent_conn::AgentConn;
+use odac_simulator::fake_agent::inventories::profile;
 use serde::Deserialize;
 
 /// Chromium and chromedriver, or `None` when the developer opted out.

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use browser::Driver;
 use common::{Sim, TOKEN};
-use odac_simulator::views::HostView;
+use odac_simulator::state::views::HostView;
 use serde_json::{Value, json};
 
 const HOSTS: usize = 60;

@@ -128,27 +128,25 @@ fn dashboard_shows_per_gpu_bars_sparkline_and_app_usage_live() {
     };
     inv.host.hostname = HOST.into();
     let mut agent = sim.agent(HOST, inv);
-    sim.server()
-        .hub
-        .create_app(
+    sim.rt
+        .block_on(sim.server().hub.create_app(
             Some(HOST),
             AppSpec {
                 name: "llm".into(),
                 image: Some("registry.example/llm:1".into()),
                 ..AppSpec::default()
             },
-        )
+        ))
         .unwrap();
-    sim.server()
-        .hub
-        .create_app(
+    sim.rt
+        .block_on(sim.server().hub.create_app(
             Some(HOST),
             AppSpec {
                 name: "infer".into(),
                 image: Some("registry.example/infer:1".into()),
                 ..AppSpec::default()
             },
-        )
+        ))
         .unwrap();
     sim.rt.block_on(agent.send(&report(2, 20, 1024))).unwrap();
     sim.wait_api("/api/gpu-stats", |v| {

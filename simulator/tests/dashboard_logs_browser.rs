@@ -16,7 +16,7 @@ use common::Sim;
 use odac_protocol::{
     AgentMessage, AppSpec, ControlMessage, LogsChunk, LogsEnd, LogsEndReason, LogsRequest,
 };
-use odac_simulator::agent_conn::{AgentConn, Incoming};
+use odac_simulator::fake_agent::agent_conn::{AgentConn, Incoming};
 use serde::Deserialize;
 
 const APP: &str = "logs-web";
@@ -76,18 +76,17 @@ fn dashboard_logs_panel_follows_and_cancels() {
     let sim = Sim::start();
     let mut c = sim.agent(
         "agt_logs",
-        odac_simulator::inventories::profile(1, "logs-host"),
+        odac_simulator::fake_agent::inventories::profile(1, "logs-host"),
     );
-    sim.server()
-        .hub
-        .create_app(
+    sim.rt
+        .block_on(sim.server().hub.create_app(
             Some("agt_logs"),
             AppSpec {
                 name: APP.to_owned(),
                 image: Some("busybox".to_owned()),
                 ..AppSpec::default()
             },
-        )
+        ))
         .unwrap();
     let failure_png = browser::target_dir().join("dashboard-logs-failure.png");
     sim.rt.block_on(async {

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use common::{Sim, TOKEN};
 use odac_protocol::{ControlMessage, ErrorCode, MAX_FRAME_BYTES};
-use odac_simulator::agent_conn::{AgentConn, ConnError, Incoming};
-use odac_simulator::inventories::profile;
+use odac_simulator::fake_agent::agent_conn::{AgentConn, ConnError, Incoming};
+use odac_simulator::fake_agent::inventories::profile;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -278,7 +278,7 @@ async fn tls_conn(
     sim_addr: std::net::SocketAddr,
     ca: &[u8],
 ) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
-    let cfg = odac_simulator::tls::client_config(ca).unwrap();
+    let cfg = odac_simulator::server::tls::client_config(ca).unwrap();
     let tcp = tokio::net::TcpStream::connect(sim_addr).await.unwrap();
     tokio_rustls::TlsConnector::from(cfg)
         .connect("localhost".try_into().unwrap(), tcp)

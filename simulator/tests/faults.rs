@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use common::{Sim, TOKEN};
 use odac_protocol::{AgentMessage, ControlMessage, DecodeError, Event};
-use odac_simulator::agent_conn::{AgentConn, ConnError, Incoming};
-use odac_simulator::inventories::profile;
+use odac_simulator::fake_agent::agent_conn::{AgentConn, ConnError, Incoming};
+use odac_simulator::fake_agent::inventories::profile;
 use serde_json::json;
 
 fn fault(sim: &Sim, body: &str) -> serde_json::Value {

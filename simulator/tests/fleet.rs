@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use common::{Sim, TOKEN};
-use odac_simulator::fleet::{Fleet, FleetConfig};
+use odac_simulator::fake_agent::fleet::{Fleet, FleetConfig};
 
 #[test]
 fn a_fleet_connects_reports_and_survives_a_reconnect_storm() {

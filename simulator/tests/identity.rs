@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use common::{Sim, TOKEN};
 use odac_protocol::{AgentMessage, ControlMessage, ErrorCode, Event};
-use odac_simulator::agent_conn::{AgentConn, ConnError, Incoming};
-use odac_simulator::inventories::profile;
+use odac_simulator::fake_agent::agent_conn::{AgentConn, ConnError, Incoming};
+use odac_simulator::fake_agent::inventories::profile;
 use serde_json::json;
 
 const OTHER: &str = "other-valid-token";

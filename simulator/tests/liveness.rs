@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::Sim;
 use odac_protocol::Inventory;
-use odac_simulator::agent_conn::ConnError;
+use odac_simulator::fake_agent::agent_conn::ConnError;
 
 #[test]
 fn a_silent_agent_is_closed_with_4001_and_shown_disconnected() {
@@ -59,10 +59,13 @@ fn no_hello_within_10_s_is_closed_with_1008() {
     let url = sim.server().agents_url();
     let ca = sim.server().ca_pem.clone();
     sim.rt.block_on(async {
-        let mut c =
-            odac_simulator::agent_conn::AgentConn::connect(&url, ca.as_bytes(), common::TOKEN)
-                .await
-                .unwrap();
+        let mut c = odac_simulator::fake_agent::agent_conn::AgentConn::connect(
+            &url,
+            ca.as_bytes(),
+            common::TOKEN,
+        )
+        .await
+        .unwrap();
         let end = loop {
             match c.recv_timeout(Duration::from_secs(20)).await {
                 Ok(_) => {}

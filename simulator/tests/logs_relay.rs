@@ -14,8 +14,8 @@ use common::Sim;
 use odac_protocol::{
     AgentMessage, AppSpec, ControlMessage, LogsChunk, LogsEnd, LogsEndReason, LogsRequest,
 };
-use odac_simulator::agent_conn::{AgentConn, Incoming};
-use odac_simulator::inventories::profile;
+use odac_simulator::fake_agent::agent_conn::{AgentConn, Incoming};
+use odac_simulator::fake_agent::inventories::profile;
 
 fn odac_logs(sim: &Sim, args: &[&str]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_odac"))
@@ -46,16 +46,15 @@ fn send(sim: &Sim, c: &mut AgentConn, msg: AgentMessage) {
 
 fn setup(sim: &Sim, id: &str, app: &str) -> AgentConn {
     let c = sim.agent(id, profile(1, id));
-    sim.server()
-        .hub
-        .create_app(
+    sim.rt
+        .block_on(sim.server().hub.create_app(
             Some(id),
             AppSpec {
                 name: app.to_owned(),
                 image: Some("busybox".to_owned()),
                 ..AppSpec::default()
             },
-        )
+        ))
         .unwrap();
     c
 }

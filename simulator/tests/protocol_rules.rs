@@ -12,8 +12,8 @@ use common::Sim;
 use odac_protocol::{
     AgentMessage, AppState, AppStatus, AppStatusReport, ControlMessage, Event, EventLevel, Resync,
 };
-use odac_simulator::agent_conn::{AgentConn, Incoming};
-use odac_simulator::inventories::profile;
+use odac_simulator::fake_agent::agent_conn::{AgentConn, Incoming};
+use odac_simulator::fake_agent::inventories::profile;
 
 fn next(sim: &Sim, c: &mut AgentConn) -> Incoming {
     sim.rt

@@ -33,7 +33,7 @@ fn start_agent(sim: &Sim, dir: &Path, fake: &Arc<FakeEngine>) -> CancellationTok
     let config = UplinkConfig {
         dialer: Dialer::new(
             Endpoint::parse(&server.agents_url()).unwrap(),
-            odac_simulator::tls::client_config(server.ca_pem.as_bytes()).unwrap(),
+            odac_simulator::server::tls::client_config(server.ca_pem.as_bytes()).unwrap(),
             Token::new(TOKEN).unwrap(),
             Duration::from_secs(10),
         ),

@@ -1,5 +1,5 @@
 //! Git secrets: the agent of the app's host receives the secret in its desired state, but no
-//! REST answer ever contains it and `fleet.json` holds it only sealed (under `secrets.key`), so
+//! REST answer ever contains it and the state files hold it only sealed (under `secrets.key`), so
 //! it survives a restart without ever being written in clear.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use common::{Sim, TOKEN};
 use odac_protocol::ControlMessage;
-use odac_simulator::agent_conn::{AgentConn, Incoming};
-use odac_simulator::inventories::profile;
+use odac_simulator::fake_agent::agent_conn::{AgentConn, Incoming};
+use odac_simulator::fake_agent::inventories::profile;
 
 const SECRET: &str = "ghp_SealedNeverShown0123456789";
 
@@ -58,17 +58,21 @@ fn git_secrets_reach_the_agent_but_no_api_answer_and_no_file_in_clear() {
             assert!(!a.contains(SECRET), "an API answer holds the secret: {a}");
         }
         let state = sim.dir.path().join("state");
-        for entry in std::fs::read_dir(&state).unwrap() {
-            let path = entry.unwrap().path();
-            let bytes = std::fs::read(&path).unwrap_or_default();
-            assert!(
-                !String::from_utf8_lossy(&bytes).contains(SECRET),
-                "{} holds the secret in clear",
-                path.display()
-            );
+        let mut sealed = 0;
+        for dir in [state.clone(), state.join("hosts"), state.join("apps")] {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                let text =
+                    String::from_utf8_lossy(&std::fs::read(&path).unwrap_or_default()).into_owned();
+                assert!(
+                    !text.contains(SECRET),
+                    "{} holds the secret in clear",
+                    path.display()
+                );
+                sealed += usize::from(text.contains("\"sealed_secret\": \"v1:"));
+            }
         }
-        let fleet = std::fs::read_to_string(state.join("fleet.json")).unwrap();
-        assert!(fleet.contains("\"sealed_secret\": \"v1:"), "{fleet}");
+        assert_eq!(sealed, 1, "the app's file holds its sealed secret");
     };
     check(&sim);
 

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use odac_simulator::agent_conn::{AgentConn, ConnError};
+use odac_simulator::fake_agent::agent_conn::{AgentConn, ConnError};
 
 fn serve(args: &[&str], state: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_odac-sim"));

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use odac_simulator::fleet::{Fleet, FleetConfig};
+use odac_simulator::fake_agent::fleet::{Fleet, FleetConfig};
 use odac_simulator::server::DEFAULT_HEARTBEAT_SECS;
 use odac_simulator::{DEFAULT_LISTEN, ServeConfig, Server, SimError, demo, secret_file};
 
@@ -40,8 +40,8 @@ enum Command {
         /// Agent ids each static token may register (the first ones it is used with).
         #[arg(
             long,
-            default_value_t = odac_simulator::identity::DEFAULT_HOSTS_PER_TOKEN,
-            value_parser = clap::value_parser!(u32).range(1..=i64::from(odac_simulator::identity::MAX_HOSTS_PER_TOKEN))
+            default_value_t = odac_simulator::state::identity::DEFAULT_HOSTS_PER_TOKEN,
+            value_parser = clap::value_parser!(u32).range(1..=i64::from(odac_simulator::state::identity::MAX_HOSTS_PER_TOKEN))
         )]
         hosts_per_token: u32,
         /// One-time enrollment code to accept (repeatable).

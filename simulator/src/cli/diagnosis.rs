@@ -6,7 +6,7 @@
 use odac_protocol::{AppStatus, CrashInfo};
 
 use crate::clock::{now_ms, rfc3339};
-use crate::views::AppView;
+use crate::state::views::AppView;
 
 /// The crash of an app that is not running, if its status has one.
 pub fn crash(a: &AppView) -> Option<&CrashInfo> {

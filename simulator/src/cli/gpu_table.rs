@@ -9,8 +9,8 @@ use serde_json::json;
 use super::args::HostShowArgs;
 use super::client::{Client, ClientError, segment};
 use super::table::render;
-use crate::gpu_history::HostGpuStats;
-use crate::views::HostView;
+use crate::state::gpu_history::HostGpuStats;
+use crate::state::views::HostView;
 
 /// Prints the host and its GPUs.
 pub fn show(client: &Client, args: &HostShowArgs) -> Result<(), ClientError> {

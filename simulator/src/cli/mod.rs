@@ -23,7 +23,7 @@ pub use self::args::{
     parse_count,
 };
 use self::client::{Client, ClientError, segment};
-use crate::views::{AppView, HostView};
+use crate::state::views::{AppView, HostView};
 
 fn gpu_json(runtime: &str, count: Option<Count>, optional: bool) -> Value {
     let mut m = Map::new();

@@ -10,7 +10,7 @@ use serde_json::json;
 use super::args::RegistryCommand;
 use super::client::{Client, ClientError, segment};
 use super::table::render;
-use crate::registries::RegistryView;
+use crate::state::registries::RegistryView;
 
 /// Run one `odac registry …` command.
 pub fn run(client: &Client, command: &RegistryCommand) -> Result<(), ClientError> {

@@ -4,7 +4,7 @@
 
 use odac_protocol::{Attached, GpuRequest};
 
-use crate::views::{AppView, HostView};
+use crate::state::views::{AppView, HostView};
 
 /// Renders rows under headers, columns padded to their widest cell.
 pub fn render(headers: &[&str], rows: &[Vec<String>]) -> String {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use odac_protocol::{AgentMessage, ControlMessage, ErrorCode, Event, EventLevel};
 
 use super::ConformanceConfig;
-use crate::agent_conn::{AgentConn, ConnError, Incoming};
+use crate::fake_agent::agent_conn::{AgentConn, ConnError, Incoming};
 
 /// How long a control plane may take to answer or close.
 const ANSWER: Duration = Duration::from_secs(5);
@@ -160,7 +160,10 @@ mod tests {
     #[test]
     fn the_close_table_of_protocol_md_says_what_the_kit_checks() {
         let doc = include_str!("../../../protocol/PROTOCOL.md");
-        let liveness = (crate::liveness::CLOSE_CODE, crate::liveness::CLOSE_REASON);
+        let liveness = (
+            crate::server::liveness::CLOSE_CODE,
+            crate::server::liveness::CLOSE_REASON,
+        );
         for (code, reason) in [REPLACED, UNSUPPORTED, HELLO_EXPECTED, liveness] {
             let row = format!("| `{code}` | `{reason}` |");
             assert!(doc.contains(&row), "PROTOCOL.md 1.2 lacks {row}");

@@ -15,7 +15,7 @@ use odac_protocol::{
 };
 
 use super::{ConformanceConfig, Outcome, closing};
-use crate::agent_conn::{AgentConn, ConnError, Incoming};
+use crate::fake_agent::agent_conn::{AgentConn, ConnError, Incoming};
 
 /// How long a control plane may take to answer.
 const ANSWER: Duration = Duration::from_secs(5);

@@ -6,8 +6,8 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use odac_protocol::{AgentMessage, Inventory, InventoryReport};
-use odac_simulator::agent_conn::{AgentConn, Incoming};
 use odac_simulator::cli::client::Client;
+use odac_simulator::fake_agent::agent_conn::{AgentConn, Incoming};
 use odac_simulator::{ServeConfig, Server};
 use serde_json::Value;
 

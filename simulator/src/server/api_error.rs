@@ -7,6 +7,8 @@ use axum::response::{IntoResponse, Response};
 use odac_protocol::ValidationError;
 use serde::Serialize;
 
+use crate::state::hub::HubError;
+
 /// An API error.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{error}")]
@@ -60,6 +62,26 @@ impl ApiError {
             status,
             error: error.into(),
             field: None,
+        }
+    }
+}
+
+/// The hub's refusals as HTTP: a host that cannot be chosen is a 400 naming `host`, an app
+/// name taken a 409 naming `name`, an unknown app a 404.
+impl From<HubError> for ApiError {
+    fn from(e: HubError) -> Self {
+        let error = e.to_string();
+        match e {
+            HubError::NoHostConnected
+            | HubError::ManyHostsConnected(_)
+            | HubError::UnknownHost(_)
+            | HubError::AmbiguousHost { .. } => ApiError::bad_request("host", error),
+            HubError::AppExists(_) => ApiError {
+                status: StatusCode::CONFLICT,
+                error,
+                field: Some("name".to_owned()),
+            },
+            HubError::UnknownApp(name) => ApiError::unknown_app(&name),
         }
     }
 }

@@ -23,8 +23,8 @@ use odac_protocol::{
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use crate::api_error::ApiError;
-use crate::hub::{Hub, SessionCmd};
+use crate::server::api_error::ApiError;
+use crate::state::hub::{Hub, SessionCmd};
 
 /// Chunks waiting for one viewer.
 const VIEWER_QUEUE: usize = 64;

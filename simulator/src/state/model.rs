@@ -57,7 +57,7 @@ pub struct AppRecord {
     /// The `request_id` of the last restart request, so a retried request restarts once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_restart_request: Option<String>,
-    /// The git source's secret, sealed (only in `fleet.json`; in memory it sits in `spec`).
+    /// The git source's secret, sealed (only in the app's file; in memory it sits in `spec`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sealed_secret: Option<String>,
 }
@@ -95,7 +95,7 @@ pub struct Secret {
     pub agent_id: Option<String>,
 }
 
-/// Everything the simulator persists (`DIR/fleet.json`).
+/// Everything the simulator persists (`DIR/fleet.json`, `DIR/hosts/`, `DIR/apps/`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct FleetData {
     /// File format version.
@@ -158,6 +158,33 @@ impl FleetData {
             self.events.pop_front();
         }
         e
+    }
+
+    /// A copy of everything but the hosts and the apps (each of those is saved in a file of
+    /// its own).
+    pub fn without_hosts_and_apps(&self) -> FleetData {
+        let FleetData {
+            version,
+            hosts: _,
+            apps: _,
+            events,
+            next_event_id,
+            enroll_codes,
+            enrolled_tokens,
+            bindings,
+            restarts,
+        } = self;
+        FleetData {
+            version: *version,
+            hosts: BTreeMap::new(),
+            apps: BTreeMap::new(),
+            events: events.clone(),
+            next_event_id: *next_event_id,
+            enroll_codes: enroll_codes.clone(),
+            enrolled_tokens: enrolled_tokens.clone(),
+            bindings: bindings.clone(),
+            restarts: *restarts,
+        }
     }
 
     /// Apps of `host`, as a desired-state snapshot list (sorted by name).

@@ -12,7 +12,7 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::get;
 
-use crate::hub::Hub;
+use crate::state::hub::Hub;
 
 const INDEX: &str = include_str!("dashboard/index.html");
 const CSS: &str = include_str!("dashboard/dashboard.css");

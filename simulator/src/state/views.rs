@@ -9,7 +9,7 @@ use odac_protocol::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::model::{AppRecord, HostRecord};
+use crate::state::model::{AppRecord, HostRecord};
 
 /// GPUs of one vendor on a host.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

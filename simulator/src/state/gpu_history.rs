@@ -3,20 +3,15 @@
 //! figure moved, so the series is a step line), plus which GPUs each app holds and what it
 //! uses of them. Kept in memory only: an hour of history is not worth a restart's
 //! persistence.
-//! `GET /api/hosts/{id}/gpu-stats` serves it ([`get_gpu_stats`]); each report is also pushed to
+//! `GET /api/hosts/{id}/gpu-stats` serves it (`server/gpu_stats.rs`); each report is also pushed to
 //! SSE clients as a `gpu_stats` event with the same payload.
 
 use odac_agent::lock::lock;
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
-use axum::Json;
-use axum::extract::{Path, State};
 use odac_protocol::{AppGpuUsage, AppGpus, GpuSample, GpuStats};
 use serde::{Deserialize, Serialize};
-
-use crate::api_error::ApiError;
-use crate::hub::Hub;
 
 /// How long points are kept, ms.
 pub const WINDOW_MS: u64 = 3_600_000;
@@ -170,20 +165,6 @@ fn view(host: &str, rec: &HostRecord) -> HostGpuStats {
         apps: rec.latest.apps.clone(),
         usage: rec.latest.usage.clone(),
     }
-}
-
-/// `GET /api/gpu-stats`: every host that reported, by host id.
-pub async fn list_gpu_stats(State(hub): State<Arc<Hub>>) -> Json<Vec<HostGpuStats>> {
-    Json(hub.gpu_history.all(crate::clock::now_ms()))
-}
-
-/// `GET /api/hosts/{id}/gpu-stats`.
-pub async fn get_gpu_stats(
-    State(hub): State<Arc<Hub>>,
-    Path(id): Path<String>,
-) -> Result<Json<HostGpuStats>, ApiError> {
-    let host = hub.host(&id).ok_or_else(|| ApiError::unknown_host(&id))?;
-    Ok(Json(hub.gpu_history.view(&host.id, crate::clock::now_ms())))
 }
 
 #[cfg(test)]

@@ -1,9 +1,10 @@
-//! Git secrets at rest. `fleet.json` never holds an app's `source.secret` in clear: on save it
-//! is sealed with ChaCha20-Poly1305 (ring) under a key kept apart in `DIR/secrets.key` (32
-//! random bytes, hex, mode 0600, created at first start), with a fresh nonce per seal and the
-//! app's name as associated data, so a sealed secret cannot be moved to another app. A copy of
-//! `fleet.json` (a backup, a bug report) therefore reveals no secret; the agents still receive
-//! the secret in their desired state, and the REST API never returns it.
+//! Git secrets at rest. No state file (`fleet.json`, `apps/`) holds an app's `source.secret`
+//! in clear: on save it is sealed with ChaCha20-Poly1305 (ring) under a key kept apart in
+//! `DIR/secrets.key` (32 random bytes, hex, mode 0600, created at first start), with a fresh
+//! nonce per seal and the app's name as associated data, so a sealed secret cannot be moved
+//! to another app. A copy of the state dir (a backup, a bug report) therefore reveals no
+//! secret; the agents still receive the secret in their desired state, and the REST API never
+//! returns it.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -53,7 +54,11 @@ impl Sealer {
                 SystemRandom::new()
                     .fill(&mut key)
                     .map_err(|_| SimError::Tls("no randomness for the secrets key".into()))?;
-                crate::tls::write_file(&path, format!("{}\n", hex::encode(key)).as_bytes(), 0o600)?;
+                crate::server::tls::write_file(
+                    &path,
+                    format!("{}\n", hex::encode(key)).as_bytes(),
+                    0o600,
+                )?;
                 key.to_vec()
             }
             Err(e) => return Err(SimError::io("read", &path, e)),

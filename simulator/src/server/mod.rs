@@ -1,6 +1,31 @@
 //! `odac-sim serve`: binds one TLS port and serves the agents' WebSocket (`/agent/v1`), the
 //! REST API (`/api/…`) and the dashboard (`/`) on it. [`Server::start`] returns once the port
 //! is bound, so tests can start a simulator in-process and read its URLs.
+//!
+//! This folder is the server side: the TLS listener and HTTP loop ([`listener`],
+//! [`http_serve`], [`tls`], [`http_errors`]), the agents' WebSocket ([`ws`], [`agent_auth`],
+//! [`ws_frames`], [`liveness`]), the REST API ([`api`], [`admin`], [`body`], [`api_error`], [`sse`],
+//! [`logs`], [`reasons`], [`registries`], [`gpu_stats`]) and the dashboard ([`dashboard`]). It reads and changes the fleet
+//! only through `crate::state`.
+
+pub mod admin;
+pub mod agent_auth;
+pub mod api;
+pub mod api_error;
+pub mod body;
+pub mod dashboard;
+pub mod gpu_stats;
+pub mod http_errors;
+pub mod http_serve;
+pub mod listener;
+pub mod liveness;
+pub mod logs;
+pub mod reasons;
+pub mod registries;
+pub mod sse;
+pub mod tls;
+pub mod ws;
+pub mod ws_frames;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
@@ -16,13 +41,13 @@ use axum::routing::{get, post, put};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::api_error::ApiError;
+use crate::AGENT_PATH;
 use crate::error::SimError;
-use crate::hub::{Hub, SessionCmd};
-use crate::identity::Credentials;
-use crate::listener::TlsListener;
-use crate::store::Store;
-use crate::{AGENT_PATH, admin, api, dashboard, sse, tls, ws};
+use crate::server::api_error::ApiError;
+use crate::server::listener::TlsListener;
+use crate::state::hub::{Hub, SessionCmd};
+use crate::state::identity::Credentials;
+use crate::state::store::Store;
 
 /// File in the state dir holding the agent token generated when no `--token` is given.
 pub const TOKEN_FILE: &str = "agent-token";
@@ -64,7 +89,7 @@ impl ServeConfig {
             enroll_codes: Vec::new(),
             api_token: None,
             heartbeat_secs: DEFAULT_HEARTBEAT_SECS,
-            hosts_per_token: crate::identity::DEFAULT_HOSTS_PER_TOKEN,
+            hosts_per_token: crate::state::identity::DEFAULT_HOSTS_PER_TOKEN,
             insecure_open_api: false,
             catalog_registry: None,
         }
@@ -139,11 +164,8 @@ pub fn router(hub: Arc<Hub>) -> Router {
     let guarded = Router::new()
         .route("/api/hosts", get(api::list_hosts))
         .route("/api/hosts/{id}", get(api::get_host))
-        .route(
-            "/api/hosts/{id}/gpu-stats",
-            get(crate::gpu_history::get_gpu_stats),
-        )
-        .route("/api/gpu-stats", get(crate::gpu_history::list_gpu_stats))
+        .route("/api/hosts/{id}/gpu-stats", get(gpu_stats::get_gpu_stats))
+        .route("/api/gpu-stats", get(gpu_stats::list_gpu_stats))
         .route("/api/apps", get(api::list_apps).post(api::create_app))
         .route(
             "/api/apps/{name}",
@@ -151,19 +173,19 @@ pub fn router(hub: Arc<Hub>) -> Router {
         )
         .route("/api/apps/{name}/gpu", put(api::set_gpu))
         .route("/api/apps/{name}/restart", post(api::restart_app))
-        .route("/api/apps/{name}/logs", get(crate::logs::app_logs))
+        .route("/api/apps/{name}/logs", get(crate::server::logs::app_logs))
         .route("/api/events", get(sse::events))
         .route("/api/events/log", get(api::event_log))
         .route("/api/catalog", get(api::list_catalog))
         .route(
             "/api/registries",
-            get(crate::registries::list).post(crate::registries::login),
+            get(registries::list).post(registries::login),
         )
         .route(
             "/api/registries/{host}",
-            axum::routing::delete(crate::registries::logout),
+            axum::routing::delete(registries::logout),
         )
-        .route("/api/reasons", get(crate::reasons::list_reasons))
+        .route("/api/reasons", get(crate::server::reasons::list_reasons))
         .route("/api/enroll/codes", post(admin::new_enroll_code))
         .route(
             "/api/admin/faults",
@@ -181,7 +203,7 @@ pub fn router(hub: Arc<Hub>) -> Router {
         .route(AGENT_PATH, get(ws::upgrade))
         .merge(dashboard::routes())
         .fallback(not_found)
-        .layer(middleware::from_fn(crate::http_errors::json_errors))
+        .layer(middleware::from_fn(crate::server::http_errors::json_errors))
         .with_state(hub)
 }
 
@@ -225,7 +247,7 @@ impl Server {
             cfg.heartbeat_secs,
         );
         for code in &cfg.enroll_codes {
-            hub.add_enroll_code(code);
+            hub.add_enroll_code(code).await;
         }
         if let Some(mirror) = &cfg.catalog_registry {
             let _ = hub.catalog_registry.set(mirror.clone());
@@ -238,9 +260,13 @@ impl Server {
             })?;
         let (stop, stopped) = oneshot::channel::<()>();
         let app = router(Arc::clone(&hub));
-        let serve = tokio::spawn(crate::http_serve::serve(listener, app, async move {
-            let _ = stopped.await;
-        }));
+        let serve = tokio::spawn(crate::server::http_serve::serve(
+            listener,
+            app,
+            async move {
+                let _ = stopped.await;
+            },
+        ));
         Ok(Server {
             addr,
             ca_path: material.ca_path,
@@ -304,7 +330,7 @@ impl Server {
             self.serve.abort();
         }
         self.writer.abort();
-        self.hub.persist_now();
+        self.hub.flush().await;
     }
 
     /// Stops like a crash: connections dropped without close frames, nothing more saved.

@@ -5,16 +5,18 @@
 //! desired state and never displaces the real agent's session. Without the header the same
 //! check runs on `hello`'s `agent_id`, before `welcome`: `error unauthorized`, close 1008.
 
+use std::sync::Arc;
+
 use axum::extract::ws::Message;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use odac_protocol::{AGENT_ID_HEADER, ErrorCode, ErrorMessage, Hello};
 use tokio::sync::mpsc;
 
-use crate::api_error::ApiError;
-use crate::hub::Hub;
-use crate::identity::Refusal;
-use crate::model::hash_secret;
+use crate::server::api_error::ApiError;
+use crate::state::hub::Hub;
+use crate::state::identity::Refusal;
+use crate::state::model::hash_secret;
 
 /// An upgrade that was refused.
 #[derive(Debug)]
@@ -28,7 +30,12 @@ impl IntoResponse for Refused {
 
 impl From<Refusal> for Refused {
     fn from(r: Refusal) -> Self {
-        let status = r.status();
+        // 401 unknown token, 400 bad id, 403 otherwise
+        let status = match &r {
+            Refusal::UnknownToken => StatusCode::UNAUTHORIZED,
+            Refusal::BadId(_) => StatusCode::BAD_REQUEST,
+            _ => StatusCode::FORBIDDEN,
+        };
         let field = (status != StatusCode::UNAUTHORIZED).then(|| AGENT_ID_HEADER.to_owned());
         Refused(ApiError {
             status,
@@ -51,7 +58,11 @@ pub struct Caller {
 impl Caller {
     /// Reads the caller of an upgrade whose `token` is known; refuses a claimed id the token
     /// may not speak for.
-    pub fn from_upgrade(hub: &Hub, token: &str, headers: &HeaderMap) -> Result<Self, Refused> {
+    pub async fn from_upgrade(
+        hub: &Arc<Hub>,
+        token: &str,
+        headers: &HeaderMap,
+    ) -> Result<Self, Refused> {
         let token_sha256 = hash_secret(token);
         let claimed = match headers.get(AGENT_ID_HEADER) {
             None => None,
@@ -67,7 +78,7 @@ impl Caller {
             ),
         };
         if let Some(id) = &claimed {
-            hub.authorize(&token_sha256, id)?;
+            hub.authorize(&token_sha256, id).await?;
         }
         Ok(Self {
             token_sha256,
@@ -78,9 +89,9 @@ impl Caller {
     /// Checks `hello` against the credential: its `agent_id` must be the claimed one (when the
     /// upgrade named one) and the token must be allowed to speak for it. On refusal an `error
     /// unauthorized` and a close 1008 are queued on `out` and `None` is returned.
-    pub fn check_hello(
+    pub async fn check_hello(
         &self,
-        hub: &Hub,
+        hub: &Arc<Hub>,
         hello: Hello,
         out: &mpsc::UnboundedSender<Message>,
     ) -> Option<Hello> {
@@ -90,6 +101,7 @@ impl Caller {
             )),
             _ => hub
                 .authorize(&self.token_sha256, &hello.agent_id)
+                .await
                 .err()
                 .map(|r| r.to_string()),
         };

@@ -11,10 +11,10 @@ use odac_protocol::MAX_FRAME_BYTES;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::api_error::ApiError;
-use crate::body::{no_fields, parse_json, typed};
-use crate::faults::{FaultRequest, FaultView};
-use crate::hub::{Hub, SessionCmd};
+use crate::server::api_error::ApiError;
+use crate::server::body::{no_fields, parse_json, typed};
+use crate::state::faults::{FaultRequest, FaultView};
+use crate::state::hub::{Hub, SessionCmd};
 
 /// Answer of `POST /api/admin/faults`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -117,6 +117,7 @@ pub async fn enroll(
     }
     let token = hub
         .redeem(code, req.agent_id.as_deref())
+        .await
         .map_err(|r| ApiError {
             status: StatusCode::CONFLICT,
             error: r.to_string(),
@@ -137,7 +138,7 @@ pub async fn new_enroll_code(
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     no_fields(&body)?;
     let code = format!("enr_{}", uuid::Uuid::new_v4().simple());
-    hub.add_enroll_code(&code);
+    hub.add_enroll_code(&code).await;
     Ok((
         StatusCode::CREATED,
         Json(serde_json::json!({ "code": code })),

@@ -1,7 +1,7 @@
 //! Fault injection for tests: refuse agent connections for a while (with or without
 //! `Retry-After`), withhold or delay acks, reject every token, close sessions with a wrong code; and one-shot actions carried out by every live session (drop the
 //! connection, send a malformed frame, send an oversize frame). Driven through
-//! `POST /api/admin/faults` or directly through [`Faults`] and [`crate::hub::Hub`].
+//! `POST /api/admin/faults` or directly through [`Faults`] and [`crate::state::hub::Hub`].
 
 use odac_agent::lock::lock;
 use std::sync::Mutex;

@@ -11,7 +11,7 @@ use futures_util::Stream;
 use futures_util::stream::{self, StreamExt};
 use tokio::sync::broadcast::error::RecvError;
 
-use crate::hub::Hub;
+use crate::state::hub::Hub;
 
 /// The SSE handler.
 pub async fn events(

@@ -9,7 +9,7 @@ use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use crate::api_error::ApiError;
+use crate::server::api_error::ApiError;
 
 /// Largest request body the API reads (axum's default body limit).
 pub const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;

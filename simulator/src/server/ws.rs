@@ -17,19 +17,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::State;
-use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::{SinkExt, StreamExt};
 use odac_protocol::{
     Ack, AgentMessage, AppDelete, AppUpsert, ControlMessage, DecodeError, DesiredStateMessage,
-    ErrorCode, ErrorMessage, MAX_FRAME_BYTES, PROTOCOL_VERSION, SUBPROTOCOL, Welcome, decode_agent,
-    encode,
+    ErrorCode, MAX_FRAME_BYTES, PROTOCOL_VERSION, SUBPROTOCOL, Welcome, decode_agent,
 };
 use tokio::sync::{broadcast, mpsc};
 
-use crate::api_error::ApiError;
-use crate::hub::{ChangeKind, Hub, SessionCmd};
+use crate::server::api_error::ApiError;
+use crate::server::ws_frames::{
+    close, decode_error_frame, error_frame, is_oversize, non_text, text, too_large_frame,
+};
+use crate::state::hub::{ChangeKind, Hub, SessionCmd};
 
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -70,7 +72,8 @@ pub async fn upgrade(
         return ApiError::new(StatusCode::UNAUTHORIZED, "missing or refused bearer token")
             .into_response();
     };
-    let caller = match crate::agent_auth::Caller::from_upgrade(&hub, token, &headers) {
+    let caller = match crate::server::agent_auth::Caller::from_upgrade(&hub, token, &headers).await
+    {
         Ok(c) => c,
         Err(refused) => return refused.into_response(),
     };
@@ -91,73 +94,6 @@ pub async fn upgrade(
         .max_message_size(WS_LIMIT)
         .max_frame_size(WS_LIMIT)
         .on_upgrade(move |socket| session(hub, socket, caller))
-}
-
-fn text(msg: &ControlMessage) -> Message {
-    Message::Text(encode(msg).into())
-}
-
-fn error_frame(code: ErrorCode, message: String, ref_seq: Option<u64>) -> Message {
-    text(&ControlMessage::Error(ErrorMessage::new(
-        code, message, ref_seq,
-    )))
-}
-
-fn close(code: u16, reason: &str) -> Message {
-    Message::Close(Some(CloseFrame {
-        code,
-        reason: reason.to_owned().into(),
-    }))
-}
-
-/// The `seq` of a frame that failed decoding, when it can be read.
-fn frame_seq(frame: &[u8]) -> Option<u64> {
-    if frame.len() > MAX_FRAME_BYTES {
-        return None;
-    }
-    serde_json::from_slice::<serde_json::Value>(frame)
-        .ok()?
-        .get("seq")?
-        .as_u64()
-}
-
-fn decode_error_frame(e: &DecodeError, frame: &[u8]) -> Message {
-    let message = match e {
-        DecodeError::Invalid(v) => v.to_string(),
-        other => other.to_string(),
-    };
-    error_frame(e.code(), message, frame_seq(frame))
-}
-
-/// `error too_large` for a frame of `size` bytes (when known).
-fn too_large_frame(size: Option<usize>) -> Message {
-    let size = size.map_or_else(|| "a frame".to_owned(), |n| format!("a frame of {n} bytes"));
-    error_frame(
-        ErrorCode::TooLarge,
-        format!("{size} exceeds the limit of {MAX_FRAME_BYTES} bytes"),
-        None,
-    )
-}
-
-/// Whether a read error is the WebSocket layer refusing an oversize frame or message.
-fn is_oversize(e: &axum::Error) -> bool {
-    e.to_string().contains("Space limit exceeded")
-}
-
-/// What a session does with a frame that is not text: an oversize one is refused with
-/// `too_large` and close 1009, any other with `malformed` (the session goes on).
-fn non_text(out: &mpsc::UnboundedSender<Message>, len: usize) -> bool {
-    if len > MAX_FRAME_BYTES {
-        let _ = out.send(too_large_frame(Some(len)));
-        let _ = out.send(close(1009, "frame too large"));
-        return false;
-    }
-    let _ = out.send(error_frame(
-        ErrorCode::Malformed,
-        "binary frames are not supported".to_owned(),
-        None,
-    ));
-    true
 }
 
 struct Session {
@@ -335,7 +271,7 @@ async fn read_hello(
     }
 }
 
-async fn session(hub: Arc<Hub>, socket: WebSocket, caller: crate::agent_auth::Caller) {
+async fn session(hub: Arc<Hub>, socket: WebSocket, caller: crate::server::agent_auth::Caller) {
     let (mut sink, mut stream) = socket.split();
     let (out, mut out_rx) = mpsc::unbounded_channel::<Message>();
     let faults_hub = Arc::clone(&hub);
@@ -353,7 +289,7 @@ async fn session(hub: Arc<Hub>, socket: WebSocket, caller: crate::agent_auth::Ca
     });
 
     let hello = match read_hello(&mut stream, &out).await {
-        Some(h) => caller.check_hello(&hub, h, &out),
+        Some(h) => caller.check_hello(&hub, h, &out).await,
         None => None,
     };
     let Some(hello) = hello else {
@@ -383,7 +319,7 @@ async fn session(hub: Arc<Hub>, socket: WebSocket, caller: crate::agent_auth::Ca
     s.send_snapshot();
 
     let mut dropped = false;
-    let mut live = crate::liveness::Liveness::new(hub.heartbeat_secs);
+    let mut live = crate::server::liveness::Liveness::new(hub.heartbeat_secs);
     loop {
         tokio::select! {
             frame = stream.next() => match frame {
@@ -416,7 +352,7 @@ async fn session(hub: Arc<Hub>, socket: WebSocket, caller: crate::agent_auth::Ca
             () = tokio::time::sleep_until(live.deadline()) => {
                 tracing::warn!(%host, "agent missed its heartbeats; closing the session");
                 hub.record_dead_session(&host, live.window());
-                s.send(close(crate::liveness::CLOSE_CODE, crate::liveness::CLOSE_REASON));
+                s.send(close(crate::server::liveness::CLOSE_CODE, crate::server::liveness::CLOSE_REASON));
                 break;
             }
             cmd = cmd_rx.recv() => match cmd {

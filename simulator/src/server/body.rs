@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use crate::api_error::ApiError;
+use crate::server::api_error::ApiError;
 
 type ApiResult<T> = Result<T, ApiError>;
 

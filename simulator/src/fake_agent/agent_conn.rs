@@ -88,9 +88,9 @@ impl AgentConn {
         agent_id: Option<&str>,
     ) -> Result<Self, ConnError> {
         let tls = if ca_pem.is_empty() {
-            crate::tls::public_client_config()?
+            crate::server::tls::public_client_config()?
         } else {
-            crate::tls::client_config(ca_pem)?
+            crate::server::tls::client_config(ca_pem)?
         };
         let transport = |message: String| ConnError::Transport {
             url: url.to_owned(),

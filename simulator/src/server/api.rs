@@ -13,11 +13,11 @@ use odac_protocol::{AppSpec, GpuRequest};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::api_error::ApiError;
-use crate::body::{parse_json, typed};
 use crate::catalog;
-use crate::hub::Hub;
-use crate::views::{AppView, HostView};
+use crate::server::api_error::ApiError;
+use crate::server::body::{parse_json, typed};
+use crate::state::hub::Hub;
+use crate::state::views::{AppView, HostView};
 
 type ApiResult<T> = Result<T, ApiError>;
 
@@ -147,7 +147,7 @@ pub async fn create_app(State(hub): State<Arc<Hub>>, body: Bytes) -> ApiResult<R
         (spec.gpu, _) =
             crate::gpu_auto::resolve(spec.gpu.take(), &label, target.inventory.as_deref())?;
     }
-    let view = hub.create_app(Some(&host), spec)?;
+    let view = hub.create_app(Some(&host), spec).await?;
     Ok((StatusCode::CREATED, Json(view)).into_response())
 }
 
@@ -171,7 +171,7 @@ pub async fn delete_app(
     State(hub): State<Arc<Hub>>,
     Path(name): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    hub.delete_app(&name)?;
+    hub.delete_app(&name).await?;
     Ok(Json(serde_json::json!({ "deleted": name })))
 }
 
@@ -212,7 +212,7 @@ pub async fn set_gpu(
         gpu = resolved;
         detected = d.map(|d| crate::placement::Detection::new(d, &label));
     }
-    let app = hub.set_gpu(&name, gpu)?;
+    let app = hub.set_gpu(&name, gpu).await?;
     let running = matches!(
         app.state.as_str(),
         "running" | "restarting" | "crash_loop" | "creating"
@@ -231,7 +231,8 @@ pub async fn restart_app(
     body: Bytes,
 ) -> ApiResult<Json<AppView>> {
     let request = parse_restart(&body)?;
-    hub.restart(&name, request.request_id.as_deref()).map(Json)
+    let app = hub.restart(&name, request.request_id.as_deref()).await?;
+    Ok(Json(app))
 }
 
 /// The optional body of `POST /api/apps/{name}/restart`.
@@ -266,7 +267,7 @@ pub async fn list_catalog() -> Json<&'static [catalog::CatalogEntry]> {
 }
 
 /// `GET /api/events/log`: the latest events, oldest first.
-pub async fn event_log(State(hub): State<Arc<Hub>>) -> Json<Vec<crate::model::EventRecord>> {
+pub async fn event_log(State(hub): State<Arc<Hub>>) -> Json<Vec<crate::state::model::EventRecord>> {
     Json(hub.events())
 }
 

@@ -2,23 +2,14 @@
 //! one user name and password per registry host, kept in memory only (never written to the
 //! state dir, so never on disk), shown without the password, and sent to an agent inside the
 //! spec of every app whose image names that host (`registry_auth`), so the agent can pull it.
-//! A login or logout re-sends the apps of that registry.
+//! A login or logout re-sends the apps of that registry (`server/registries.rs`).
 
 use odac_agent::lock::lock;
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 
-use axum::Json;
-use axum::body::Bytes;
-use axum::extract::{Path, State};
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
 use odac_protocol::{AppSpec, RegistryAuth, registry_host};
 use serde::{Deserialize, Serialize};
-
-use crate::api_error::ApiError;
-use crate::body::{parse_json, typed};
-use crate::hub::Hub;
 
 /// What the API shows of a login: never the password.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -27,15 +18,6 @@ pub struct RegistryView {
     pub host: String,
     /// User name.
     pub username: String,
-}
-
-/// The `POST /api/registries` body.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Login {
-    host: String,
-    username: String,
-    password: String,
 }
 
 /// The logins, by registry host.
@@ -47,6 +29,16 @@ pub struct Registries {
 impl Registries {
     fn lock(&self) -> MutexGuard<'_, BTreeMap<String, RegistryAuth>> {
         lock(&self.logins)
+    }
+
+    /// Adds or replaces the login of its registry host.
+    pub fn insert(&self, auth: RegistryAuth) {
+        self.lock().insert(auth.server.clone(), auth);
+    }
+
+    /// Removes the login of `host`; `false` when there was none.
+    pub fn remove(&self, host: &str) -> bool {
+        self.lock().remove(host).is_some()
     }
 
     /// Every login, without passwords.
@@ -68,52 +60,6 @@ impl Registries {
             .and_then(|image| self.lock().get(registry_host(image)).cloned());
         spec
     }
-}
-
-/// `POST /api/registries` `{host, username, password}`: log in (replacing a login of the
-/// host); the apps of that registry are sent again with it.
-pub async fn login(State(hub): State<Arc<Hub>>, body: Bytes) -> Response {
-    let result = (|| {
-        let login: Login = typed(parse_json(&body)?, "")?;
-        let auth = RegistryAuth {
-            server: login.host,
-            username: login.username,
-            password: login.password,
-        };
-        auth.validate().map_err(ApiError::from)?;
-        let view = RegistryView {
-            host: auth.server.clone(),
-            username: auth.username.clone(),
-        };
-        hub.registries.lock().insert(auth.server.clone(), auth);
-        Ok::<_, ApiError>(view)
-    })();
-    match result {
-        Ok(view) => {
-            hub.resend_registry_apps(&view.host);
-            (StatusCode::CREATED, Json(view)).into_response()
-        }
-        Err(e) => e.into_response(),
-    }
-}
-
-/// `GET /api/registries`: the logins, without passwords.
-pub async fn list(State(hub): State<Arc<Hub>>) -> Json<Vec<RegistryView>> {
-    Json(hub.registries.list())
-}
-
-/// `DELETE /api/registries/{host}`: log out; 404 when there was no login.
-pub async fn logout(State(hub): State<Arc<Hub>>, Path(host): Path<String>) -> Response {
-    if hub.registries.lock().remove(&host).is_none() {
-        return ApiError {
-            status: StatusCode::NOT_FOUND,
-            error: format!("no login for registry {host:?}"),
-            field: Some("host".to_owned()),
-        }
-        .into_response();
-    }
-    hub.resend_registry_apps(&host);
-    StatusCode::NO_CONTENT.into_response()
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::inventories::profile;
+use crate::fake_agent::inventories::profile;
 use crate::sim_agent::{SimAgent, SimAgentConfig, Stats};
 
 /// How to run a fleet.
