@@ -8,9 +8,6 @@ use std::hash::{Hash, Hasher};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{
-    ValidationError, check_dns_label, check_opt_string, check_required, check_string,
-};
 pub use crate::git_source::GitSource;
 use crate::gpu::{GpuRequest, deserialize_opt_gpu};
 use crate::limits::{
@@ -19,6 +16,9 @@ use crate::limits::{
 use crate::pull::PullPolicy;
 use crate::registry_auth::{RegistryAuth, registry_host};
 use crate::runtime::{HealthCheck, LogLimits, RestartPolicy};
+use crate::validation::{
+    ValidationError, check_dns_label, check_opt_string, check_required, check_string,
+};
 
 /// One app the agent should run.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]

@@ -8,7 +8,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{ValidationError, check_dns_label, check_required, check_string_list};
+use crate::validation::{ValidationError, check_dns_label, check_required, check_string_list};
 
 /// Most GPUs one report may carry.
 pub const MAX_STATS_GPUS: usize = 256;

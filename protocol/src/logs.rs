@@ -6,7 +6,9 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{ValidationError, check_dns_label, check_len, check_required, check_string};
+use crate::validation::{
+    ValidationError, check_dns_label, check_len, check_required, check_string,
+};
 
 /// Longest `request_id`, in bytes.
 pub const MAX_LOGS_REQUEST_ID: usize = 64;

@@ -10,15 +10,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::app::AppSpec;
 use crate::desired::{DesiredState, validate_apps};
-use crate::error::{
-    ValidationError, check_dns_label, check_len, check_opt_string, check_required, check_string,
-};
 pub use crate::error_message::{ErrorCode, ErrorMessage};
 use crate::gpu_stats::GpuStatsReport;
 use crate::inventory::Inventory;
 use crate::limits::MAX_NAME;
 use crate::logs::{LogsCancel, LogsChunk, LogsEnd, LogsRequest};
 use crate::status::AppStatus;
+use crate::validation::{
+    ValidationError, check_dns_label, check_len, check_opt_string, check_required, check_string,
+};
 
 /// A message from the agent to the control plane.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]

@@ -9,8 +9,8 @@ use std::fmt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{ValidationError, check_opt_string, check_string};
 use crate::limits::MAX_COMMAND_ARGS;
+use crate::validation::{ValidationError, check_opt_string, check_string};
 
 /// Longest output tail an app status carries (4 KiB), cut at a line boundary.
 pub const MAX_OUTPUT_TAIL_BYTES: usize = 4 * 1024;

@@ -202,7 +202,7 @@ impl SimAgent {
             Incoming::Undecodable(e) => {
                 self.stats.errors.fetch_add(1, Ordering::Relaxed);
                 let seq = self.next_seq();
-                let mut err = ErrorMessage::new(e.code(), e.to_string(), None);
+                let mut err = ErrorMessage::new(e.code(), e.reply_text(), None);
                 err.seq = Some(seq);
                 return conn.send(&AgentMessage::Error(err)).await;
             }

@@ -24,7 +24,7 @@ use futures_util::{SinkExt, StreamExt};
 use odac_protocol::{
     Ack, AgentMessage, AppDelete, AppUpsert, ControlMessage, DecodeError, DesiredStateMessage,
     ErrorCode, ErrorMessage, MAX_FRAME_BYTES, PROTOCOL_VERSION, SUBPROTOCOL, Welcome, decode_agent,
-    encode,
+    encode, error_reply,
 };
 use tokio::sync::{broadcast, mpsc};
 
@@ -110,23 +110,13 @@ fn close(code: u16, reason: &str) -> Message {
     }))
 }
 
-/// The `seq` of a frame that failed decoding, when it can be read.
-fn frame_seq(frame: &[u8]) -> Option<u64> {
-    if frame.len() > MAX_FRAME_BYTES {
-        return None;
-    }
-    serde_json::from_slice::<serde_json::Value>(frame)
-        .ok()?
-        .get("seq")?
-        .as_u64()
-}
-
+/// The answer to a frame that failed decoding: the protocol's (the agent's) `error_reply`,
+/// or for an oversize frame the decode error itself.
 fn decode_error_frame(e: &DecodeError, frame: &[u8]) -> Message {
-    let message = match e {
-        DecodeError::Invalid(v) => v.to_string(),
-        other => other.to_string(),
-    };
-    error_frame(e.code(), message, frame_seq(frame))
+    match error_reply(frame, e) {
+        Some(reply) => text(&ControlMessage::Error(reply)),
+        None => error_frame(e.code(), e.to_string(), None),
+    }
 }
 
 /// `error too_large` for a frame of `size` bytes (when known).
