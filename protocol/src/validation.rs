@@ -79,6 +79,42 @@ impl ValidationError {
     }
 }
 
+/// Checks that `value`, when set, lies in `range`: `<v> is out of range <min>..=<max>`.
+pub(crate) fn check_range<T: PartialOrd + std::fmt::Display>(
+    field: &str,
+    value: Option<T>,
+    range: std::ops::RangeInclusive<T>,
+) -> Result<(), ValidationError> {
+    match value {
+        Some(v) if !range.contains(&v) => Err(ValidationError::new(
+            field,
+            format!("{v} is out of range {}..={}", range.start(), range.end()),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Checks that a size in bytes, when set, lies in `min..=max`: `<v> is below the minimum of
+/// <min> bytes` or `<v> is above the maximum of <max> bytes`.
+pub(crate) fn check_bytes(
+    field: &str,
+    value: Option<u64>,
+    min: u64,
+    max: u64,
+) -> Result<(), ValidationError> {
+    match value {
+        Some(v) if v < min => Err(ValidationError::new(
+            field,
+            format!("{v} is below the minimum of {min} bytes"),
+        )),
+        Some(v) if v > max => Err(ValidationError::new(
+            field,
+            format!("{v} is above the maximum of {max} bytes"),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Checks that a string is at most `max` bytes long.
 pub(crate) fn check_len(field: &str, value: &str, max: usize) -> Result<(), ValidationError> {
     if value.len() > max {
