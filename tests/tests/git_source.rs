@@ -25,7 +25,7 @@ const BUILD_WAIT: Duration = Duration::from_secs(180);
 
 /// Runs git in `dir` with a fixed identity; panics with git's stderr on failure.
 fn git(dir: &Path, args: &[&str]) -> String {
-    odac_e2e::git_repo::git(dir, args).unwrap_or_else(|e| panic!("{e}"))
+    odac_e2e::git_repo::git(dir, args).expect("git")
 }
 
 /// A bare repository `origin.git` and a working clone to commit from.

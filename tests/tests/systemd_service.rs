@@ -52,7 +52,7 @@ const SHARE: &str = "/srv/odac-e2e";
 
 /// Runs git in `dir` with the harness's fixed identity; panics with git's stderr on failure.
 fn git(dir: &Path, args: &[&str]) -> String {
-    odac_e2e::git_repo::git(dir, args).unwrap_or_else(|e| panic!("{e}"))
+    odac_e2e::git_repo::git(dir, args).expect("git")
 }
 
 /// A bare repository at `root/origin.git` with one commit whose Dockerfile builds on the
