@@ -1,7 +1,7 @@
 //! A simulated agent: speaks the protocol like `odac-agent` but runs no containers. It sends
 //! `hello` and its inventory, acks and "applies" desired state by computing what a real host
 //! with that inventory would report (GPU attached, CPU fallback with the verdict's reason, or
-//! a failure for a required GPU), keeps `restart_required` until the restart token changes,
+//! a failure for a required GPU: the agent's own `gpu::resolve` decides), keeps `restart_required` until the restart token changes,
 //! pings as a heartbeat and reconnects with full-jitter backoff.
 
 use std::collections::BTreeMap;
