@@ -8,9 +8,6 @@ use std::hash::{Hash, Hasher};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{
-    ValidationError, check_dns_label, check_opt_string, check_required, check_string,
-};
 pub use crate::git_source::GitSource;
 use crate::gpu::{GpuRequest, deserialize_opt_gpu};
 use crate::limits::{
@@ -19,6 +16,9 @@ use crate::limits::{
 use crate::pull::PullPolicy;
 use crate::registry_auth::{RegistryAuth, registry_host};
 use crate::runtime::{HealthCheck, LogLimits, RestartPolicy};
+use crate::validation::{
+    ValidationError, check_bytes, check_dns_label, check_opt_string, check_required, check_string,
+};
 
 /// One app the agent should run.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
@@ -367,22 +367,12 @@ impl VolumeMount {
 impl Resources {
     /// Checks 6 MiB ≤ memory ≤ 1 PiB and 0 < cpus ≤ 1024.
     pub fn validate(&self) -> Result<(), ValidationError> {
-        if let Some(m) = self.memory_bytes
-            && m < MIN_MEMORY_BYTES
-        {
-            return Err(ValidationError::new(
-                "memory_bytes",
-                format!("{m} is below the minimum of {MIN_MEMORY_BYTES} bytes"),
-            ));
-        }
-        if let Some(m) = self.memory_bytes
-            && m > MAX_MEMORY_BYTES
-        {
-            return Err(ValidationError::new(
-                "memory_bytes",
-                format!("{m} is above the maximum of {MAX_MEMORY_BYTES} bytes"),
-            ));
-        }
+        check_bytes(
+            "memory_bytes",
+            self.memory_bytes,
+            MIN_MEMORY_BYTES,
+            MAX_MEMORY_BYTES,
+        )?;
         if let Some(c) = self.cpus
             && !(c.is_finite() && c > 0.0 && c <= MAX_CPUS)
         {

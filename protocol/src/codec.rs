@@ -6,9 +6,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::error::ValidationError;
 use crate::limits::MAX_FRAME_BYTES;
 use crate::messages::{AgentMessage, ControlMessage, ErrorMessage};
+use crate::validation::ValidationError;
 
 /// Why a frame could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -41,18 +41,27 @@ impl DecodeError {
             DecodeError::Invalid(_) => ErrorCode::Invalid,
         }
     }
+
+    /// What an `error` message answering this failure says: the detail without the decoder's
+    /// prefix (`apps[0].name: is missing`), the whole sentence for an oversize frame.
+    pub fn reply_text(&self) -> String {
+        match self {
+            DecodeError::TooLarge { .. } => self.to_string(),
+            DecodeError::Malformed(m) => m.clone(),
+            DecodeError::UnknownType(t) => format!("unknown message type {t:?}"),
+            DecodeError::Invalid(e) => e.to_string(),
+        }
+    }
 }
 
 /// The `error` message answering a frame that failed to decode, with `ref_seq` taken from the
 /// frame when it has a numeric `seq`. `None` for [`DecodeError::TooLarge`]: an oversize frame
 /// is answered by closing the WebSocket with code 1009, not with a message.
 pub fn error_reply(frame: &[u8], err: &DecodeError) -> Option<ErrorMessage> {
-    let message = match err {
-        DecodeError::TooLarge { .. } => return None,
-        DecodeError::Malformed(m) => m.clone(),
-        DecodeError::UnknownType(t) => format!("unknown message type {t:?}"),
-        DecodeError::Invalid(e) => e.to_string(),
-    };
+    if matches!(err, DecodeError::TooLarge { .. }) {
+        return None;
+    }
+    let message = err.reply_text();
     let ref_seq = serde_json::from_slice::<Value>(frame)
         .ok()
         .and_then(|v| v.get("seq").and_then(Value::as_u64));
@@ -166,28 +175,8 @@ fn split(frame: &[u8]) -> Result<(String, Value), DecodeError> {
 
 /// Deserialises a payload, naming the path of a bad field.
 fn payload<T: DeserializeOwned>(value: Value) -> Result<T, DecodeError> {
-    serde_path_to_error::deserialize(value).map_err(|e| {
-        let path = e.path().to_string();
-        // `.?` stands for a map key that failed to deserialise: name the map instead
-        let mut path = path
-            .trim_end_matches(".?")
-            .trim_start_matches('.')
-            .to_owned();
-        let mut message = e.into_inner().to_string();
-        // serde reports a missing field at its parent's path: name the field itself
-        if let Some(name) = message
-            .strip_prefix("missing field `")
-            .and_then(|rest| rest.strip_suffix('`'))
-        {
-            path = if path.is_empty() {
-                name.to_owned()
-            } else {
-                format!("{path}.{name}")
-            };
-            message = "is missing".to_owned();
-        }
-        DecodeError::Invalid(ValidationError::new(path, message))
-    })
+    serde_path_to_error::deserialize(value)
+        .map_err(|e| DecodeError::Invalid(ValidationError::from_serde_path(e)))
 }
 
 fn json_kind(v: &Value) -> &'static str {

@@ -8,8 +8,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::app::AppSpec;
-use crate::error::ValidationError;
 use crate::limits::MAX_APPS;
+use crate::validation::ValidationError;
 
 /// Every app a host should run. Apps not listed are removed.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]

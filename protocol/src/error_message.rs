@@ -7,7 +7,7 @@ use std::fmt;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::error::{ValidationError, check_len, check_string};
+use crate::validation::{ValidationError, check_len, check_string};
 
 /// `error`: a message was refused.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]

@@ -8,7 +8,7 @@ use std::fmt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{ValidationError, check_required};
+use crate::validation::{ValidationError, check_required};
 
 /// Longest accepted secret, in bytes.
 pub const MAX_SECRET: usize = 4096;

@@ -8,7 +8,9 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{ValidationError, check_dns_label, check_required, check_string_list};
+use crate::validation::{
+    ValidationError, check_dns_label, check_range, check_required, check_string_list,
+};
 
 /// Most GPUs one report may carry.
 pub const MAX_STATS_GPUS: usize = 256;
@@ -96,12 +98,7 @@ pub struct AppGpuUsage {
 impl GpuStats {
     /// Checks every field; errors name the field (`gpus[1].util`).
     pub fn validate(&self) -> Result<(), ValidationError> {
-        if !(10..=600).contains(&self.interval_secs) {
-            return Err(ValidationError::new(
-                "interval_secs",
-                format!("{} is out of range 10..=600", self.interval_secs),
-            ));
-        }
+        check_range("interval_secs", Some(self.interval_secs), 10..=600)?;
         if self.gpus.len() > MAX_STATS_GPUS {
             return Err(ValidationError::new(
                 "gpus",
@@ -132,12 +129,7 @@ impl GpuStats {
             let at = format!("usage[{i}]");
             check_dns_label("app", &u.app).map_err(|e| e.under(&at))?;
             check_required("gpu", &u.gpu).map_err(|e| e.under(&at))?;
-            if let Some(util) = u.util.filter(|u| *u > 100) {
-                return Err(ValidationError::new(
-                    format!("{at}.util"),
-                    format!("{util} is out of range 0..=100"),
-                ));
-            }
+            check_range("util", u.util, 0..=100).map_err(|e| e.under(&at))?;
         }
         Ok(())
     }
@@ -146,13 +138,7 @@ impl GpuStats {
 impl GpuSample {
     fn validate(&self) -> Result<(), ValidationError> {
         check_required("id", &self.id)?;
-        match self.util {
-            Some(u) if u > 100 => Err(ValidationError::new(
-                "util",
-                format!("{u} is out of range 0..=100"),
-            )),
-            _ => Ok(()),
-        }
+        check_range("util", self.util, 0..=100)
     }
 }
 

@@ -5,7 +5,7 @@
 //! and safe as a file name or a path component on any control plane (no `/`, `\`, spaces or
 //! control characters).
 
-use crate::error::ValidationError;
+use crate::validation::ValidationError;
 
 /// Longest accepted agent id, in bytes.
 pub const MAX_AGENT_ID: usize = 128;

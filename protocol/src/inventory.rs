@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{ValidationError, check_opt_string, check_string, check_string_list};
 use crate::limits::{MAX_GPU_COUNT, MAX_LIST};
 use crate::reason::Reason;
+use crate::validation::{ValidationError, check_opt_string, check_string, check_string_list};
 use crate::vendor::{Mechanism, Vendor};
 
 /// The host's hardware and engine inventory.

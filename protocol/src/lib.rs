@@ -9,7 +9,6 @@
 mod app;
 mod codec;
 mod desired;
-mod error;
 mod error_message;
 mod git_source;
 mod gpu;
@@ -26,12 +25,12 @@ mod runtime;
 pub mod schema;
 pub mod schema_rules;
 mod status;
+mod validation;
 mod vendor;
 
 pub use app::{AppSpec, GitSource, PortMapping, PortProtocol, Resources, VolumeMount};
 pub use codec::{DecodeError, Encode, decode_agent, decode_control, encode, error_reply};
 pub use desired::DesiredState;
-pub use error::{ValidationError, check_dns_label};
 pub use git_source::{GitScheme, GitSecret, MAX_SECRET};
 pub use gpu::{GpuCount, GpuCountValue, GpuOptionalValue, GpuRequest, GpuRuntime, GpuVendor};
 pub use gpu_stats::{AppGpuUsage, AppGpus, GpuSample, GpuStats, GpuStatsReport, MAX_STATS_GPUS};
@@ -56,6 +55,7 @@ pub use runtime::{
     MIN_LOG_SIZE_BYTES, RestartPolicy,
 };
 pub use status::{AppState, AppStatus, Attached, Fallback, FallbackTier, GpuStatus};
+pub use validation::{ValidationError, check_dns_label};
 pub use vendor::{Mechanism, Vendor};
 
 /// Protocol version carried in the WebSocket subprotocol and in `hello`.

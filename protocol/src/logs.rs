@@ -6,7 +6,9 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{ValidationError, check_dns_label, check_len, check_required, check_string};
+use crate::validation::{
+    ValidationError, check_dns_label, check_len, check_range, check_required, check_string,
+};
 
 /// Longest `request_id`, in bytes.
 pub const MAX_LOGS_REQUEST_ID: usize = 64;
@@ -111,25 +113,8 @@ impl LogsRequest {
     pub fn validate(&self) -> Result<(), ValidationError> {
         check_request_id(&self.request_id)?;
         check_dns_label("app", &self.app)?;
-        if let Some(t) = self.tail
-            && t > MAX_LOGS_TAIL
-        {
-            return Err(ValidationError::new(
-                "tail",
-                format!("{t} is out of range 0..={MAX_LOGS_TAIL}"),
-            ));
-        }
-        match self.timeout_secs {
-            Some(0) => Err(ValidationError::new(
-                "timeout_secs",
-                format!("0 is out of range 1..={MAX_LOGS_TIMEOUT_SECS}"),
-            )),
-            Some(s) if s > MAX_LOGS_TIMEOUT_SECS => Err(ValidationError::new(
-                "timeout_secs",
-                format!("{s} is out of range 1..={MAX_LOGS_TIMEOUT_SECS}"),
-            )),
-            _ => Ok(()),
-        }
+        check_range("tail", self.tail, 0..=MAX_LOGS_TAIL)?;
+        check_range("timeout_secs", self.timeout_secs, 1..=MAX_LOGS_TIMEOUT_SECS)
     }
 }
 

@@ -10,15 +10,16 @@ use serde::{Deserialize, Serialize};
 
 use crate::app::AppSpec;
 use crate::desired::{DesiredState, validate_apps};
-use crate::error::{
-    ValidationError, check_dns_label, check_len, check_opt_string, check_required, check_string,
-};
 pub use crate::error_message::{ErrorCode, ErrorMessage};
 use crate::gpu_stats::GpuStatsReport;
 use crate::inventory::Inventory;
 use crate::limits::MAX_NAME;
 use crate::logs::{LogsCancel, LogsChunk, LogsEnd, LogsRequest};
 use crate::status::AppStatus;
+use crate::validation::{
+    ValidationError, check_dns_label, check_len, check_opt_string, check_range, check_required,
+    check_string,
+};
 
 /// A message from the agent to the control plane.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
@@ -313,17 +314,7 @@ impl ControlMessage {
                 check_required("host_id", &w.host_id)?;
                 check_len("host_id", &w.host_id, 256)?;
                 check_opt_string("session_id", w.session_id.as_ref())?;
-                match w.heartbeat_secs {
-                    Some(0) => Err(ValidationError::new(
-                        "heartbeat_secs",
-                        "0 is out of range 1..=3600",
-                    )),
-                    Some(s) if s > 3600 => Err(ValidationError::new(
-                        "heartbeat_secs",
-                        format!("{s} is out of range 1..=3600"),
-                    )),
-                    _ => Ok(()),
-                }
+                check_range("heartbeat_secs", w.heartbeat_secs, 1..=3600)
             }
             ControlMessage::DesiredState(m) => validate_apps(&m.apps),
             ControlMessage::AppUpsert(m) => m.app.validate().map_err(|e| e.under("app")),

@@ -9,8 +9,8 @@ use std::fmt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{ValidationError, check_required, check_string};
 use crate::git_source::MAX_SECRET;
+use crate::validation::{ValidationError, check_required, check_string};
 
 /// Credentials for one registry host.
 #[derive(Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]

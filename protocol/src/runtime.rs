@@ -9,8 +9,10 @@ use std::fmt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{ValidationError, check_opt_string, check_string};
 use crate::limits::MAX_COMMAND_ARGS;
+use crate::validation::{
+    ValidationError, check_bytes, check_opt_string, check_range, check_string,
+};
 
 /// Longest output tail an app status carries (4 KiB), cut at a line boundary.
 pub const MAX_OUTPUT_TAIL_BYTES: usize = 4 * 1024;
@@ -240,14 +242,7 @@ impl HealthCheck {
             ("retries", self.retries, 1),
             ("start_period_secs", self.start_period_secs, 0),
         ] {
-            if let Some(v) = value
-                && !(min..=MAX_HEALTH_SECS).contains(&v)
-            {
-                return Err(ValidationError::new(
-                    field,
-                    format!("{v} is out of range {min}..={MAX_HEALTH_SECS}"),
-                ));
-            }
+            check_range(field, value, min..=MAX_HEALTH_SECS)?;
         }
         Ok(())
     }
@@ -256,23 +251,13 @@ impl HealthCheck {
 impl LogLimits {
     /// Checks the size (at least 64 KiB) and the file count (1..=100).
     pub fn validate(&self) -> Result<(), ValidationError> {
-        if let Some(s) = self.max_size_bytes
-            && s < MIN_LOG_SIZE_BYTES
-        {
-            return Err(ValidationError::new(
-                "max_size_bytes",
-                format!("{s} is below the minimum of {MIN_LOG_SIZE_BYTES} bytes"),
-            ));
-        }
-        if let Some(n) = self.max_files
-            && !(1..=MAX_LOG_FILES).contains(&n)
-        {
-            return Err(ValidationError::new(
-                "max_files",
-                format!("{n} is out of range 1..={MAX_LOG_FILES}"),
-            ));
-        }
-        Ok(())
+        check_bytes(
+            "max_size_bytes",
+            self.max_size_bytes,
+            MIN_LOG_SIZE_BYTES,
+            u64::MAX,
+        )?;
+        check_range("max_files", self.max_files, 1..=MAX_LOG_FILES)
     }
 }
 

@@ -7,11 +7,11 @@ use std::fmt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{ValidationError, check_dns_label, check_opt_string, check_string_list};
 use crate::gpu::{GpuRequest, deserialize_opt_gpu};
 use crate::limits::MAX_LIST;
 use crate::reason::Reason;
 use crate::runtime::{CrashInfo, HealthReport};
+use crate::validation::{ValidationError, check_dns_label, check_opt_string, check_string_list};
 use crate::vendor::{Mechanism, Vendor};
 
 /// The observed status of one app.

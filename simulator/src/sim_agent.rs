@@ -1,7 +1,7 @@
 //! A simulated agent: speaks the protocol like `odac-agent` but runs no containers. It sends
 //! `hello` and its inventory, acks and "applies" desired state by computing what a real host
 //! with that inventory would report (GPU attached, CPU fallback with the verdict's reason, or
-//! a failure for a required GPU), keeps `restart_required` until the restart token changes,
+//! a failure for a required GPU: the agent's own `gpu::resolve` decides), keeps `restart_required` until the restart token changes,
 //! pings as a heartbeat and reconnects with full-jitter backoff.
 
 use std::collections::BTreeMap;
@@ -10,10 +10,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBuilder};
+use odac_agent::gpu::{Allocations, Plan, assessment_from_inventory, resolve};
 use odac_protocol::{
     Ack, AgentMessage, AppSpec, AppState, AppStatus, AppStatusReport, Attached, ControlMessage,
-    ErrorMessage, Fallback, FallbackTier, GpuCount, GpuRequest, GpuStatus, Inventory,
-    InventoryReport, Mechanism, Reason, Vendor,
+    ErrorMessage, Fallback, FallbackTier, GpuRequest, GpuStatus, Inventory, InventoryReport,
+    Reason,
 };
 use tokio::sync::watch;
 
@@ -61,60 +62,11 @@ struct AppRun {
     restarts: u32,
 }
 
-/// Where a GPU request lands on a host with `inv`: attached devices, or why not.
-pub fn place(gpu: &GpuRequest, inv: &Inventory) -> Result<Attached, (Reason, Option<String>)> {
-    let present = |v: Vendor| inv.gpus.iter().any(|g| g.vendor == v);
-    let vendor = match gpu.effective_vendor() {
-        Some(v) => v,
-        None => Vendor::ALL
-            .into_iter()
-            .find(|v| inv.accelerators.get(v).is_some_and(|a| a.schedulable))
-            .or_else(|| Vendor::ALL.into_iter().find(|v| present(*v)))
-            .ok_or((Reason::NoDevice, Some("no GPU on this host".to_owned())))?,
-    };
-    let verdict = inv.accelerators.get(&vendor);
-    if !verdict.is_some_and(|a| a.schedulable) {
-        let reason = verdict.and_then(|a| a.reason).unwrap_or(Reason::NoDevice);
-        let detail = verdict.and_then(|a| a.detail.clone());
-        return Err((reason, detail));
-    }
-    let usable: Vec<_> = inv
-        .gpus
-        .iter()
-        .filter(|g| g.vendor == vendor && g.passable)
-        .collect();
-    let n = match gpu.count() {
-        GpuCount::All => usable.len(),
-        GpuCount::N(n) => usize::try_from(n).unwrap_or(usize::MAX),
-    };
-    if n == 0 || n > usable.len() {
-        return Err((
-            Reason::InsufficientDevices,
-            Some(format!(
-                "{n} {vendor} GPUs requested, {} usable",
-                usable.len()
-            )),
-        ));
-    }
-    let mechanism = verdict
-        .and_then(|a| a.mechanism)
-        .unwrap_or(Mechanism::DeviceNodes);
-    let mut devices: Vec<String> = Vec::new();
-    if vendor == Vendor::Amd {
-        devices.push("/dev/kfd".to_owned());
-    }
-    for (i, g) in usable.iter().take(n).enumerate() {
-        match (vendor, &g.uuid) {
-            (Vendor::Nvidia, Some(u)) => devices.push(u.clone()),
-            (Vendor::Nvidia, None) => devices.push(i.to_string()),
-            _ => devices.extend(g.card_node.iter().chain(g.render_node.iter()).cloned()),
-        }
-    }
-    Ok(Attached {
-        vendor,
-        mechanism,
-        devices,
-    })
+/// Where a GPU request lands on a host with `inv`: the agent's own pre-flight
+/// ([`odac_agent::gpu::resolve`]) on the assessment that inventory stands for, with no GPU
+/// held by another app.
+pub fn place(gpu: &GpuRequest, inv: &Inventory) -> Plan {
+    resolve(gpu, &assessment_from_inventory(inv), &Allocations::new())
 }
 
 /// The status a host with `inv` reports for `spec` (applied at `generation`).
@@ -132,26 +84,41 @@ pub fn status_for(spec: &AppSpec, inv: &Inventory, generation: u64) -> AppStatus
         ..AppStatus::default()
     };
     if let Some(gpu) = &spec.gpu {
+        // what the agent reports for each plan (its app manager's pre-flight)
         match place(gpu, inv) {
-            Ok(a) => st.gpu.attached = Some(a),
-            Err((reason, detail)) => {
-                st.gpu.fallback = Some(Fallback {
-                    tier: FallbackTier::Preflight,
-                    reason,
-                    detail,
+            Plan::Attach(a) => {
+                st.gpu.attached = Some(Attached {
+                    vendor: a.vendor,
+                    mechanism: a.mechanism,
+                    devices: a.devices,
                 });
-                if !gpu.is_optional() {
-                    st.state = AppState::Failed;
-                    st.container_id = None;
-                    st.last_error = Some(format!(
-                        "required GPU unavailable: {reason} ({})",
-                        reason.explanation()
-                    ));
-                }
+            }
+            Plan::Cpu { reason, detail } => st.gpu.fallback = Some(preflight(reason, detail)),
+            Plan::Refuse {
+                reason,
+                fix,
+                detail,
+            } => {
+                st.state = AppState::Failed;
+                st.container_id = None;
+                st.last_error = Some(match fix {
+                    Some(fix) => format!("{reason}: {detail}; fix: {fix}"),
+                    None => format!("{reason}: {detail}"),
+                });
+                st.gpu.fallback = Some(preflight(reason, detail));
             }
         }
     }
     st
+}
+
+/// The fallback a pre-flight decision reports.
+fn preflight(reason: Reason, detail: String) -> Fallback {
+    Fallback {
+        tier: FallbackTier::Preflight,
+        reason,
+        detail: Some(detail),
+    }
 }
 
 /// Everything but the restart token.
@@ -235,7 +202,7 @@ impl SimAgent {
             Incoming::Undecodable(e) => {
                 self.stats.errors.fetch_add(1, Ordering::Relaxed);
                 let seq = self.next_seq();
-                let mut err = ErrorMessage::new(e.code(), e.to_string(), None);
+                let mut err = ErrorMessage::new(e.code(), e.reply_text(), None);
                 err.seq = Some(seq);
                 return conn.send(&AgentMessage::Error(err)).await;
             }
@@ -370,7 +337,7 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
     use crate::inventories::profile;
-    use odac_protocol::GpuRuntime;
+    use odac_protocol::{GpuRuntime, Vendor};
 
     fn spec(gpu: Option<GpuRequest>) -> AppSpec {
         AppSpec {
@@ -398,19 +365,36 @@ mod tests {
         let st = status_for(&spec(Some(required)), &profile(4, "c"), 3);
         assert_eq!(st.state, AppState::Failed);
         assert_eq!(st.gpu.fallback.unwrap().reason, Reason::NoContainerRuntime);
+        let error = st.last_error.unwrap();
+        assert!(
+            error.starts_with("no_container_runtime: ") && error.contains("; fix: "),
+            "the agent's refusal, with its fix: {error}"
+        );
     }
 
     #[test]
     fn auto_vendor_and_counts() {
         let auto = GpuRequest::default().with_optional(true);
-        let a = place(&auto, &profile(1, "amd")).unwrap();
+        let Plan::Attach(a) = place(&auto, &profile(1, "amd")) else {
+            panic!("auto on an amd box attaches")
+        };
         assert_eq!(a.vendor, Vendor::Amd);
-        assert_eq!(a.devices[0], "/dev/kfd");
-        let too_many = GpuRequest::new(GpuRuntime::Amd).with_count(3);
         assert_eq!(
-            place(&too_many, &profile(1, "amd")).unwrap_err().0,
-            Reason::InsufficientDevices
+            a.devices,
+            [
+                "/dev/kfd",
+                "/dev/dri/card1",
+                "/dev/dri/renderD128",
+                "/dev/dri/card2",
+                "/dev/dri/renderD129"
+            ],
+            "every gpu by default, /dev/kfd once"
         );
+        let too_many = GpuRequest::new(GpuRuntime::Amd).with_count(3);
+        let Plan::Refuse { reason, .. } = place(&too_many, &profile(1, "amd")) else {
+            panic!("three of two amd gpus is refused")
+        };
+        assert_eq!(reason, Reason::InsufficientDevices);
     }
 
     #[test]

@@ -5,12 +5,12 @@
 //! exiting on SIGTERM keeps stops (and so the tests) fast. Imported once, labelled
 //! `odac.test=1`, kept between runs like `odac/busybox:test`.
 
-use std::io::Write;
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 
 use odac_agent::engine::test_image::{busybox_path, busybox_rootfs_tar};
 
+use crate::command::output_with_stdin;
 use crate::error::{Error, Result};
 
 /// The sleeper image's tag.
@@ -82,7 +82,8 @@ pub fn ensure_sleeper_image() -> Result<&'static str> {
     })?;
     let bytes = std::fs::read(&path).map_err(|e| Error::io("read", &path, e))?;
     let tar = busybox_rootfs_tar(&bytes).map_err(|e| Error::Other(e.to_string()))?;
-    let mut child = Command::new("docker")
+    let mut import = Command::new("docker");
+    import
         .args([
             "import",
             "--change",
@@ -90,20 +91,8 @@ pub fn ensure_sleeper_image() -> Result<&'static str> {
             "--change",
             SLEEPER_CMD,
         ])
-        .args(["--change", "LABEL odac.test=1", "-", SLEEPER_IMAGE])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| Error::command("docker import", e.to_string()))?;
-    if let Some(mut stdin) = child.stdin.take() {
-        stdin
-            .write_all(&tar)
-            .map_err(|e| Error::command("docker import", format!("writing the rootfs: {e}")))?;
-    }
-    let out = child
-        .wait_with_output()
-        .map_err(|e| Error::command("docker import", e.to_string()))?;
+        .args(["--change", "LABEL odac.test=1", "-", SLEEPER_IMAGE]);
+    let out = output_with_stdin(&mut import, "docker import", Some(&tar))?;
     if !out.status.success() {
         return Err(Error::command(
             "docker import",

@@ -2,6 +2,7 @@
 //! `odac-agent` and `odac` binaries on loopback against the real Docker engine.
 //!
 //! - [`bins`]: find (and build once) the binaries;
+//! - [`command`]: a short command run to completion, stdin fed, output captured;
 //! - [`process`]: a child process with captured logs, line waits, signals, peak RSS;
 //! - [`poll`]: deadlines instead of sleeps;
 //! - [`ports`], [`tcp_proxy`], [`unix_proxy`] (over [`relay`]): loopback ports and the proxies
@@ -19,6 +20,7 @@
 pub mod agent;
 pub mod backoff;
 pub mod bins;
+pub mod command;
 pub mod docker;
 pub mod error;
 pub mod figures;

@@ -6,11 +6,11 @@
 //! cut and restore it on the same port and storage; dropping it stops the process and
 //! removes the tags it pushed (and their pulled copies, the same references).
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use crate::command::output_with_stdin;
 use crate::error::{Error, Result};
 use crate::ports::free_port;
 use crate::process::Process;
@@ -39,23 +39,7 @@ impl std::fmt::Debug for Registry {
 }
 
 fn run(cmd: &mut Command, what: &str, stdin: Option<&str>) -> Result<String> {
-    let mut child = cmd
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| Error::command(what, e.to_string()))?;
-    if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
-        pipe.write_all(text.as_bytes())
-            .map_err(|e| Error::command(what, format!("writing stdin: {e}")))?;
-    }
-    let out = child
-        .wait_with_output()
-        .map_err(|e| Error::command(what, e.to_string()))?;
+    let out = output_with_stdin(cmd, what, stdin.map(str::as_bytes))?;
     if !out.status.success() {
         return Err(Error::command(
             what,

@@ -13,6 +13,7 @@ use odac_simulator::views::{AppView, HostView};
 use serde_json::Value;
 
 use crate::bins::{CLI, SIM, bin};
+use crate::command::output_with_stdin;
 use crate::error::{Error, Result};
 use crate::ports::free_port;
 use crate::process::Process;
@@ -277,28 +278,12 @@ impl Sim {
         if words.next() != Some("odac") {
             return Err(Error::Other(format!("not an odac command line: {line}")));
         }
-        let mut child = Command::new(bin(CLI)?)
-            .args(words)
+        let mut cmd = Command::new(bin(CLI)?);
+        cmd.args(words)
             .env("ODAC_API", format!("{}/api/", self.api_url()))
             .env("ODAC_CA_FILE", self.ca_path())
-            .env_remove("ODAC_TOKEN")
-            .stdin(if stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| Error::command(line, e.to_string()))?;
-        if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
-            use std::io::Write;
-            pipe.write_all(text.as_bytes())
-                .map_err(|e| Error::command(line, format!("cannot write stdin: {e}")))?;
-        }
-        let out = child
-            .wait_with_output()
-            .map_err(|e| Error::command(line, e.to_string()))?;
+            .env_remove("ODAC_TOKEN");
+        let out = output_with_stdin(&mut cmd, line, stdin.map(str::as_bytes))?;
         let out = CliOutput {
             code: out.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -25,33 +25,7 @@ const BUILD_WAIT: Duration = Duration::from_secs(180);
 
 /// Runs git in `dir` with a fixed identity; panics with git's stderr on failure.
 fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args([
-            "-c",
-            "user.name=odac e2e",
-            "-c",
-            "user.email=e2e@odac.invalid",
-        ])
-        .args([
-            "-c",
-            "commit.gpgsign=false",
-            "-c",
-            "init.defaultBranch=main",
-        ])
-        .args(args)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run git");
-    assert!(
-        out.status.success(),
-        "git {args:?} in {}: {}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    odac_e2e::git_repo::git(dir, args).expect("git")
 }
 
 /// A bare repository `origin.git` and a working clone to commit from.

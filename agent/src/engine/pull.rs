@@ -5,28 +5,10 @@
 //! ([`split_reference`]; the engine pulls every tag of a repository given without one).
 
 use std::collections::BTreeMap;
-use std::fmt;
 
-/// Credentials for one registry host. Never logged: `Debug` redacts the password.
-#[derive(Clone, Default, PartialEq, Eq)]
-pub struct RegistryAuth {
-    /// Registry host (`registry.example.com`, `127.0.0.1:5000`).
-    pub server: String,
-    /// User name.
-    pub username: String,
-    /// Password or access token.
-    pub password: String,
-}
-
-impl fmt::Debug for RegistryAuth {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RegistryAuth")
-            .field("server", &self.server)
-            .field("username", &self.username)
-            .field("password", &"<redacted>")
-            .finish()
-    }
-}
+/// Credentials for one registry host: the protocol's type (never logged: `Debug` redacts the
+/// password), so what the control plane sends is what the engine is handed.
+pub use odac_protocol::RegistryAuth;
 
 /// Bytes of a pull so far, summed over the layers the engine reported.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

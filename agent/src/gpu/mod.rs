@@ -5,13 +5,16 @@
 //! the current [`Allocations`] into a [`Plan`]: run on the CPU (optional intent, with the
 //! reason), attach (vendor, mechanism, concrete devices) or refuse (required intent, with the
 //! reason and the fix). [`allocate()`] picks concrete GPUs, [`attach`] turns an attachment into
-//! engine requests and reads back what a container really holds, [`reason`] phrases the fixes.
+//! engine requests and reads back what a container really holds, [`reason`] phrases the fixes,
+//! [`from_inventory`] rebuilds an assessment from a wire inventory (for fake agents).
 
 pub mod allocate;
 pub mod attach;
+pub mod from_inventory;
 pub mod reason;
 pub mod resolve;
 
 pub use allocate::{Allocations, Insufficient, allocate};
 pub use attach::{Attachment, attached_from};
+pub use from_inventory::assessment_from_inventory;
 pub use resolve::{DEFAULT_VENDOR_ORDER, Plan, ResolveOptions, resolve, resolve_with};

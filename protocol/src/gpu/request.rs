@@ -9,8 +9,8 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 use super::fields::{GpuCountValue, GpuOptionalValue, GpuRuntime, GpuVendor};
-use crate::error::ValidationError;
 use crate::limits::MAX_GPU_COUNT;
+use crate::validation::ValidationError;
 use crate::vendor::Vendor;
 
 /// The GPU intent of an app, exactly as sent. Absent fields stay absent when serialised, so a

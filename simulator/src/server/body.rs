@@ -63,23 +63,11 @@ pub fn typed<T: serde::de::DeserializeOwned>(value: Value, prefix: &str) -> ApiR
         serde_path_to_error::deserialize::<_, T>(de)
     };
     let parsed = result.map_err(|e| {
-        let path = e.path().to_string();
-        let mut field = path
-            .trim_start_matches('.')
-            .trim_end_matches(".?")
-            .to_owned();
-        let mut message = e.into_inner().to_string();
-        if let Some(name) = message
-            .strip_prefix("missing field `")
-            .and_then(|r| r.strip_suffix('`'))
-        {
-            field = if field.is_empty() || field == "." {
-                name.to_owned()
-            } else {
-                format!("{field}.{name}")
-            };
-            message = "is missing".to_owned();
-        }
+        // the protocol's naming (`ports[0].container`, `gpu.count: is missing`)
+        let odac_protocol::ValidationError {
+            mut field,
+            mut message,
+        } = odac_protocol::ValidationError::from_serde_path(e);
         if let Some(name) = message
             .strip_prefix("unknown field `")
             .and_then(|r| r.split_once('`'))

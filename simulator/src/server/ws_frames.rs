@@ -4,7 +4,7 @@
 
 use axum::extract::ws::{CloseFrame, Message};
 use odac_protocol::{
-    ControlMessage, DecodeError, ErrorCode, ErrorMessage, MAX_FRAME_BYTES, encode,
+    ControlMessage, DecodeError, ErrorCode, ErrorMessage, MAX_FRAME_BYTES, encode, error_reply,
 };
 use tokio::sync::mpsc;
 
@@ -26,23 +26,13 @@ pub(super) fn close(code: u16, reason: &str) -> Message {
     }))
 }
 
-/// The `seq` of a frame that failed decoding, when it can be read.
-fn frame_seq(frame: &[u8]) -> Option<u64> {
-    if frame.len() > MAX_FRAME_BYTES {
-        return None;
-    }
-    serde_json::from_slice::<serde_json::Value>(frame)
-        .ok()?
-        .get("seq")?
-        .as_u64()
-}
-
+/// The answer to a frame that failed decoding: the protocol's (the agent's) `error_reply`,
+/// or for an oversize frame the decode error itself.
 pub(super) fn decode_error_frame(e: &DecodeError, frame: &[u8]) -> Message {
-    let message = match e {
-        DecodeError::Invalid(v) => v.to_string(),
-        other => other.to_string(),
-    };
-    error_frame(e.code(), message, frame_seq(frame))
+    match error_reply(frame, e) {
+        Some(reply) => text(&ControlMessage::Error(reply)),
+        None => error_frame(e.code(), e.to_string(), None),
+    }
 }
 
 /// `error too_large` for a frame of `size` bytes (when known).

@@ -37,6 +37,31 @@ impl ValidationError {
         }
     }
 
+    /// A serde error at a path, named the way validation names fields (`ports[0].container`):
+    /// a map key that failed names the map, and a missing field is named itself with the
+    /// message `is missing` (serde reports it at its parent).
+    pub fn from_serde_path(e: serde_path_to_error::Error<serde_json::Error>) -> Self {
+        let path = e.path().to_string();
+        // `.?` stands for a map key that failed to deserialise: name the map instead
+        let mut field = path
+            .trim_end_matches(".?")
+            .trim_start_matches('.')
+            .to_owned();
+        let mut message = e.into_inner().to_string();
+        if let Some(name) = message
+            .strip_prefix("missing field `")
+            .and_then(|rest| rest.strip_suffix('`'))
+        {
+            field = if field.is_empty() {
+                name.to_owned()
+            } else {
+                format!("{field}.{name}")
+            };
+            message = "is missing".to_owned();
+        }
+        Self::new(field, message)
+    }
+
     /// Prefixes the field path, e.g. `gpu.count` under `apps[2]` becomes `apps[2].gpu.count`.
     #[must_use]
     pub fn under(mut self, prefix: &str) -> Self {
@@ -51,6 +76,42 @@ impl ValidationError {
             format!("{prefix}.{}", self.field)
         };
         self
+    }
+}
+
+/// Checks that `value`, when set, lies in `range`: `<v> is out of range <min>..=<max>`.
+pub(crate) fn check_range<T: PartialOrd + std::fmt::Display>(
+    field: &str,
+    value: Option<T>,
+    range: std::ops::RangeInclusive<T>,
+) -> Result<(), ValidationError> {
+    match value {
+        Some(v) if !range.contains(&v) => Err(ValidationError::new(
+            field,
+            format!("{v} is out of range {}..={}", range.start(), range.end()),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Checks that a size in bytes, when set, lies in `min..=max`: `<v> is below the minimum of
+/// <min> bytes` or `<v> is above the maximum of <max> bytes`.
+pub(crate) fn check_bytes(
+    field: &str,
+    value: Option<u64>,
+    min: u64,
+    max: u64,
+) -> Result<(), ValidationError> {
+    match value {
+        Some(v) if v < min => Err(ValidationError::new(
+            field,
+            format!("{v} is below the minimum of {min} bytes"),
+        )),
+        Some(v) if v > max => Err(ValidationError::new(
+            field,
+            format!("{v} is above the maximum of {max} bytes"),
+        )),
+        _ => Ok(()),
     }
 }
 
