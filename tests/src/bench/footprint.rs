@@ -186,7 +186,7 @@ pub fn run(opts: Opts) -> Result<Option<Table>> {
          info logs); restarted before each run, adopting its {APPS} containers"
     ));
     t.note(
-        "bare client: `odac-bench-client` (tokio multi-thread with one worker like the agent, tokio-tungstenite, rustls/ring; \
+        "bare client: `odac-bench-client` (tokio multi-thread + tokio-tungstenite + rustls/ring, \
          hello, acks, pings at the welcome's 20 s), connected to the same simulator",
     );
     t.note(format!(

@@ -1,5 +1,5 @@
 //! `odac-bench-client`: the footprint baseline of `odac-bench`. The least a program needs to
-//! hold the agent's kind of link: a tokio runtime (multi-threaded with one worker, as the agent's), a
+//! hold the agent's kind of link: a tokio runtime (multi-threaded, as the agent's), a
 //! tokio-tungstenite WebSocket over rustls with the `ring` provider, trusting one CA, a bearer
 //! token and the `odac.agent.v1` subprotocol; it says `hello`, acks every control message that
 //! carries a sequence number and pings every heartbeat (the `welcome`'s interval when given). No Docker, no
@@ -186,7 +186,6 @@ fn main() -> ExitCode {
         }
     };
     let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
         .enable_all()
         .build()
     {
