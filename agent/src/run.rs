@@ -83,14 +83,7 @@ pub fn run_command(args: &RunArgs) -> i32 {
         eprintln!("odac-agent: {e}");
         return EXIT_CONFIG;
     }
-    // Footprint (README "Performance"): one worker is plenty for an agent that mostly waits;
-    // each further worker costs its stack and a malloc arena (about 300 KiB measured) and
-    // cross-thread wake-ups while idle. Blocking work (saves, scans) still leaves the worker
-    // via `block_in_place`/`spawn_blocking`; a blocking thread is kept a minute so the
-    // inventory scan every few seconds reuses it instead of starting a thread each time.
     let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .thread_keep_alive(Duration::from_secs(60))
         .enable_all()
         .build()
     {
