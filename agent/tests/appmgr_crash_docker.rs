@@ -1,4 +1,4 @@
-//! Why an app is down, against the real Docker engine (issue 20, part A): an app that prints
+//! Why an app is down, against the real Docker engine: an app that prints
 //! `boom` and exits 3 reports exit code 3 with `boom` in its output tail; one that allocates
 //! 64 MiB under a 6 MiB limit reports `oom_killed`; a failing health check reports
 //! `unhealthy` with the check's output (the spec's, and the image's own `HEALTHCHECK`); the container's `HostConfig.LogConfig` carries the

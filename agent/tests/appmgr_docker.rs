@@ -1,4 +1,4 @@
-//! The app manager against the real Docker engine: acceptance 1–11 of issue 4. Each test runs
+//! The app manager against the real Docker engine. Each test runs
 //! its own manager instance (unique container-name prefix and `odac.instance` label) so tests
 //! can run in parallel; every container and volume carries `odac.test=1` plus a per-test run
 //! label and is removed at the end, even when an assertion fails. When the engine is

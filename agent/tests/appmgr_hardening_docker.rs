@@ -1,4 +1,4 @@
-//! The app manager's hardening against the real Docker engine (issue 15): host binds cannot
+//! The app manager's hardening against the real Docker engine: host binds cannot
 //! reach outside the allowed prefixes through a symbolic link a container made, nor through a
 //! container swapping a directory for a link between the check and the mount; containers get
 //! `no-new-privileges` and a pids limit; removals of stubborn containers run in parallel and do

@@ -1,5 +1,4 @@
-//! `odac-agent run` with configurations that used to start silently wrong (issue 15, finding
-//! 4): each one exits 78 (EX_CONFIG, which the systemd unit does not restart) before doing
+//! `odac-agent run` with configurations that used to start silently wrong: each one exits 78 (EX_CONFIG, which the systemd unit does not restart) before doing
 //! anything, with a message naming the key.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

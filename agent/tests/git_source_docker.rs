@@ -1,4 +1,4 @@
-//! Apps from git sources against the real Docker engine (issue 10's acceptance): a local bare
+//! Apps from git sources against the real Docker engine: a local bare
 //! repository (`file://`) whose Dockerfile starts `FROM odac/busybox:test` is built with the
 //! classic builder and runs with the right commit; a second commit plus a new restart token
 //! runs the new commit; a third prunes the oldest image; a bad URL, a missing branch and a

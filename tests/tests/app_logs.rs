@@ -1,4 +1,4 @@
-//! Live logs (issue 20, part B) with the real engine, agent, simulator and `odac` CLI:
+//! Live logs with the real engine, agent, simulator and `odac` CLI:
 //!
 //! 1. an app that prints `boom` and exits 3: `odac app logs NAME --tail 5` prints `boom`;
 //! 2. two viewers follow an app printing one line a second at once: both get every line,

@@ -1,4 +1,4 @@
-//! Enrollment end to end (issue 8's acceptance through the real binaries): `odac-sim serve
+//! Enrollment end to end (through the real binaries): `odac-sim serve
 //! --enroll-code C` accepts a one-time code; `odac-agent enroll --code C --cp URL --ca-file
 //! <sim>/ca.pem --config-dir D --state-dir S` writes the token (mode 0600), the CA and an
 //! `agent.toml` pointing at the control plane; `odac-agent run --config D/agent.toml` (with a

@@ -1,4 +1,4 @@
-//! Apps from a git URL end to end (issue 10's acceptance through the real binaries): a local
+//! Apps from a git URL end to end (through the real binaries): a local
 //! bare repository reached by a `file://` URL, whose Dockerfile starts `FROM odac/busybox:test`,
 //! becomes an app through `odac app create -n NAME -u URL --branch main`; the agent clones,
 //! builds and runs it, and `odac app list --json` shows the commit it runs. A second commit plus

@@ -1,4 +1,4 @@
-//! One engine, several owners (issue 14), against the real Docker engine:
+//! One engine, several owners, against the real Docker engine:
 //!
 //! 1. a second agent with the same instance on the same engine (its own state dir) refuses,
 //!    naming the first, exits 78, and the first's containers keep their ids for 60 s;

@@ -1,4 +1,4 @@
-//! Secrets at rest and in logs (issue 15, finding 3): the real agent runs at `log_level =
+//! Secrets at rest and in logs: the real agent runs at `log_level =
 //! "trace"` against the real simulator and is given an app from a git source carrying an
 //! access token; neither its bearer token nor the git secret appears anywhere in its output,
 //! and the state files holding them are private (dir 0700, files 0600, builds/ 0700).

@@ -1,4 +1,4 @@
-//! The agent as a systemd service under real systemd (issue 22): systemd boots as PID 1 in a
+//! The agent as a systemd service under real systemd: systemd boots as PID 1 in a
 //! container on the local engine (`odac_e2e::systemd`), the agent's Debian package is installed
 //! in it with `apt-get install ./odac-agent_….deb` (without Recommends: the host's engine stands in
 //! for docker.io), and the packaged, sandboxed unit

@@ -4,8 +4,8 @@
 //! record `fallback {tier: engine, reason: engine_rejected, detail: <the engine's words>}`) or
 //! fail with the engine's words (required intent).
 //!
-//! Refusals are classified by the texts real engines use (DESIGN.md §4, engine-errors.md §6),
-//! never by HTTP status or "any error": a busy port, a missing image or a missing executable
+//! Refusals are classified by the texts real engines use (Docker 20.10 to 28: NVIDIA, CDI
+//! and device-node paths), never by HTTP status or "any error": a busy port, a missing image or a missing executable
 //! is reported as what it is and never taken for a device refusal.
 
 use odac_protocol::{Fallback, FallbackTier, Reason};
@@ -14,7 +14,8 @@ use super::clip::clip;
 use super::labels;
 use crate::engine::{ContainerEngine, ContainerSpec, EngineError};
 
-/// Substrings of the engine's device refusals (engine-errors.md §1-§5).
+/// Substrings of the engine's device refusals (unknown runtime, no CDI, missing device node,
+/// NVIDIA hook failure, driver missing).
 const DEVICE_REFUSALS: &[&str] = &[
     "could not select device driver",
     "no cdi device driver registered",

@@ -1,6 +1,6 @@
 //! [`FakeEngine`]: an in-memory [`ContainerEngine`] for tests of the app manager and the
 //! inventory. It records every call, fails on demand ([`FakeEngine::fail_next`],
-//! [`FakeEngine::set_unavailable`]) and, like a real engine (DESIGN.md §4), checks devices
+//! [`FakeEngine::set_unavailable`]) and, like a real engine, checks devices
 //! at **start**, not at create: a device request for a driver it lacks is refused with
 //! `could not select device driver ...`, a CDI device it does not know with
 //! `CDI device injection failed: unresolvable CDI devices ...`, and a device node it was told
