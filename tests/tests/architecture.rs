@@ -45,8 +45,10 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
             continue;
         };
         for entry in entries {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
+            let entry = entry.unwrap();
+            let path = entry.path();
+            // not through symbolic links: the fixture host trees link in circles, as /sys does
+            if entry.file_type().unwrap().is_dir() {
                 if path.file_name().is_some_and(|n| n != "target") {
                     todo.push(path);
                 }
@@ -430,7 +432,7 @@ fn mapped(doc: &str, section: &str, src: &Source) -> bool {
     if tokens(doc).iter().any(|t| t.text == full)
         || tokens(section)
             .iter()
-            .any(|t| t.text == src.rel || t.text == with_src)
+            .any(|t| (t.text == src.rel && src.rel.contains('/')) || t.text == with_src)
     {
         return true;
     }
@@ -727,14 +729,16 @@ fn shortest_cycle(
     while let Some(n) = queue.pop_front() {
         for m in graph.get(n).into_iter().flatten() {
             if m == start {
-                let mut path = vec![start.clone()];
+                let mut chain = Vec::new();
                 let mut at = n;
                 while at != start {
-                    path.push(at.clone());
+                    chain.push(at.clone());
                     at = parent[at];
                 }
+                chain.reverse();
+                let mut path = vec![start.clone()];
+                path.extend(chain);
                 path.push(start.clone());
-                path[1..].reverse();
                 return path;
             }
             if group.contains(m) && !parent.contains_key(m) {
