@@ -417,9 +417,16 @@ fn folder_scopes(section: &str, folder: &str) -> Vec<(usize, usize)> {
 /// Every folder named in a section (`` `x/` `` tokens), for the top-level files: a name inside
 /// a folder's description is that folder's file.
 fn all_scopes(section: &str) -> Vec<(usize, usize)> {
+    let heading_end = section.find('\n').unwrap_or(section.len());
     tokens(section)
         .iter()
-        .filter(|t| t.text.ends_with('/') && !t.text.contains(' '))
+        .filter(|t| {
+            // a folder (`engine/`), not the heading nor a URL path (`/api/`)
+            t.start > heading_end
+                && t.text.ends_with('/')
+                && !t.text.starts_with('/')
+                && !t.text.contains(' ')
+        })
         .map(|t| (t.start, scope_end(section, t)))
         .collect()
 }
@@ -505,7 +512,7 @@ fn every_source_file_is_in_the_code_map() {
 
 #[test]
 fn the_code_map_reads_names_within_their_folder() {
-    let doc = "## Code map\n### `agent/` (crate)\n- `engine/` — `api.rs` (the trait).\n\
+    let doc = "## Code map\n### `agent/` (crate `odac-agent`). The agent:\n- `engine/` — `api.rs` (the trait).\n\
                - `config.rs` (keys), `run.rs`: `enroll/` (`client.rs`); `logging.rs`.\n\
                - `telemetry/` — `cli.rs`, `nested/` (`deep.rs`), `top.rs`\n## Next\n";
     let src = |rel: &str| Source {
