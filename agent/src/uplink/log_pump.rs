@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
-use super::logs::{LogLimits, LogSource};
+use super::log_source::{LogLimits, LogSource};
 use crate::appmgr::container::container_name;
 use crate::engine::{EngineError, LogStreamOptions};
 

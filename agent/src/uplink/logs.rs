@@ -1,5 +1,5 @@
 //! Live logs over the uplink: a `logs_request` opens a stream of an app container's output
-//! (through [`ContainerEngine::log_stream`]), sent back as bounded `logs_chunk`s and one final
+//! (through [`crate::engine::ContainerEngine::log_stream`]), sent back as bounded `logs_chunk`s and one final
 //! `logs_end`. Each stream is one task ([`super::log_pump`]); its chunks go through one bounded queue per session
 //! that the session drains only when no report, ack or error is waiting, so output never delays
 //! a status. A stream is rate-limited (a token bucket of lines per second); lines over the rate,
@@ -9,7 +9,6 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use odac_protocol::{AgentMessage, LogsEnd, LogsEndReason, LogsRequest};
 use tokio::sync::mpsc;
@@ -17,65 +16,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
 use super::log_pump::{Out, run_stream};
-use crate::engine::ContainerEngine;
-
-/// Bounds of live log streams.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LogLimits {
-    /// Streams open at once per session; one more ends at once with `busy`.
-    pub max_streams: usize,
-    /// How long a stream lasts when its request names no timeout.
-    pub default_timeout: Duration,
-    /// Lines per second per stream (also the burst).
-    pub lines_per_sec: u32,
-    /// Chunks waiting to be sent, per session.
-    pub queue: usize,
-    /// Most lines in one chunk.
-    pub chunk_lines: usize,
-    /// Most bytes of text in one chunk.
-    pub chunk_bytes: usize,
-    /// How long a line may wait for its chunk to fill.
-    pub linger: Duration,
-}
-
-impl Default for LogLimits {
-    fn default() -> Self {
-        Self {
-            max_streams: 8,
-            default_timeout: Duration::from_secs(600),
-            lines_per_sec: 2000,
-            queue: 8,
-            chunk_lines: 500,
-            chunk_bytes: 64 * 1024,
-            linger: Duration::from_millis(100),
-        }
-    }
-}
-
-/// Where the logs come from: the engine and the instance whose containers are the apps'.
-pub struct LogSource {
-    pub(super) engine: Arc<dyn ContainerEngine>,
-    pub(super) instance: String,
-    pub(super) limits: LogLimits,
-}
-
-impl LogSource {
-    /// Logs of `instance`'s app containers on `engine`.
-    pub fn new(engine: Arc<dyn ContainerEngine>, instance: impl Into<String>) -> Self {
-        Self {
-            engine,
-            instance: instance.into(),
-            limits: LogLimits::default(),
-        }
-    }
-
-    /// Other bounds (tests).
-    #[must_use]
-    pub fn with_limits(mut self, limits: LogLimits) -> Self {
-        self.limits = limits;
-        self
-    }
-}
+pub use super::log_source::{LogLimits, LogSource};
 
 /// The log streams of one session.
 pub(crate) struct LogSessions {
@@ -223,7 +164,11 @@ mod tests {
 
     use super::*;
     use crate::appmgr::container::container_name;
-    use crate::engine::{ContainerSpec, EngineCall, FakeEngine, LogStreamOptions, Op};
+    use std::time::Duration;
+
+    use crate::engine::{
+        ContainerEngine, ContainerSpec, EngineCall, FakeEngine, LogStreamOptions, Op,
+    };
 
     async fn engine_with(app: &str, lines: usize) -> Arc<FakeEngine> {
         let engine = Arc::new(FakeEngine::new());

@@ -10,12 +10,15 @@
 //! `resync` request), [`control`] (the [`AppControl`] seam to the app manager) and
 //! [`session`]; [`Uplink`] ties them together.
 
+mod apply;
 pub mod backoff;
 pub mod connect;
 pub mod control;
 pub mod heartbeat;
 pub mod identity;
+mod inbound;
 mod log_pump;
+mod log_source;
 pub mod logs;
 pub mod outbox;
 pub mod removal_log;
@@ -24,6 +27,7 @@ pub mod seqmark;
 pub mod session;
 pub mod tls;
 pub mod token;
+mod ws_io;
 
 use crate::lock::lock;
 use std::sync::{Arc, Mutex};
