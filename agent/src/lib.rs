@@ -10,12 +10,12 @@ pub mod enroll;
 pub mod gpu;
 pub mod http_client;
 pub mod instance_lock;
+pub mod inventory;
 pub mod liveness;
 pub mod lock;
 pub mod logging;
 pub mod notify;
 pub mod run;
-pub mod sysinfo;
 pub mod telemetry;
 pub mod uplink;
 

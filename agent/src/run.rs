@@ -20,7 +20,7 @@ use crate::appmgr::{AppEvent, AppManager, AppMgrError};
 use crate::config::Config;
 use crate::engine::{ContainerEngine, DockerEngine};
 use crate::instance_lock::{self, InstanceLock};
-use crate::sysinfo::{Assessment, scan};
+use crate::inventory::{Assessment, scan};
 use crate::uplink::logs::LogSource;
 use crate::uplink::{
     AppControl, ApplyError, Dialer, Endpoint, EventSink, TOKEN_ENV, Token, Uplink, UplinkConfig,

@@ -23,7 +23,7 @@ use odac_agent::engine::{
     DockerEngine, EngineCapabilities, EngineError, FakeEngine,
 };
 use odac_agent::gpu::{Allocations, Plan, resolve};
-use odac_agent::sysinfo::{Assessment, DeviceNode, scan};
+use odac_agent::inventory::{Assessment, DeviceNode, scan};
 use odac_protocol::{
     AppSpec, AppState, AppStatus, DesiredState, FallbackTier, GpuRequest, Mechanism, Reason,
     VolumeMount,

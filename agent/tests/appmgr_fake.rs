@@ -741,7 +741,7 @@ async fn run_loop_restarts_on_schedule_and_stops_on_shutdown() {
 async fn a_gpu_that_appears_later_sets_restart_required() {
     let dir = tempfile::tempdir().unwrap();
     let fake = fake_for("intel-i915-igpu");
-    let with_gpu = odac_agent::sysinfo::scan(&fixture("intel-i915-igpu"));
+    let with_gpu = odac_agent::inventory::scan(&fixture("intel-i915-igpu"));
     let mut without_gpu = with_gpu.clone();
     without_gpu.gpus.clear();
     let current = Arc::new(std::sync::Mutex::new(without_gpu));
@@ -835,8 +835,8 @@ async fn quiet_poll_ticks_list_once_and_inspect_only_what_changed() {
 
     // facts offered by the agent's inventory loop (at 25 s) keep the tick at 32 s from
     // reading them again
-    let offered = odac_agent::sysinfo::Assessment::new(
-        odac_agent::sysinfo::scan(&fixture("no-gpu")),
+    let offered = odac_agent::inventory::Assessment::new(
+        odac_agent::inventory::scan(&fixture("no-gpu")),
         fake.capabilities().await,
     );
     fake.clear_calls();

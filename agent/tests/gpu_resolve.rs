@@ -12,7 +12,7 @@ use fixture_hosts::{assess, fixture_names};
 use std::path::Path;
 
 use odac_agent::gpu::{Allocations, Plan, ResolveOptions, resolve, resolve_with};
-use odac_agent::sysinfo::Assessment;
+use odac_agent::inventory::Assessment;
 use odac_protocol::{GpuCount, GpuRequest, Mechanism, Reason, Vendor};
 
 const INTENTS: &[&str] = &[

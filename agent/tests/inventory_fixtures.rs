@@ -8,7 +8,7 @@ mod fixture_hosts;
 
 use fixture_hosts::{assess, fixture_names, fixtures_dir};
 
-use odac_agent::sysinfo::{Assessment, inventory_hash};
+use odac_agent::inventory::{Assessment, inventory_hash};
 use serde_json::{Value, json};
 
 /// The parts of an assessment a fixture pins down.

@@ -8,8 +8,8 @@ use std::os::unix::fs::symlink;
 use std::path::Path;
 
 use odac_agent::engine::EngineCapabilities;
-use odac_agent::sysinfo::doctor::doctor;
-use odac_agent::sysinfo::{Assessment, Vendor, scan};
+use odac_agent::inventory::doctor::doctor;
+use odac_agent::inventory::{Assessment, Vendor, scan};
 use odac_protocol::Reason;
 
 fn write(root: &Path, rel: &str, bytes: &[u8]) {

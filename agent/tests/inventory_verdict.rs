@@ -1,9 +1,9 @@
 //! Table test of the pure verdict function: hand-built scans and engine capabilities,
-//! one row per rule of `sysinfo::verdict`.
+//! one row per rule of `inventory::verdict`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use odac_agent::engine::EngineCapabilities;
-use odac_agent::sysinfo::{
+use odac_agent::inventory::{
     AmdGpu, CdiDevice, CdiSpec, DeviceNode, Gpu, HostScan, NvidiaGpu, PciIds, ToolkitBinary,
     Vendor, verdict::vendor_verdict,
 };

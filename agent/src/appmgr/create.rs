@@ -21,7 +21,7 @@ use super::policy;
 use crate::engine::ContainerSpec;
 use crate::engine::{ContainerSummary, EngineError};
 use crate::gpu::{Attachment, Plan, resolve_with};
-use crate::sysinfo::inventory_hash;
+use crate::inventory::inventory_hash;
 
 impl Pass<'_> {
     /// Create and start the app's container; see the module documentation.

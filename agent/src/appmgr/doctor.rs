@@ -1,5 +1,5 @@
 //! The ownership checks of `odac-agent doctor` (which adds them to the host checks of
-//! [`sysinfo::doctor`](crate::sysinfo::doctor)): the ownership of the agent's instance on the
+//! [`inventory::doctor`](crate::inventory::doctor)): the ownership of the agent's instance on the
 //! live engine — which agent runs it now (the
 //! instance lock), and every container of the instance that is not this agent's (a
 //! [`Conflict`]: another owner's, or one without owner label whose app the saved desired state
@@ -13,7 +13,7 @@ use super::local::{Target, engine_view};
 use super::ownership::{Conflict, conflicts};
 use super::store::DESIRED_FILE;
 use crate::instance_lock::InstanceLock;
-use crate::sysinfo::doctor::{Check, CheckStatus};
+use crate::inventory::doctor::{Check, CheckStatus};
 use crate::uplink::identity::AGENT_ID_FILE;
 
 /// One `ownership` check.

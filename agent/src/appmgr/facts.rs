@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::sysinfo::Assessment;
+use crate::inventory::Assessment;
 
 /// How long a quiet pass may reuse the engine's capabilities and the host scan: longer than
 /// the inventory loop's default interval (10 s), which keeps them fresh in the agent.

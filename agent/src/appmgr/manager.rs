@@ -34,7 +34,7 @@ use super::removal::Removals;
 use super::settings::AppManagerConfig;
 use super::store::Store;
 use crate::engine::ContainerEngine;
-use crate::sysinfo::Assessment;
+use crate::inventory::Assessment;
 
 /// Capacity of the status broadcast; a subscriber that lags this far behind misses changes
 /// (it can always read [`AppManager::statuses`]).

@@ -23,7 +23,7 @@ use super::refusals::Refusals;
 use super::settings::AppManagerConfig;
 use crate::engine::{ContainerDetails, ContainerEngine, EngineError};
 use crate::gpu::{Allocations, Plan};
-use crate::sysinfo::Assessment;
+use crate::inventory::Assessment;
 
 /// A failure held until the spec or the plan changes.
 #[derive(Debug, Clone)]

@@ -58,7 +58,7 @@ use crate::engine::{
     ContainerEngine, ContainerState, ContainerSummary, EngineCapabilities, EngineError,
 };
 use crate::gpu::Allocations;
-use crate::sysinfo::Assessment;
+use crate::inventory::Assessment;
 
 /// The reconcile state kept between passes.
 #[derive(Debug, Default)]

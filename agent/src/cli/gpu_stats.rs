@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::output::{EXIT_OK, EXIT_USAGE, fail};
 use crate::engine::EngineCapabilities;
-use crate::sysinfo::{Assessment, scan};
+use crate::inventory::{Assessment, scan};
 use crate::telemetry::collect::Collector;
 
 /// Flags of `gpu-stats`.

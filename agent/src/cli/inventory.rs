@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use super::output::{EXIT_OK, EXIT_USAGE, emit, fail};
 use crate::engine::EngineCapabilities;
-use crate::sysinfo::report::render_table;
-use crate::sysinfo::{Assessment, scan};
+use crate::inventory::report::render_table;
+use crate::inventory::{Assessment, scan};
 
 /// Flags shared by `inventory` and `doctor`.
 #[derive(Debug, Clone, clap::Args)]

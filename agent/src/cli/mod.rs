@@ -1,7 +1,7 @@
 //! The `odac-agent` command line: the clap definitions, one file per command with its flags
 //! and body (`run`, `inventory`, `doctor`, `enroll`, `apply`, `status`, `gpu-stats`), the
 //! status table `apply` and `status` print, and the exit codes and output helpers they share.
-//! The domain modules below (`appmgr`, `sysinfo`, `enroll`, `run`, ...) know nothing of
+//! The domain modules below (`appmgr`, `inventory`, `enroll`, `run`, ...) know nothing of
 //! flags, stdout or exit codes; `main.rs` only parses and calls [`Cli::execute`].
 
 pub mod apply;

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use odac_protocol::GpuCount;
 
-use crate::sysinfo::Gpu;
+use crate::inventory::Gpu;
 
 /// How many apps hold each GPU, keyed by [`Gpu::id`] (the PCI address).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -99,7 +99,7 @@ pub fn allocate<'a>(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::sysinfo::{PciIds, Vendor};
+    use crate::inventory::{PciIds, Vendor};
 
     fn gpu(index: u32) -> Gpu {
         Gpu {

@@ -20,7 +20,7 @@ pub struct Attachment {
     /// What the engine is asked for: CDI ids, NVIDIA UUIDs (or indexes), or device node
     /// host paths.
     pub devices: Vec<String>,
-    /// The GPUs held ([`crate::sysinfo::Gpu::id`]), for allocation bookkeeping.
+    /// The GPUs held ([`crate::inventory::Gpu::id`]), for allocation bookkeeping.
     pub gpus: Vec<String>,
     /// Numeric group ids owning the device nodes (device nodes only), sorted.
     pub group_add: Vec<u32>,

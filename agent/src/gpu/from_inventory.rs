@@ -17,8 +17,8 @@ use std::collections::BTreeMap;
 use odac_protocol::{GpuInfo, Inventory, Mechanism};
 
 use crate::engine::EngineCapabilities;
-use crate::sysinfo::cdi::kind_of;
-use crate::sysinfo::{
+use crate::inventory::cdi::kind_of;
+use crate::inventory::{
     Assessment, DeviceNode, Gpu, HostFacts, HostScan, NvidiaGpu, PciIds, ToolkitBinary, Vendor,
     VendorVerdict,
 };
@@ -119,7 +119,7 @@ fn hex(s: &str) -> Option<u32> {
 
 /// The `index`-th GPU of `vendor`, from its inventory entry.
 fn gpu(info: &GpuInfo, vendor: Vendor, index: u32, engine: &EngineCapabilities) -> Gpu {
-    let usable = crate::sysinfo::model::usable_drivers(vendor);
+    let usable = crate::inventory::model::usable_drivers(vendor);
     let driver = if info.passable {
         info.driver
             .clone()

@@ -1,7 +1,7 @@
 //! The GPU decision: which GPUs an app gets and how they reach its container. Pure functions
 //! of the host assessment, so every host fixture × intent combination can be table-tested.
 //!
-//! [`resolve()`] turns an app's intent plus the [`Assessment`](crate::sysinfo::Assessment) and
+//! [`resolve()`] turns an app's intent plus the [`Assessment`](crate::inventory::Assessment) and
 //! the current [`Allocations`] into a [`Plan`]: run on the CPU (optional intent, with the
 //! reason), attach (vendor, mechanism, concrete devices) or refuse (required intent, with the
 //! reason and the fix). [`allocate()`] picks concrete GPUs, [`attach`] turns an attachment into

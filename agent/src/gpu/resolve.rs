@@ -19,8 +19,8 @@ use serde::{Deserialize, Serialize};
 use super::allocate::{Allocations, allocate};
 use super::attach::Attachment;
 use super::reason::{detail, fix};
-use crate::sysinfo::cdi::in_dirs;
-use crate::sysinfo::{Assessment, Gpu};
+use crate::inventory::cdi::in_dirs;
+use crate::inventory::{Assessment, Gpu};
 
 /// Auto's vendor preference when the configuration says nothing.
 pub const DEFAULT_VENDOR_ORDER: [Vendor; 3] = [Vendor::Nvidia, Vendor::Amd, Vendor::Intel];

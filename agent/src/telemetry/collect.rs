@@ -13,7 +13,7 @@ use odac_protocol::{AppGpuUsage, AppGpus, AppStatus, GpuInfo, GpuSample, Vendor}
 
 use super::intel::EnergyMark;
 use super::nvml::{Nvml, NvmlError, RealNvml};
-use crate::sysinfo::fsread::Reader;
+use crate::inventory::fsread::Reader;
 
 /// Opens NVML when the first NVIDIA GPU needs it.
 pub type NvmlLoader = Box<dyn FnMut() -> Result<Box<dyn Nvml>, NvmlError> + Send>;
@@ -208,7 +208,7 @@ fn find_dir(r: &mut Reader, dir: &Path, name: &str, depth: usize) -> Option<Path
     entries
         .into_iter()
         .filter(|(entry, path)| {
-            (entry.starts_with("pci") || crate::sysinfo::fsread::is_pci_address(entry))
+            (entry.starts_with("pci") || crate::inventory::fsread::is_pci_address(entry))
                 && path.is_dir()
                 && !path.is_symlink()
         })

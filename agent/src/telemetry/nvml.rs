@@ -224,7 +224,7 @@ pub fn bus_id(raw: &str) -> Option<String> {
     let (domain, rest) = raw.split_once(':')?;
     let domain = u32::from_str_radix(domain, 16).ok()?;
     let addr = format!("{domain:04x}:{rest}");
-    crate::sysinfo::fsread::is_pci_address(&addr).then_some(addr)
+    crate::inventory::fsread::is_pci_address(&addr).then_some(addr)
 }
 
 /// An in-memory NVML for tests: clones share the devices, so a test changes figures while the

@@ -46,8 +46,8 @@ pub use session::SessionEnd;
 pub use tls::{TlsConfigError, TlsSettings};
 pub use token::{TOKEN_ENV, Token, TokenError};
 
+use crate::inventory::ChangeDetector;
 use crate::liveness::{Heartbeat, STEP_BOUND};
-use crate::sysinfo::ChangeDetector;
 
 /// The latest local inventory, published by the inventory scanner.
 pub type InventoryFeed = watch::Receiver<Option<Arc<Inventory>>>;

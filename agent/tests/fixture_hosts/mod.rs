@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use odac_agent::cli::inventory::engine_from_info_file;
 use odac_agent::engine::EngineCapabilities;
-use odac_agent::sysinfo::{Assessment, scan};
+use odac_agent::inventory::{Assessment, scan};
 
 /// `tests/fixtures/hosts/` at the workspace root.
 pub fn fixtures_dir() -> PathBuf {

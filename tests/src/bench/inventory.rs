@@ -11,7 +11,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use odac_agent::engine::EngineCapabilities;
-use odac_agent::sysinfo::{Assessment, inventory_hash, scan};
+use odac_agent::inventory::{Assessment, inventory_hash, scan};
 use odac_e2e::poll::poll_every;
 use odac_e2e::stack::{Stack, fixture_host};
 use odac_e2e::{Error, Result};
