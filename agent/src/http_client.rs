@@ -114,7 +114,7 @@ pub fn tls_config(ca: Option<Vec<CertificateDer<'static>>>) -> Result<ClientConf
             roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
         },
     };
-    let mut config = ClientConfig::builder_with_provider(crate::uplink::tls::crypto_provider())
+    let mut config = ClientConfig::builder_with_provider(crypto_provider())
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
         .with_root_certificates(roots)
@@ -279,6 +279,12 @@ where
         headers: parts.headers,
         body,
     })
+}
+
+/// The crypto provider every TLS object of the agent uses: rustls with `ring` only (a second
+/// provider in the build would panic at run time).
+pub fn crypto_provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ pub mod engine;
 pub mod enroll;
 pub mod gpu;
 pub mod http_client;
+pub mod identity;
 pub mod instance_lock;
 pub mod inventory;
 pub mod liveness;

@@ -19,12 +19,13 @@ use tracing::{info, warn};
 use crate::appmgr::{AppEvent, AppManager, AppMgrError};
 use crate::config::Config;
 use crate::engine::{ContainerEngine, DockerEngine};
+use crate::identity;
 use crate::instance_lock::{self, InstanceLock};
 use crate::inventory::{Assessment, scan};
 use crate::uplink::logs::LogSource;
 use crate::uplink::{
     AppControl, ApplyError, Dialer, Endpoint, EventSink, TOKEN_ENV, Token, Uplink, UplinkConfig,
-    identity, tls,
+    tls,
 };
 
 /// How long READY=1 waits for the first reconcile before it is sent anyway.
@@ -166,7 +167,8 @@ pub async fn run_with(
         shutdown.clone(),
     ));
     tasks.spawn(crate::telemetry::task::spawn_for(
-        &config,
+        &config.telemetry,
+        &config.host_root,
         telemetry_feed,
         Arc::new(ManagerControl(telemetry_manager)),
         uplink.gpu_stats(),

@@ -15,6 +15,7 @@ pub mod conformance;
 pub mod demo;
 pub mod error;
 pub mod fake_agent;
+pub mod files;
 pub mod gpu_auto;
 pub mod gpu_lab;
 pub mod placement;

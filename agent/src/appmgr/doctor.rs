@@ -12,9 +12,9 @@ use odac_protocol::DesiredState;
 use super::local::{Target, engine_view};
 use super::ownership::{Conflict, conflicts};
 use super::store::DESIRED_FILE;
+use crate::identity::AGENT_ID_FILE;
 use crate::instance_lock::InstanceLock;
 use crate::inventory::doctor::{Check, CheckStatus};
-use crate::uplink::identity::AGENT_ID_FILE;
 
 /// One `ownership` check.
 pub fn check(status: CheckStatus, message: String, fix: Option<&str>) -> Check {

@@ -18,7 +18,7 @@ pub enum AppMgrError {
     Store(#[from] StoreError),
     /// The agent id (the owner recorded on containers) could not be read or created.
     #[error(transparent)]
-    Identity(#[from] crate::uplink::identity::IdentityError),
+    Identity(#[from] crate::identity::IdentityError),
 }
 
 /// A state file problem.

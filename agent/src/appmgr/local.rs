@@ -1,8 +1,7 @@
-//! Which agent's set the local commands (`odac-agent apply`, `odac-agent status`) work on:
-//! [`TargetArgs`] reads the state dir, instance, engine, lock dir and policy from an agent
-//! configuration (`--config FILE`) and lets flags override them; without `--config` the
-//! defaults of a fresh agent (`/var/lib/odac-agent`, instance `odac`) apply. Also what the
-//! engine really runs for that instance ([`engine_view`]), for `status`.
+//! Which agent's set the local commands (`odac-agent apply`, `status`, `doctor`) work on: a
+//! resolved [`Target`] (the app manager's settings, the identity dir, the engine endpoint;
+//! the flags that name it are `cli/target.rs`'s), and what the engine really runs for that
+//! instance ([`engine_view`]), for `status`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -10,32 +9,10 @@ use std::time::Duration;
 
 use super::labels;
 use super::settings::AppManagerConfig;
-use crate::config::Config;
 use crate::engine::{ContainerEngine, ContainerSummary, DockerEngine};
 
 /// How long `status` waits for the engine's container listing.
 const ENGINE_BOUND: Duration = Duration::from_secs(5);
-
-/// The flags that choose the agent set a local command works on.
-#[derive(Debug, Clone, Default, clap::Args)]
-pub struct TargetArgs {
-    /// Agent configuration to take the state dir, instance, engine, lock dir and policy from
-    /// (e.g. /etc/odac/agent.toml); the flags below override it.
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
-    /// State directory (desired state, statuses, agent id) [default: /var/lib/odac-agent].
-    #[arg(long, value_name = "DIR")]
-    pub state_dir: Option<PathBuf>,
-    /// Container instance (the agent's `apps.instance`) [default: odac].
-    #[arg(long, value_name = "NAME")]
-    pub instance: Option<String>,
-    /// Docker endpoint (default: DOCKER_HOST or the local socket).
-    #[arg(long, value_name = "URL")]
-    pub docker_host: Option<String>,
-    /// Directory of the agents' instance locks (the agent's `apps.lock_dir`).
-    #[arg(long, value_name = "DIR", env = "ODAC_AGENT__APPS__LOCK_DIR")]
-    pub lock_dir: Option<PathBuf>,
-}
 
 /// A resolved target.
 #[derive(Debug, Clone)]
@@ -46,48 +23,6 @@ pub struct Target {
     pub identity_dir: PathBuf,
     /// The engine endpoint, if one was named.
     pub docker_host: Option<String>,
-}
-
-/// Why the flags do not name a usable target; the message names the flag or file.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct TargetError(pub String);
-
-impl TargetArgs {
-    /// The target these flags name.
-    pub fn resolve(&self) -> Result<Target, TargetError> {
-        let (mut apps, mut identity_dir, mut docker_host) = match &self.config {
-            Some(path) => {
-                let c = Config::load(Some(path)).map_err(|e| TargetError(e.to_string()))?;
-                (c.apps, c.state_dir, c.docker.host)
-            }
-            None => {
-                let apps = AppManagerConfig::default();
-                let dir = apps.state_dir.clone();
-                (apps, dir, None)
-            }
-        };
-        if let Some(dir) = &self.state_dir {
-            apps.state_dir.clone_from(dir);
-            identity_dir.clone_from(dir);
-        }
-        if let Some(instance) = &self.instance {
-            odac_protocol::check_dns_label("--instance", instance)
-                .map_err(|e| TargetError(e.to_string()))?;
-            apps.instance.clone_from(instance);
-        }
-        if let Some(dir) = &self.lock_dir {
-            apps.lock_dir.clone_from(dir);
-        }
-        if self.docker_host.is_some() {
-            docker_host.clone_from(&self.docker_host);
-        }
-        Ok(Target {
-            apps,
-            identity_dir,
-            docker_host,
-        })
-    }
 }
 
 impl Target {
@@ -106,53 +41,5 @@ pub async fn engine_view(target: &Target) -> Result<BTreeMap<String, ContainerSu
         Ok(Ok(list)) => Ok(list.into_iter().map(|c| (c.id.clone(), c)).collect()),
         Ok(Err(e)) => Err(e.to_string()),
         Err(_) => Err(format!("no answer within {} s", ENGINE_BOUND.as_secs())),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-
-    #[test]
-    fn flags_override_the_configuration() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("agent.toml");
-        std::fs::write(
-            &file,
-            "state_dir = \"/srv/odac\"\n[control_plane]\nurl = \"wss://cp.example/agent/v1\"\n\
-             [docker]\nhost = \"unix:///srv/docker.sock\"\n\
-             [apps]\ninstance = \"prod\"\nlock_dir = \"/srv/locks\"\n",
-        )
-        .unwrap();
-        let args = TargetArgs {
-            config: Some(file.clone()),
-            ..TargetArgs::default()
-        };
-        let t = args.resolve().unwrap();
-        assert_eq!(t.apps.instance, "prod");
-        assert_eq!(t.apps.state_dir, PathBuf::from("/srv/odac"));
-        assert_eq!(t.identity_dir, PathBuf::from("/srv/odac"));
-        assert_eq!(t.apps.lock_dir, PathBuf::from("/srv/locks"));
-        assert_eq!(t.docker_host.as_deref(), Some("unix:///srv/docker.sock"));
-        let args = TargetArgs {
-            config: Some(file),
-            state_dir: Some("/tmp/x".into()),
-            instance: Some("other".into()),
-            ..TargetArgs::default()
-        };
-        let t = args.resolve().unwrap();
-        assert_eq!(
-            (t.apps.instance.as_str(), t.apps.state_dir.as_path()),
-            ("other", std::path::Path::new("/tmp/x"))
-        );
-        let bad = TargetArgs {
-            instance: Some("Bad Name!".into()),
-            ..TargetArgs::default()
-        };
-        assert!(bad.resolve().unwrap_err().0.contains("--instance"));
-        let t = TargetArgs::default().resolve().unwrap();
-        assert_eq!(t.apps.instance, "odac");
-        assert_eq!(t.apps.state_dir, PathBuf::from("/var/lib/odac-agent"));
     }
 }

@@ -115,7 +115,7 @@ impl AppManager {
         let store = Store::open(&config.state_dir)?;
         let mut config = config;
         if config.owner.is_empty() {
-            config.owner = crate::uplink::identity::load_or_create(&config.state_dir)?;
+            config.owner = crate::identity::load_or_create(&config.state_dir)?;
         }
         let mut problems = Vec::new();
         let desired = store.load_desired().unwrap_or_else(|e| {

@@ -55,4 +55,6 @@ pub use fallback::{StartOutcome, is_device_refusal, start_with_gpu_fallback};
 pub use host::HostSource;
 pub use manager::{AppManager, Applied};
 pub use registry_auth::Credentials;
-pub use settings::{AppManagerConfig, BuildConfig, CrashLoopConfig, PolicyConfig};
+pub use settings::{
+    AppManagerConfig, BuildConfig, CrashLoopConfig, DEFAULT_STATE_DIR, PolicyConfig,
+};

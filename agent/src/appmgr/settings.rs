@@ -10,6 +10,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::gpu::ResolveOptions;
 
+/// The default state directory (agent id, desired state, statuses), for the agent and for
+/// every local command.
+pub const DEFAULT_STATE_DIR: &str = "/var/lib/odac-agent";
+
 /// Where the app manager keeps its state, what the local policy allows, how GPUs are chosen
 /// and how crash loops are paced.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -69,7 +73,7 @@ pub struct AppManagerConfig {
 impl Default for AppManagerConfig {
     fn default() -> Self {
         Self {
-            state_dir: PathBuf::from(crate::config::DEFAULT_STATE_DIR),
+            state_dir: PathBuf::from(DEFAULT_STATE_DIR),
             instance: "odac".into(),
             lock_dir: PathBuf::from(crate::instance_lock::DEFAULT_LOCK_DIR),
             owner: String::new(),

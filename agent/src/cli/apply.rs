@@ -18,7 +18,7 @@ use odac_protocol::{AppState, DesiredState};
 use super::output::{EXIT_CONFIG, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, fail};
 use super::table::print;
 use crate::appmgr::AppManager;
-use crate::appmgr::local::TargetArgs;
+use crate::cli::target::TargetArgs;
 use crate::engine::DockerEngine;
 use crate::instance_lock::{InstanceLock, LockError};
 
@@ -94,7 +94,7 @@ pub fn apply_command(args: &ApplyArgs) -> i32 {
         }
     };
     let mut config = target.apps.clone();
-    config.owner = match crate::uplink::identity::load_or_create(&target.identity_dir) {
+    config.owner = match crate::identity::load_or_create(&target.identity_dir) {
         Ok(id) => id,
         Err(e) => {
             eprintln!("odac-agent: {e}");

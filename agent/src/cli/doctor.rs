@@ -10,7 +10,7 @@ use super::EXIT_CONFIG;
 use super::inventory::{CliError, ScanArgs, assess, usage_error};
 use super::output::emit;
 use crate::appmgr::doctor::{check, ownership_checks};
-use crate::appmgr::local::TargetArgs;
+use crate::cli::target::TargetArgs;
 use crate::inventory::doctor::{CheckStatus, DoctorReport, doctor, render};
 
 /// `odac-agent doctor` flags.

@@ -13,6 +13,7 @@ mod output;
 pub mod run;
 pub mod status;
 pub mod table;
+pub mod target;
 
 use clap::{Parser, Subcommand};
 

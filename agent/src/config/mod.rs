@@ -21,8 +21,8 @@ pub const DEFAULT_CONFIG_FILE: &str = "/etc/odac/agent.toml";
 /// Prefix of the environment overlay (followed by `__` and the key).
 pub const ENV_PREFIX: &str = "ODAC_AGENT";
 /// The default state directory (agent id, desired state, statuses), for the agent and for
-/// every local command.
-pub const DEFAULT_STATE_DIR: &str = "/var/lib/odac-agent";
+/// every local command (defined beside the app manager's settings, which use it).
+pub use crate::appmgr::DEFAULT_STATE_DIR;
 
 /// The whole configuration.
 #[derive(Debug, Clone, PartialEq, Deserialize)]

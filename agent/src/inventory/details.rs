@@ -7,19 +7,10 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde::Serialize;
-
 use super::fsread::Reader;
 use super::model::{Gpu, HostScan, Vendor};
 
-/// What the inventory adds to one GPU.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct GpuDetails {
-    /// Version of the bound driver.
-    pub driver_version: Option<String>,
-    /// VRAM size, bytes.
-    pub vram_bytes: Option<u64>,
-}
+pub use super::model::GpuDetails;
 
 /// Details of every GPU of the scan, by [`Gpu::id`].
 pub(crate) fn scan(r: &mut Reader, scan: &HostScan) -> BTreeMap<String, GpuDetails> {

@@ -31,7 +31,7 @@ pub struct HostScan {
     /// What could not be read or made sense of; the scan carried on regardless.
     pub problems: Vec<ScanProblem>,
     /// Driver version and VRAM per GPU id, where the host exposes them.
-    pub gpu_details: std::collections::BTreeMap<String, super::details::GpuDetails>,
+    pub gpu_details: std::collections::BTreeMap<String, GpuDetails>,
 }
 
 /// Host facts for the inventory.
@@ -275,4 +275,13 @@ pub struct ScanProblem {
     /// Host path.
     pub path: String,
     pub problem: String,
+}
+
+/// What the inventory adds to one GPU.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct GpuDetails {
+    /// Version of the bound driver.
+    pub driver_version: Option<String>,
+    /// VRAM size, bytes.
+    pub vram_bytes: Option<u64>,
 }

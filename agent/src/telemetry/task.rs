@@ -12,22 +12,23 @@ use tokio_util::sync::CancellationToken;
 
 use super::apps::app_gpus;
 use super::collect::Collector;
+use super::config::TelemetryConfig;
 use super::threshold::Threshold;
-use crate::config::Config;
 use crate::uplink::{AppControl, GpuStatsSink, InventoryFeed};
 
-/// The loop as `run` starts it: the configured interval and host root, the app manager's
+/// The loop as `run` starts it: the configured interval, the host root, the app manager's
 /// statuses, samples into the uplink's outbox.
 pub fn spawn_for(
-    config: &Config,
+    config: &TelemetryConfig,
+    host_root: &std::path::Path,
     inventory: InventoryFeed,
     apps: Arc<dyn AppControl>,
     sink: GpuStatsSink,
     shutdown: CancellationToken,
 ) -> impl std::future::Future<Output = ()> + Send + 'static {
     telemetry_loop(
-        Collector::new(&config.host_root),
-        Duration::from_secs(config.telemetry.interval_secs),
+        Collector::new(host_root),
+        Duration::from_secs(config.interval_secs),
         inventory,
         move || apps.statuses(),
         move |stats| sink.put(stats),

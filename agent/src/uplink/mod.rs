@@ -6,7 +6,7 @@
 //!
 //! Pieces: [`token`] (the redacted bearer token), [`tls`] (rustls client config), [`connect`]
 //! (dialing), [`backoff`], [`outbox`] (unacked reports) and [`seqmark`] (its persisted
-//! `seq`), [`heartbeat`], [`identity`] (the agent id), [`resync`] (refused changes and the
+//! `seq`), [`heartbeat`], [`resync`] (refused changes and the
 //! `resync` request), [`control`] (the [`AppControl`] seam to the app manager) and
 //! [`session`]; [`Uplink`] ties them together.
 
@@ -15,7 +15,6 @@ pub mod backoff;
 pub mod connect;
 pub mod control;
 pub mod heartbeat;
-pub mod identity;
 mod inbound;
 mod log_pump;
 mod log_source;

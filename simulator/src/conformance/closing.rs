@@ -161,8 +161,8 @@ mod tests {
     fn the_close_table_of_protocol_md_says_what_the_kit_checks() {
         let doc = include_str!("../../../protocol/PROTOCOL.md");
         let liveness = (
-            crate::server::liveness::CLOSE_CODE,
-            crate::server::liveness::CLOSE_REASON,
+            crate::state::liveness::CLOSE_CODE,
+            crate::state::liveness::CLOSE_REASON,
         );
         for (code, reason) in [REPLACED, UNSUPPORTED, HELLO_EXPECTED, liveness] {
             let row = format!("| `{code}` | `{reason}` |");

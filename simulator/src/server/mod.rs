@@ -4,7 +4,7 @@
 //!
 //! This folder is the server side: the TLS listener and HTTP loop ([`listener`],
 //! [`http_serve`], [`tls`], [`http_errors`]), the agents' WebSocket ([`ws`], [`agent_auth`],
-//! [`ws_frames`], [`liveness`]), the REST API ([`api`], [`admin`], [`body`], [`api_error`], [`sse`],
+//! [`ws_frames`], `state::liveness`), the REST API ([`api`], [`admin`], [`body`], [`api_error`], [`sse`],
 //! [`logs`], [`reasons`], [`registries`], [`gpu_stats`]) and the dashboard ([`dashboard`]). It reads and changes the fleet
 //! only through `crate::state`.
 
@@ -18,7 +18,6 @@ pub mod gpu_stats;
 pub mod http_errors;
 pub mod http_serve;
 pub mod listener;
-pub mod liveness;
 pub mod logs;
 pub mod reasons;
 pub mod registries;
@@ -128,7 +127,7 @@ fn load_or_create_token(dir: &std::path::Path) -> Result<(String, PathBuf), SimE
         Ok(t) if !t.trim().is_empty() => Ok((t.trim().to_owned(), path)),
         _ => {
             let token = format!("odac_{}", uuid::Uuid::new_v4().simple());
-            tls::write_file(&path, format!("{token}\n").as_bytes(), 0o600)?;
+            crate::files::write_file(&path, format!("{token}\n").as_bytes(), 0o600)?;
             Ok((token, path))
         }
     }

@@ -54,13 +54,6 @@ fn ca_params() -> Result<CertificateParams, SimError> {
     Ok(p)
 }
 
-/// Writes `contents` to `path` atomically with `mode` (the agent's [`odac_agent::atomic_file`]:
-/// temp file, fsync, rename, fsync directory).
-pub(crate) fn write_file(path: &Path, contents: &[u8], mode: u32) -> Result<(), SimError> {
-    odac_agent::atomic_file::write_atomic(path, contents, mode)
-        .map_err(|e| SimError::io("write", path, e))
-}
-
 /// Loads the CA from `dir` (creating it on first start) and issues a server certificate for
 /// `localhost`, `127.0.0.1`, `::1` and `extra_names` (e.g. the listen IP).
 pub fn load_or_create(dir: &Path, extra_names: &[String]) -> Result<TlsMaterial, SimError> {
@@ -79,8 +72,8 @@ pub fn load_or_create(dir: &Path, extra_names: &[String]) -> Result<TlsMaterial,
         let cert = ca_params()?
             .self_signed(&key)
             .map_err(|e| tls_err("ca certificate", e))?;
-        write_file(&key_path, key.serialize_pem().as_bytes(), 0o600)?;
-        write_file(&ca_path, cert.pem().as_bytes(), 0o644)?;
+        crate::files::write_file(&key_path, key.serialize_pem().as_bytes(), 0o600)?;
+        crate::files::write_file(&ca_path, cert.pem().as_bytes(), 0o644)?;
         (cert.pem(), key)
     };
     let issuer = Issuer::new(ca_params()?, ca_key);

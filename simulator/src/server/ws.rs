@@ -319,7 +319,7 @@ async fn session(hub: Arc<Hub>, socket: WebSocket, caller: crate::server::agent_
     s.send_snapshot();
 
     let mut dropped = false;
-    let mut live = crate::server::liveness::Liveness::new(hub.heartbeat_secs);
+    let mut live = crate::state::liveness::Liveness::new(hub.heartbeat_secs);
     loop {
         tokio::select! {
             frame = stream.next() => match frame {
@@ -352,7 +352,7 @@ async fn session(hub: Arc<Hub>, socket: WebSocket, caller: crate::server::agent_
             () = tokio::time::sleep_until(live.deadline()) => {
                 tracing::warn!(%host, "agent missed its heartbeats; closing the session");
                 hub.record_dead_session(&host, live.window());
-                s.send(close(crate::server::liveness::CLOSE_CODE, crate::server::liveness::CLOSE_REASON));
+                s.send(close(crate::state::liveness::CLOSE_CODE, crate::state::liveness::CLOSE_REASON));
                 break;
             }
             cmd = cmd_rx.recv() => match cmd {

@@ -11,6 +11,8 @@ pub mod faults;
 pub mod gpu_history;
 pub mod hub;
 pub mod identity;
+pub mod liveness;
+pub mod log_viewers;
 pub mod model;
 pub mod registries;
 pub mod secrets;

@@ -54,7 +54,7 @@ impl Sealer {
                 SystemRandom::new()
                     .fill(&mut key)
                     .map_err(|_| SimError::Tls("no randomness for the secrets key".into()))?;
-                crate::server::tls::write_file(
+                crate::files::write_file(
                     &path,
                     format!("{}\n", hex::encode(key)).as_bytes(),
                     0o600,

@@ -197,7 +197,7 @@ impl Store {
             let mut rest = rest.clone();
             rest.version = FORMAT_VERSION;
             let json = serde_json::to_vec_pretty(&rest).map_err(|e| parse_error(&self.path, &e))?;
-            crate::server::tls::write_file(&self.path, &json, 0o600)?;
+            crate::files::write_file(&self.path, &json, 0o600)?;
         }
         Ok(())
     }
@@ -214,7 +214,7 @@ fn put<T: Serialize>(path: &Path, key: &str, value: Option<&T>) -> Result<(), Si
         Some(value) => {
             let json = serde_json::to_vec_pretty(&KeyedRef { key, value })
                 .map_err(|e| parse_error(path, &e))?;
-            crate::server::tls::write_file(path, &json, 0o600)
+            crate::files::write_file(path, &json, 0o600)
         }
         None => match std::fs::remove_file(path) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {

@@ -103,7 +103,7 @@ pub struct Hub {
     events: broadcast::Sender<FleetEvent>,
     closing: tokio::sync::watch::Sender<bool>,
     /// Open live-log viewers.
-    pub logs: crate::server::logs::LogViewers,
+    pub logs: crate::state::log_viewers::LogViewers,
     /// Live GPU figures and their last hour, per host (`gpu_stats` reports).
     pub gpu_history: crate::state::gpu_history::GpuHistory,
     /// Registry logins, in memory only, sent with the apps that need them.
@@ -142,7 +142,7 @@ impl Hub {
             changes: broadcast::channel(1024).0,
             events: broadcast::channel(1024).0,
             closing: tokio::sync::watch::channel(false).0,
-            logs: crate::server::logs::LogViewers::default(),
+            logs: crate::state::log_viewers::LogViewers::default(),
             gpu_history: crate::state::gpu_history::GpuHistory::default(),
             registries: crate::state::registries::Registries::default(),
             catalog_registry: std::sync::OnceLock::new(),

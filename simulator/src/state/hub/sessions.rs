@@ -69,9 +69,9 @@ impl Hub {
                 None,
                 format!(
                     "host {host} missed {} heartbeats (no frame for {} s): session closed with {}",
-                    crate::server::liveness::MISSED_HEARTBEATS,
+                    crate::state::liveness::MISSED_HEARTBEATS,
                     silent.as_secs(),
-                    crate::server::liveness::CLOSE_CODE
+                    crate::state::liveness::CLOSE_CODE
                 ),
             );
         });
