@@ -11,13 +11,14 @@ use serde::{Deserialize, Serialize};
 pub use crate::git_source::GitSource;
 use crate::gpu::{GpuRequest, deserialize_opt_gpu};
 use crate::limits::{
-    MAX_COMMAND_ARGS, MAX_CPUS, MAX_ENV, MAX_MEMORY_BYTES, MAX_PORTS, MAX_VOLUMES, MIN_MEMORY_BYTES,
+    MAX_CPUS, MAX_ENV, MAX_MEMORY_BYTES, MAX_PORTS, MAX_VOLUMES, MIN_MEMORY_BYTES,
 };
 use crate::pull::PullPolicy;
 use crate::registry_auth::{RegistryAuth, registry_host};
 use crate::runtime::{HealthCheck, LogLimits, RestartPolicy};
 use crate::validation::{
-    ValidationError, check_bytes, check_dns_label, check_opt_string, check_required, check_string,
+    ValidationError, check_bytes, check_command, check_dns_label, check_opt_string, check_required,
+    check_string,
 };
 
 /// One app the agent should run.
@@ -229,18 +230,7 @@ impl AppSpec {
         }
         check_opt_string("type", self.kind.as_ref())?;
         self.validate_env()?;
-        if self.command.len() > MAX_COMMAND_ARGS {
-            return Err(ValidationError::new(
-                "command",
-                format!(
-                    "has {} arguments, the limit is {MAX_COMMAND_ARGS}",
-                    self.command.len()
-                ),
-            ));
-        }
-        for (i, arg) in self.command.iter().enumerate() {
-            check_string(&format!("command[{i}]"), arg)?;
-        }
+        check_command("command", &self.command)?;
         if self.ports.len() > MAX_PORTS {
             return Err(ValidationError::new(
                 "ports",

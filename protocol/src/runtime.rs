@@ -9,9 +9,8 @@ use std::fmt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::limits::MAX_COMMAND_ARGS;
 use crate::validation::{
-    ValidationError, check_bytes, check_opt_string, check_range, check_string,
+    ValidationError, check_bytes, check_command, check_opt_string, check_range,
 };
 
 /// Longest output tail an app status carries (4 KiB), cut at a line boundary.
@@ -224,18 +223,7 @@ impl HealthCheck {
         if self.command.is_empty() {
             return Err(ValidationError::new("command", "must not be empty"));
         }
-        if self.command.len() > MAX_COMMAND_ARGS {
-            return Err(ValidationError::new(
-                "command",
-                format!(
-                    "has {} arguments, the limit is {MAX_COMMAND_ARGS}",
-                    self.command.len()
-                ),
-            ));
-        }
-        for (i, arg) in self.command.iter().enumerate() {
-            check_string(&format!("command[{i}]"), arg)?;
-        }
+        check_command("command", &self.command)?;
         for (field, value, min) in [
             ("interval_secs", self.interval_secs, 1),
             ("timeout_secs", self.timeout_secs, 1),

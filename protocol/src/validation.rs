@@ -162,6 +162,22 @@ pub(crate) fn check_string_list(
     Ok(())
 }
 
+/// Checks a command's argument count (at most [`crate::limits::MAX_COMMAND_ARGS`]) and every
+/// argument, for an app's command and a health check's alike.
+pub(crate) fn check_command(field: &str, command: &[String]) -> Result<(), ValidationError> {
+    let max = crate::limits::MAX_COMMAND_ARGS;
+    if command.len() > max {
+        return Err(ValidationError::new(
+            field,
+            format!("has {} arguments, the limit is {max}", command.len()),
+        ));
+    }
+    for (i, arg) in command.iter().enumerate() {
+        check_string(&format!("{field}[{i}]"), arg)?;
+    }
+    Ok(())
+}
+
 /// Checks that `name` is a lowercase DNS label of at most 63 characters: `[a-z0-9]`
 /// and inner `-`, starting and ending with a letter or digit.
 pub fn check_dns_label(field: &str, name: &str) -> Result<(), ValidationError> {

@@ -131,12 +131,7 @@ pub fn client_config(ca_pem: &[u8]) -> Result<Arc<ClientConfig>, SimError> {
             "ca certificate: no PEM certificate found".to_owned(),
         ));
     }
-    let cfg = ClientConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| tls_err("client config", e))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(Arc::new(cfg))
+    client_config_with(roots)
 }
 
 /// A client configuration that trusts the public web PKI roots (`webpki-roots`), for a
@@ -145,6 +140,11 @@ pub fn public_client_config() -> Result<Arc<ClientConfig>, SimError> {
     let roots = RootCertStore {
         roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
     };
+    client_config_with(roots)
+}
+
+/// A client configuration (ring provider, safe protocol versions) trusting `roots`.
+fn client_config_with(roots: RootCertStore) -> Result<Arc<ClientConfig>, SimError> {
     let cfg = ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .map_err(|e| tls_err("client config", e))?

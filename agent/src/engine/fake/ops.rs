@@ -190,14 +190,7 @@ impl ContainerEngine for FakeEngine {
             .containers
             .values()
             .filter(|c| label_matches(&c.details.labels, label))
-            .map(|c| ContainerSummary {
-                id: c.details.id.clone(),
-                name: c.details.name.clone(),
-                image: c.details.image.clone(),
-                labels: c.details.labels.clone(),
-                state: c.details.status,
-                binds: Vec::new(),
-            })
+            .map(|c| summary(c, Vec::new()))
             .collect())
     }
 
@@ -206,19 +199,9 @@ impl ContainerEngine for FakeEngine {
         Ok(state
             .containers
             .values()
-            .map(|c| ContainerSummary {
-                id: c.details.id.clone(),
-                name: c.details.name.clone(),
-                image: c.details.image.clone(),
-                labels: c.details.labels.clone(),
-                state: c.details.status,
-                binds: c
-                    .details
-                    .binds
-                    .iter()
-                    .filter(|b| b.starts_with('/'))
-                    .cloned()
-                    .collect(),
+            .map(|c| {
+                let host_binds = c.details.binds.iter().filter(|b| b.starts_with('/'));
+                summary(c, host_binds.cloned().collect())
             })
             .collect())
     }
@@ -440,5 +423,17 @@ impl ContainerEngine for FakeEngine {
                 })
                 .unwrap_or_default(),
         })
+    }
+}
+
+/// A container as the engine's listing shows it, with the host binds the listing reports.
+fn summary(c: &FakeContainer, binds: Vec<String>) -> ContainerSummary {
+    ContainerSummary {
+        id: c.details.id.clone(),
+        name: c.details.name.clone(),
+        image: c.details.image.clone(),
+        labels: c.details.labels.clone(),
+        state: c.details.status,
+        binds,
     }
 }
