@@ -25,10 +25,7 @@ struct Lines {
 
 impl Lines {
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<String>> {
-        match self.lines.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        }
+        odac_agent::lock::lock(&self.lines)
     }
 
     fn push(&self, line: String) {

@@ -11,10 +11,11 @@
 //! The relay counts connections (accepted, forwarded upstream, refused while cut) and the
 //! bytes it forwarded each way (client → upstream, upstream → client).
 
+use odac_agent::lock::lock;
 use std::io::{ErrorKind, Read, Write};
 use std::net::Shutdown;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 /// How often a pump re-checks the link state while its peer is silent.
@@ -80,13 +81,6 @@ pub(crate) struct Relay {
     pub(crate) bytes_up: AtomicU64,
     pub(crate) bytes_down: AtomicU64,
     pub(crate) stopped: AtomicBool,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    match m.lock() {
-        Ok(g) => g,
-        Err(p) => p.into_inner(),
-    }
 }
 
 impl Relay {

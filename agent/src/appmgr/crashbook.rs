@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use super::crashloop::CrashGuard;
 use super::diagnosis::{LastExit, instant_of, wall_ms_of};
 use super::error::StoreError;
-use super::pass::AppRecord;
+use super::pass::AppMemory;
 use super::store::{off_the_executor, write_atomic};
 
 /// File name of the crash bookkeeping.
@@ -66,7 +66,7 @@ pub(crate) fn save(dir: &Path, book: &Book) -> Result<(), StoreError> {
 
 /// The wall-clock time of the record's next restart, computed once per deadline so that it
 /// does not drift between passes.
-pub(super) fn retry_at_ms(rec: &mut AppRecord) -> Option<u64> {
+pub(super) fn retry_at_ms(rec: &mut AppMemory) -> Option<u64> {
     let at = rec.guard.next_start?;
     match rec.retry_at {
         Some((cached, ms)) if cached == at => Some(ms),
@@ -79,7 +79,7 @@ pub(super) fn retry_at_ms(rec: &mut AppRecord) -> Option<u64> {
 }
 
 /// What to keep of a record; `None` when there is nothing worth keeping.
-pub(super) fn snapshot(rec: &mut AppRecord) -> Option<Saved> {
+pub(super) fn snapshot(rec: &mut AppMemory) -> Option<Saved> {
     let container_id = rec.container_id.clone()?;
     let next_start_at_ms = retry_at_ms(rec);
     let g = &rec.guard;
@@ -98,9 +98,9 @@ pub(super) fn snapshot(rec: &mut AppRecord) -> Option<Saved> {
 }
 
 /// A record restored from what was kept.
-pub(super) fn restore(saved: Saved) -> AppRecord {
+pub(super) fn restore(saved: Saved) -> AppMemory {
     let next_start: Option<Instant> = saved.next_start_at_ms.map(instant_of);
-    AppRecord {
+    AppMemory {
         guard: CrashGuard {
             consecutive: saved.consecutive,
             restart_count: saved.restart_count,
@@ -111,7 +111,7 @@ pub(super) fn restore(saved: Saved) -> AppRecord {
         container_id: Some(saved.container_id),
         last_exit: saved.last_exit,
         retry_at: next_start.zip(saved.next_start_at_ms),
-        ..AppRecord::default()
+        ..AppMemory::default()
     }
 }
 
@@ -123,9 +123,9 @@ mod tests {
     async fn a_record_survives_a_round_trip_through_the_file() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         assert!(load(dir.path()).is_empty());
-        let mut rec = AppRecord {
+        let mut rec = AppMemory {
             container_id: Some("c1".into()),
-            ..AppRecord::default()
+            ..AppMemory::default()
         };
         assert_eq!(snapshot(&mut rec), None, "nothing worth keeping");
         rec.guard.consecutive = 3;

@@ -16,7 +16,7 @@ use super::diagnosis;
 use super::fallback::{StartOutcome, run_on_cpu, start_plain, start_with_gpu_fallback};
 use super::image::ImageReady;
 use super::labels::{self, Identity};
-use super::pass::{AppRecord, Hold, Pass};
+use super::pass::{AppMemory, Hold, Pass};
 use super::policy;
 use crate::engine::ContainerSpec;
 use crate::engine::{ContainerSummary, EngineError};
@@ -27,7 +27,7 @@ impl Pass<'_> {
     /// Create and start the app's container; see the module documentation.
     pub(super) async fn create(
         &mut self,
-        rec: &mut AppRecord,
+        rec: &mut AppMemory,
         spec: &AppSpec,
         identity: &Identity,
         built: Option<&Built>,
@@ -94,7 +94,7 @@ impl Pass<'_> {
     /// plan, or a failure whose retry is not due yet. A retry made now spends its deadline.
     fn held_or_waiting(
         &self,
-        rec: &mut AppRecord,
+        rec: &mut AppMemory,
         identity: &Identity,
         plan: &Option<Plan>,
     ) -> Option<AppStatus> {
@@ -230,7 +230,7 @@ impl Pass<'_> {
     /// refusal of a required GPU, or a failure retried on the backoff.
     async fn settle(
         &mut self,
-        rec: &mut AppRecord,
+        rec: &mut AppMemory,
         spec: &AppSpec,
         identity: &Identity,
         plan: Option<Plan>,
@@ -272,7 +272,7 @@ impl Pass<'_> {
     /// watched from now on.
     async fn started(
         &mut self,
-        rec: &mut AppRecord,
+        rec: &mut AppMemory,
         spec: &AppSpec,
         identity: &Identity,
         plan: &Option<Plan>,
@@ -318,7 +318,7 @@ impl Pass<'_> {
 
 /// Hold `status` until the spec or the plan changes; the status.
 fn hold(
-    rec: &mut AppRecord,
+    rec: &mut AppMemory,
     identity: &Identity,
     plan: Option<Plan>,
     status: AppStatus,

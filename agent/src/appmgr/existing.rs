@@ -10,7 +10,7 @@ use super::crashloop::CrashGuard;
 use super::diagnosis::{self, LastExit};
 use super::fallback::is_device_refusal;
 use super::labels::{self, Identity};
-use super::pass::{AppRecord, Pass};
+use super::pass::{AppMemory, Pass};
 use crate::engine::{
     ContainerDetails, ContainerState, ContainerSummary, EngineError, split_reference,
 };
@@ -21,7 +21,7 @@ impl Pass<'_> {
     /// when it is gone (or was removed) and must be created again.
     pub(super) async fn existing(
         &mut self,
-        rec: &mut AppRecord,
+        rec: &mut AppMemory,
         spec: &AppSpec,
         identity: &Identity,
         listed: &ContainerSummary,
@@ -83,7 +83,7 @@ impl Pass<'_> {
     /// running (and without a health check, whose verdict changes while it runs), else read.
     async fn inspect_listed(
         &self,
-        rec: &mut AppRecord,
+        rec: &mut AppMemory,
         listed: &ContainerSummary,
     ) -> Result<ContainerDetails, EngineError> {
         let id = listed.id.as_str();
@@ -105,7 +105,7 @@ impl Pass<'_> {
     /// engine refused its devices on restart and it was removed, to be created again.
     async fn after_exit(
         &mut self,
-        rec: &mut AppRecord,
+        rec: &mut AppMemory,
         spec: &AppSpec,
         details: &ContainerDetails,
     ) -> Result<Option<bool>, EngineError> {
@@ -179,7 +179,7 @@ impl Pass<'_> {
     /// image id.
     pub(super) async fn image_digest(
         &self,
-        rec: &mut AppRecord,
+        rec: &mut AppMemory,
         details: &ContainerDetails,
     ) -> Result<(Option<String>, Option<String>), EngineError> {
         if details.image_id.is_empty() {
@@ -209,7 +209,7 @@ impl Pass<'_> {
 
 /// The exit of a stopped container that its restart policy does not restart (`on_failure`,
 /// `never`), as first seen.
-fn final_exit(rec: &AppRecord, spec: &AppSpec, details: &ContainerDetails) -> Option<LastExit> {
+fn final_exit(rec: &AppMemory, spec: &AppSpec, details: &ContainerDetails) -> Option<LastExit> {
     rec.last_exit.clone().filter(|e| {
         !details.running
             && diagnosis::has_exited(details)
@@ -222,7 +222,7 @@ fn final_exit(rec: &AppRecord, spec: &AppSpec, details: &ContainerDetails) -> Op
 /// Fill the state, restart counters, error, health or crash of the container's status.
 fn report(
     status: &mut AppStatus,
-    rec: &mut AppRecord,
+    rec: &mut AppMemory,
     spec: &AppSpec,
     details: &ContainerDetails,
     running: bool,

@@ -7,7 +7,7 @@ use odac_protocol::{AppSpec, AppState, AppStatus, Fallback, FallbackTier, PullPo
 
 use super::clip::clip;
 use super::labels::Identity;
-use super::pass::{AppRecord, Pass};
+use super::pass::{AppMemory, Pass};
 use super::pull::{PullKey, PullPoll};
 use crate::engine::{EngineError, RegistryAuth, registry_host};
 
@@ -25,7 +25,7 @@ impl Pass<'_> {
     /// module documentation.
     pub(super) async fn ensure_image(
         &mut self,
-        rec: &mut AppRecord,
+        rec: &mut AppMemory,
         spec: &AppSpec,
         identity: &Identity,
         image: &str,

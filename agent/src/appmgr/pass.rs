@@ -1,5 +1,5 @@
 //! One reconcile pass and what it remembers: [`Pass`] (the inputs and facts of the pass
-//! under way, shared by its parts), [`AppRecord`] (what is kept about one app between
+//! under way, shared by its parts), [`AppMemory`] (what is kept about one app between
 //! passes) and [`Hold`] (a failure not retried until the spec or the plan changes).
 //!
 //! The parts of a pass depend on this module, never the other way: [`reconcile`](super::reconcile)
@@ -35,7 +35,7 @@ pub(super) struct Hold {
 
 /// What the manager remembers about one app between passes.
 #[derive(Debug, Default)]
-pub(super) struct AppRecord {
+pub(super) struct AppMemory {
     pub(super) guard: CrashGuard,
     pub(super) container_id: Option<String>,
     pub(super) last_error: Option<String>,
@@ -116,7 +116,7 @@ impl Pass<'_> {
     /// A creation that failed for a reason that may pass: fail now, retry after the backoff.
     pub(super) fn retry_later(
         &self,
-        rec: &mut AppRecord,
+        rec: &mut AppMemory,
         spec: &AppSpec,
         identity: &Identity,
         error: String,

@@ -49,7 +49,7 @@ use super::facts::Facts;
 use super::host::HostSource;
 use super::labels::{self, Identity};
 use super::ownership::{self, Ownership};
-use super::pass::{AppRecord, Pass, stop_and_remove};
+use super::pass::{AppMemory, Pass, stop_and_remove};
 use super::pull::Pulls;
 use super::refusals::Refusals;
 use super::settings::AppManagerConfig;
@@ -63,7 +63,7 @@ use crate::inventory::Assessment;
 /// The reconcile state kept between passes.
 #[derive(Debug, Default)]
 pub(crate) struct Reconciler {
-    apps: BTreeMap<String, AppRecord>,
+    apps: BTreeMap<String, AppMemory>,
     ownership: Ownership,
     /// The crash bookkeeping read from the state directory at the first pass, until each
     /// app's record takes its part; and what was saved last.
@@ -267,7 +267,7 @@ const MAX_PARALLEL_REMOVALS: usize = 8;
 impl Pass<'_> {
     async fn app(
         &mut self,
-        rec: &mut AppRecord,
+        rec: &mut AppMemory,
         spec: &AppSpec,
         mut existing: Vec<ContainerSummary>,
     ) -> Result<AppStatus, EngineError> {
@@ -277,7 +277,7 @@ impl Pass<'_> {
             for c in &existing {
                 self.remove(&c.id).await?;
             }
-            *rec = AppRecord::default();
+            *rec = AppMemory::default();
             return Ok(self.denied(spec, v.to_string()));
         }
         // Keep one container: an up-to-date one, running by preference.
@@ -349,7 +349,7 @@ impl Pass<'_> {
     /// (`stale`) runs meanwhile, or is removed when the new one did not build.
     async fn building(
         &mut self,
-        rec: &mut AppRecord,
+        rec: &mut AppMemory,
         spec: &AppSpec,
         mut status: AppStatus,
         stale: Option<ContainerSummary>,

@@ -11,7 +11,7 @@ use odac_protocol::{AppSpec, AppState, AppStatus, Fallback, FallbackTier, Reason
 use super::build::{BuildKey, BuildRequest, Built, Poll};
 use super::clip::clip;
 use super::labels::Identity;
-use super::pass::{AppRecord, Pass};
+use super::pass::{AppMemory, Pass};
 use crate::engine::EngineError;
 
 /// What the pass can do with a git-sourced app now.
@@ -27,7 +27,7 @@ impl Pass<'_> {
     /// The image of a git-sourced app; see the module documentation.
     pub(super) async fn git_image(
         &mut self,
-        rec: &mut AppRecord,
+        rec: &mut AppMemory,
         spec: &AppSpec,
         identity: &Identity,
     ) -> Result<GitImage, EngineError> {
