@@ -4,13 +4,11 @@
 //! present hardware (or the asked engine) is unusable, 2 on usage errors, 78 for an unusable
 //! `--config`; ownership conflicts are warnings.
 
-use std::path::PathBuf;
-
 use super::EXIT_CONFIG;
 use super::inventory::{CliError, ScanArgs, assess, usage_error};
 use super::output::emit;
 use crate::appmgr::doctor::{check, ownership_checks};
-use crate::cli::target::TargetArgs;
+use crate::cli::target::{AgentSetArgs, TargetArgs};
 use crate::inventory::doctor::{CheckStatus, DoctorReport, doctor, render};
 
 /// `odac-agent doctor` flags.
@@ -19,16 +17,9 @@ pub struct DoctorArgs {
     /// Host and engine checks.
     #[command(flatten)]
     pub scan: ScanArgs,
-    /// Agent configuration whose instance and state dir the ownership check uses
-    /// (e.g. /etc/odac/agent.toml).
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
-    /// State directory of the agent to check [default: /var/lib/odac-agent].
-    #[arg(long, value_name = "DIR")]
-    pub state_dir: Option<PathBuf>,
-    /// Instance of the agent to check [default: odac].
-    #[arg(long, value_name = "NAME")]
-    pub instance: Option<String>,
+    /// The agent set whose containers the ownership check looks at.
+    #[command(flatten)]
+    pub set: AgentSetArgs,
 }
 
 /// The doctor's host and engine checks.
@@ -60,9 +51,7 @@ pub fn doctor_command(args: &DoctorArgs) -> i32 {
     let live_engine = !args.scan.no_engine && args.scan.docker_info.is_none();
     if live_engine {
         let target = TargetArgs {
-            config: args.config.clone(),
-            state_dir: args.state_dir.clone(),
-            instance: args.instance.clone(),
+            set: args.set.clone(),
             docker_host: args.scan.docker_host.clone(),
             lock_dir: None,
         }

@@ -9,9 +9,10 @@ use crate::appmgr::AppManagerConfig;
 use crate::appmgr::local::Target;
 use crate::config::Config;
 
-/// The flags that choose the agent set a local command works on.
+/// The flags that name an agent set: its configuration, state dir and instance (`apply`,
+/// `status` and `doctor` share them).
 #[derive(Debug, Clone, Default, clap::Args)]
-pub struct TargetArgs {
+pub struct AgentSetArgs {
     /// Agent configuration to take the state dir, instance, engine, lock dir and policy from
     /// (e.g. /etc/odac/agent.toml); the flags below override it.
     #[arg(long, value_name = "FILE")]
@@ -22,6 +23,14 @@ pub struct TargetArgs {
     /// Container instance (the agent's `apps.instance`) [default: odac].
     #[arg(long, value_name = "NAME")]
     pub instance: Option<String>,
+}
+
+/// The flags that choose the agent set a local command works on.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct TargetArgs {
+    /// Configuration, state dir and instance.
+    #[command(flatten)]
+    pub set: AgentSetArgs,
     /// Docker endpoint (default: DOCKER_HOST or the local socket).
     #[arg(long, value_name = "URL")]
     pub docker_host: Option<String>,
@@ -38,7 +47,7 @@ pub struct TargetError(pub String);
 impl TargetArgs {
     /// The target these flags name.
     pub fn resolve(&self) -> Result<Target, TargetError> {
-        let (mut apps, mut identity_dir, mut docker_host) = match &self.config {
+        let (mut apps, mut identity_dir, mut docker_host) = match &self.set.config {
             Some(path) => {
                 let c = Config::load(Some(path)).map_err(|e| TargetError(e.to_string()))?;
                 (c.apps, c.state_dir, c.docker.host)
@@ -49,11 +58,11 @@ impl TargetArgs {
                 (apps, dir, None)
             }
         };
-        if let Some(dir) = &self.state_dir {
+        if let Some(dir) = &self.set.state_dir {
             apps.state_dir.clone_from(dir);
             identity_dir.clone_from(dir);
         }
-        if let Some(instance) = &self.instance {
+        if let Some(instance) = &self.set.instance {
             odac_protocol::check_dns_label("--instance", instance)
                 .map_err(|e| TargetError(e.to_string()))?;
             apps.instance.clone_from(instance);
@@ -88,31 +97,28 @@ mod tests {
              [apps]\ninstance = \"prod\"\nlock_dir = \"/srv/locks\"\n",
         )
         .unwrap();
-        let args = TargetArgs {
-            config: Some(file.clone()),
+        let set = |config, state_dir, instance: Option<&str>| TargetArgs {
+            set: AgentSetArgs {
+                config,
+                state_dir,
+                instance: instance.map(str::to_owned),
+            },
             ..TargetArgs::default()
         };
+        let args = set(Some(file.clone()), None, None);
         let t = args.resolve().unwrap();
         assert_eq!(t.apps.instance, "prod");
         assert_eq!(t.apps.state_dir, PathBuf::from("/srv/odac"));
         assert_eq!(t.identity_dir, PathBuf::from("/srv/odac"));
         assert_eq!(t.apps.lock_dir, PathBuf::from("/srv/locks"));
         assert_eq!(t.docker_host.as_deref(), Some("unix:///srv/docker.sock"));
-        let args = TargetArgs {
-            config: Some(file),
-            state_dir: Some("/tmp/x".into()),
-            instance: Some("other".into()),
-            ..TargetArgs::default()
-        };
+        let args = set(Some(file), Some("/tmp/x".into()), Some("other"));
         let t = args.resolve().unwrap();
         assert_eq!(
             (t.apps.instance.as_str(), t.apps.state_dir.as_path()),
             ("other", std::path::Path::new("/tmp/x"))
         );
-        let bad = TargetArgs {
-            instance: Some("Bad Name!".into()),
-            ..TargetArgs::default()
-        };
+        let bad = set(None, None, Some("Bad Name!"));
         assert!(bad.resolve().unwrap_err().0.contains("--instance"));
         let t = TargetArgs::default().resolve().unwrap();
         assert_eq!(t.apps.instance, "odac");
