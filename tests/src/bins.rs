@@ -1,7 +1,7 @@
 //! Finding the binaries under test: `odac-agent`, `odac-sim` and `odac`. They live in the
 //! same target profile directory as the running test executable (`target/debug/deps/…` →
 //! `target/debug/`). The first call in a test process runs `cargo build -p odac-agent
-//! -p odac-simulator --bins` when a binary is missing or older than the sources, so the
+//! -p odac-simulator --bins` (outside the dev profile the agent alone first) when a binary is missing or older than the sources, so the
 //! binaries match the sources (set `ODAC_E2E_NO_BUILD=1` to skip it); `ODAC_E2E_BIN_DIR`
 //! points at another directory.
 
@@ -49,6 +49,19 @@ fn profile_of(dir: &Path) -> String {
     }
 }
 
+/// The package sets to build, one `cargo build` each. Outside the dev profile the agent is
+/// built alone, as shipped: built with the simulator, cargo would unify features and the
+/// agent binary would carry the simulator's (`test-support`, wider tokio and hyper features),
+/// which would skew the benchmarks' footprint. Dev builds keep one invocation (faster, and
+/// the same binary `cargo build --workspace` makes).
+fn package_sets(profile: &str) -> Vec<Vec<&'static str>> {
+    if profile == "dev" {
+        vec![vec!["odac-agent", "odac-simulator"]]
+    } else {
+        vec![vec!["odac-agent"], vec!["odac-simulator"]]
+    }
+}
+
 fn build(dir: &Path) -> Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let profile = profile_of(dir);
@@ -56,27 +69,23 @@ fn build(dir: &Path) -> Result<()> {
         .parent()
         .ok_or_else(|| Error::Other(format!("{} has no parent", dir.display())))?;
     let started = std::time::Instant::now();
-    let out = Command::new(&cargo)
-        .current_dir(workspace_root())
-        .args([
-            "build",
-            "--quiet",
-            "-p",
-            "odac-agent",
-            "-p",
-            "odac-simulator",
-            "--bins",
-        ])
-        .args(["--profile", &profile])
-        .arg("--target-dir")
-        .arg(target_dir)
-        .output()
-        .map_err(|e| Error::command(format!("{cargo} build"), e.to_string()))?;
-    if !out.status.success() {
-        return Err(Error::command(
-            format!("{cargo} build -p odac-agent -p odac-simulator"),
-            format!("{}: {}", out.status, String::from_utf8_lossy(&out.stderr)),
-        ));
+    for packages in package_sets(&profile) {
+        let what = format!("{cargo} build -p {}", packages.join(" -p "));
+        let out = Command::new(&cargo)
+            .current_dir(workspace_root())
+            .args(["build", "--quiet", "--bins"])
+            .args(packages.iter().flat_map(|p| ["-p", p]))
+            .args(["--profile", &profile])
+            .arg("--target-dir")
+            .arg(target_dir)
+            .output()
+            .map_err(|e| Error::command(what.clone(), e.to_string()))?;
+        if !out.status.success() {
+            return Err(Error::command(
+                what,
+                format!("{}: {}", out.status, String::from_utf8_lossy(&out.stderr)),
+            ));
+        }
     }
     println!(
         "odac-e2e: cargo build of the binaries took {:.1}s",
