@@ -7,21 +7,10 @@
 
 mod fixture_hosts;
 
-use fixture_hosts::{assess, fixture_names};
+use fixture_hosts::{INTENTS, assess, fixture_names};
 
 use odac_agent::gpu::{Allocations, Plan, assessment_from_inventory, resolve};
 use odac_protocol::GpuRequest;
-
-const INTENTS: &[&str] = &[
-    r#"{"runtime":"nvidia","count":1}"#,
-    r#"{"runtime":"nvidia","count":2,"optional":true}"#,
-    r#"{"runtime":"rocm","count":1}"#,
-    r#"{"runtime":"amd","count":"all","optional":true}"#,
-    r#"{"runtime":"intel","count":1,"optional":true}"#,
-    r#"{"optional":true,"count":1}"#,
-    r#"{"runtime":"auto","optional":true}"#,
-    r#"{"runtime":"nvidia","count":64}"#,
-];
 
 /// What the agent reports of a plan: the wire view (no GPU ids, no group ids).
 fn reported(plan: &Plan) -> String {

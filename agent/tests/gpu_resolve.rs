@@ -7,24 +7,13 @@
 
 mod fixture_hosts;
 
-use fixture_hosts::{assess, fixture_names};
+use fixture_hosts::{INTENTS, assess, fixture_names};
 
 use std::path::Path;
 
 use odac_agent::gpu::{Allocations, Plan, ResolveOptions, resolve, resolve_with};
 use odac_agent::inventory::Assessment;
 use odac_protocol::{GpuCount, GpuRequest, Mechanism, Reason, Vendor};
-
-const INTENTS: &[&str] = &[
-    r#"{"runtime":"nvidia","count":1}"#,
-    r#"{"runtime":"nvidia","count":2,"optional":true}"#,
-    r#"{"runtime":"rocm","count":1}"#,
-    r#"{"runtime":"amd","count":"all","optional":true}"#,
-    r#"{"runtime":"intel","count":1,"optional":true}"#,
-    r#"{"optional":true,"count":1}"#,
-    r#"{"runtime":"auto","optional":true}"#,
-    r#"{"runtime":"nvidia","count":64}"#,
-];
 
 fn intent(json: &str) -> GpuRequest {
     let g: GpuRequest = serde_json::from_str(json).unwrap();

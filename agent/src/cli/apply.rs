@@ -62,10 +62,7 @@ pub fn apply_command(args: &ApplyArgs) -> i32 {
     if !args.root.is_dir() {
         return usage(&format!("root {} is not a directory", args.root.display()));
     }
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match super::output::local_runtime() {
         Ok(rt) => rt,
         Err(e) => return usage(&format!("cannot start the async runtime: {e}")),
     };

@@ -63,10 +63,7 @@ pub fn doctor_command(args: &DoctorArgs) -> i32 {
                 return EXIT_CONFIG;
             }
         };
-        let checks = match tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-        {
+        let checks = match super::output::local_runtime() {
             Ok(rt) => rt.block_on(ownership_checks(&target)),
             Err(e) => vec![check(
                 CheckStatus::Info,

@@ -91,10 +91,7 @@ fn engine_for(args: &ScanArgs) -> Result<(EngineCapabilities, bool), CliError> {
 
 /// Ask the live engine (bounded by the engine module's own timeouts).
 fn probe_live(docker_host: Option<&str>) -> Result<EngineCapabilities, CliError> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(CliError::Runtime)?;
+    let rt = super::output::local_runtime().map_err(CliError::Runtime)?;
     Ok(rt.block_on(crate::engine::probe_capabilities(docker_host)))
 }
 

@@ -28,3 +28,10 @@ pub fn fail(message: impl std::fmt::Display, code: i32) -> i32 {
     eprintln!("odac-agent: {message}");
     code
 }
+
+/// A current-thread runtime for a local command's engine calls (every command but `run`).
+pub fn local_runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+}

@@ -52,10 +52,7 @@ pub fn status_command(args: &StatusArgs) -> i32 {
             return EXIT_FAILURE;
         }
     };
-    let live = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let live = match super::output::local_runtime() {
         Ok(rt) => rt.block_on(engine_view(&target)),
         Err(e) => Err(format!("cannot start the async runtime: {e}")),
     };

@@ -1,11 +1,25 @@
 //! Shared by the fixture table tests: where the host fixtures live, their names, and the
-//! assessment of one fixture (its tree scanned, the engine taken from its `docker-info.json`).
+//! assessment of one fixture (its tree scanned, the engine taken from its `docker-info.json`),
+//! and the GPU intents every fixture is resolved with.
 
 use std::path::{Path, PathBuf};
 
 use odac_agent::cli::inventory::engine_from_info_file;
 use odac_agent::engine::EngineCapabilities;
 use odac_agent::inventory::{Assessment, scan};
+
+/// The GPU intents every fixture is resolved with (one per vendor, auto, optional, too many).
+#[allow(dead_code)] // not every test binary that shares this module uses it
+pub const INTENTS: &[&str] = &[
+    r#"{"runtime":"nvidia","count":1}"#,
+    r#"{"runtime":"nvidia","count":2,"optional":true}"#,
+    r#"{"runtime":"rocm","count":1}"#,
+    r#"{"runtime":"amd","count":"all","optional":true}"#,
+    r#"{"runtime":"intel","count":1,"optional":true}"#,
+    r#"{"optional":true,"count":1}"#,
+    r#"{"runtime":"auto","optional":true}"#,
+    r#"{"runtime":"nvidia","count":64}"#,
+];
 
 /// `tests/fixtures/hosts/` at the workspace root.
 pub fn fixtures_dir() -> PathBuf {
