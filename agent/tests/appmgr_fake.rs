@@ -1,7 +1,8 @@
 //! The app manager against the fake engine: pre-flight fallback and refusal, the exact engine
 //! requests per mechanism, engine refusals at start, errors that are not device refusals,
 //! restart-required, ownership by labels, durable desired state, engine outage, policy, named
-//! volumes, and the crash-loop backoff counted over 30 s of paused time.
+//! volumes, the crash-loop backoff counted over 30 s of paused time, and the hardening every
+//! container gets (`no-new-privileges`, a pids limit).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
@@ -880,4 +881,35 @@ async fn quiet_poll_ticks_list_once_and_inspect_only_what_changed() {
     assert_eq!(inspected, want);
     shutdown.cancel();
     task.await.unwrap();
+}
+
+/// Every container, with or without a GPU, is created with `no-new-privileges` and the
+/// configured pids limit (4096 by default).
+#[tokio::test]
+async fn every_container_gets_no_new_privileges_and_a_pids_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = fake_for("nvidia-cdi");
+    let m = open(&fake, "nvidia-cdi", dir.path());
+    m.set_desired(desired(
+        1,
+        vec![
+            app("cpu", None),
+            app("llm", Some(r#"{"runtime":"nvidia","count":1}"#)),
+        ],
+    ))
+    .await
+    .unwrap();
+    let statuses = m.reconcile_once().await;
+    assert_eq!(status(&statuses, "cpu").state, AppState::Running);
+    assert_eq!(status(&statuses, "llm").state, AppState::Running);
+    let specs = created_specs(&fake);
+    assert_eq!(specs.len(), 2, "{specs:?}");
+    for spec in &specs {
+        assert_eq!(
+            spec.security_opt,
+            vec!["no-new-privileges".to_owned()],
+            "{spec:?}"
+        );
+        assert_eq!(spec.pids_limit, Some(4096), "{spec:?}");
+    }
 }
