@@ -180,14 +180,9 @@ struct Output {
     stderr: Vec<u8>,
 }
 
-/// Run one git command; stdout is read up to `stdout_limit` bytes (more is reported as
-/// truncated and the process is killed).
-async fn run_git(
-    req: &FetchRequest<'_>,
-    step: &str,
-    args: &[&str],
-    stdout_limit: u64,
-) -> Result<Output, GitError> {
+/// `git <args>` for a fetch: no prompts, no askpass, batch-mode ssh, C locale, no
+/// inherited repository, the source's secret (if any) as an HTTP header in the environment.
+fn git_command(req: &FetchRequest<'_>, args: &[&str]) -> Command {
     let source = req.source;
     let mut cmd = Command::new(req.git);
     if source.scheme() == Some(GitScheme::File) {
@@ -216,6 +211,19 @@ async fn run_git(
                 format!("Authorization: Basic {basic}"),
             );
     }
+    cmd
+}
+
+/// Run one git command; stdout is read up to `stdout_limit` bytes (more is reported as
+/// truncated and the process is killed).
+async fn run_git(
+    req: &FetchRequest<'_>,
+    step: &str,
+    args: &[&str],
+    stdout_limit: u64,
+) -> Result<Output, GitError> {
+    let source = req.source;
+    let mut cmd = git_command(req, args);
     let url = source.display_url();
     let mut child = cmd.spawn().map_err(|e| GitError::Spawn {
         program: req.git.display().to_string(),
@@ -291,8 +299,6 @@ pub async fn fetch(req: &FetchRequest<'_>) -> Result<Fetched, GitError> {
 }
 
 async fn fetch_in(req: &FetchRequest<'_>) -> Result<Fetched, GitError> {
-    let source = req.source;
-    let url = source.display_url();
     clear_dir(req.dir)?;
     // builds/ and the checkout are the agent's only (mode 0700): git may keep credentials there
     if let Some(parent) = req.dir.parent() {
@@ -300,95 +306,99 @@ async fn fetch_in(req: &FetchRequest<'_>) -> Result<Fetched, GitError> {
     }
     crate::appmgr::store::private_dir(req.dir).map_err(io_error(req.dir))?;
     let dir = req.dir.to_string_lossy().into_owned();
-    let failed = |step: &str, out: &Output| GitError::Failed {
-        step: step.to_owned(),
-        url: url.clone(),
-        stderr: stderr_tail(&out.stderr, source),
-    };
+    let commit = fetch_commit(req, &dir).await?;
+    let context = pack(req, &dir, &commit).await?;
+    Ok(Fetched { commit, context })
+}
 
-    let init = run_git(req, "init", &["init", "--quiet", "--bare", &dir], 0).await?;
+/// A git step that ran and failed, with the tail of what it printed (secrets redacted).
+fn failed(req: &FetchRequest<'_>, step: &str, out: &Output) -> GitError {
+    GitError::Failed {
+        step: step.to_owned(),
+        url: req.source.display_url(),
+        stderr: stderr_tail(&out.stderr, req.source),
+    }
+}
+
+/// Fetches the source's rev, branch or default branch shallowly into a fresh bare repository
+/// in `dir`; the full commit id it resolved to.
+async fn fetch_commit(req: &FetchRequest<'_>, dir: &str) -> Result<String, GitError> {
+    let source = req.source;
+    let init = run_git(req, "init", &["init", "--quiet", "--bare", dir], 0).await?;
     if !init.ok {
-        return Err(failed("init", &init));
+        return Err(failed(req, "init", &init));
     }
     let (refspec, what) = match (&source.rev, &source.branch) {
         (Some(rev), _) => (rev.clone(), format!("rev {rev:?}")),
         (None, Some(branch)) => (format!("refs/heads/{branch}"), format!("branch {branch:?}")),
         (None, None) => ("HEAD".to_owned(), "the default branch (HEAD)".to_owned()),
     };
-    let fetch = run_git(
-        req,
+    let args = [
+        "-C",
+        dir,
         "fetch",
-        &[
-            "-C",
-            &dir,
-            "fetch",
-            "--quiet",
-            "--depth",
-            "1",
-            "--no-tags",
-            "--",
-            &source.url,
-            &refspec,
-        ],
-        0,
-    )
-    .await?;
+        "--quiet",
+        "--depth",
+        "1",
+        "--no-tags",
+        "--",
+    ];
+    let args: Vec<&str> = args
+        .into_iter()
+        .chain([source.url.as_str(), &refspec])
+        .collect();
+    let fetch = run_git(req, "fetch", &args, 0).await?;
     if !fetch.ok {
         let stderr = String::from_utf8_lossy(&fetch.stderr);
         if stderr.contains("couldn't find remote ref") || stderr.contains("not our ref") {
+            let url = source.display_url();
             return Err(GitError::RefNotFound { what, url });
         }
-        return Err(failed("fetch", &fetch));
+        return Err(failed(req, "fetch", &fetch));
     }
-    let parsed = run_git(
-        req,
-        "rev-parse",
-        &["-C", &dir, "rev-parse", "--verify", "FETCH_HEAD^{commit}"],
-        4096,
-    )
-    .await?;
+    let verify = ["-C", dir, "rev-parse", "--verify", "FETCH_HEAD^{commit}"];
+    let parsed = run_git(req, "rev-parse", &verify, 4096).await?;
     if !parsed.ok {
-        return Err(failed("rev-parse", &parsed));
+        return Err(failed(req, "rev-parse", &parsed));
     }
     let commit = String::from_utf8_lossy(&parsed.stdout).trim().to_owned();
     if commit.len() < 12 || !commit.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(GitError::Failed {
             step: "rev-parse".into(),
-            url,
+            url: source.display_url(),
             stderr: format!("unexpected commit id {commit:?}"),
         });
     }
+    Ok(commit)
+}
+
+/// The commit's tree as a tar build context, after checking that its Dockerfile exists; at
+/// most `max_context_bytes`.
+async fn pack(req: &FetchRequest<'_>, dir: &str, commit: &str) -> Result<Vec<u8>, GitError> {
+    let source = req.source;
     let dockerfile = source.dockerfile.as_deref().unwrap_or("Dockerfile");
     let object = format!("{commit}:{dockerfile}");
-    let exists = run_git(req, "cat-file", &["-C", &dir, "cat-file", "-e", &object], 0).await?;
+    let exists = run_git(req, "cat-file", &["-C", dir, "cat-file", "-e", &object], 0).await?;
     if !exists.ok {
         return Err(GitError::DockerfileMissing {
             path: dockerfile.to_owned(),
-            url,
-            commit,
+            url: source.display_url(),
+            commit: commit.to_owned(),
         });
     }
-    let archive = run_git(
-        req,
-        "archive",
-        &["-C", &dir, "archive", "--format=tar", &commit],
-        req.max_context_bytes,
-    )
-    .await?;
+    let args = ["-C", dir, "archive", "--format=tar", commit];
+    let archive = run_git(req, "archive", &args, req.max_context_bytes).await?;
     if archive.stdout_truncated {
         return Err(GitError::ContextTooLarge {
-            url,
-            commit,
+            url: source.display_url(),
+            commit: commit.to_owned(),
             limit: req.max_context_bytes,
         });
     }
     if !archive.ok {
-        return Err(failed("archive", &archive));
+        return Err(failed(req, "archive", &archive));
     }
-    Ok(Fetched {
-        commit,
-        context: archive.stdout,
-    })
+    Ok(archive.stdout)
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use super::super::events::EventTx;
 use super::super::labels;
 use super::super::settings::BuildConfig;
 use super::git::{self, FetchRequest};
-use crate::engine::{ContainerEngine, EngineError, ImageSummary};
+use crate::engine::{BuildOutput, ContainerEngine, EngineError, ImageSummary};
 
 /// Length of the commit prefix in image tags.
 pub const SHORT_COMMIT: usize = 12;
@@ -98,25 +98,7 @@ async fn build(
     events: &EventTx,
 ) -> Result<Built, BuildFailure> {
     let source = &req.source;
-    let url = source.display_url();
-    let what = match (&source.rev, &source.branch) {
-        (Some(rev), _) => format!("rev {rev}"),
-        (None, Some(branch)) => format!("branch {branch}"),
-        (None, None) => "default branch".to_owned(),
-    };
-    events.info(&req.app, format!("fetching {url} ({what})"));
-    let fetch = FetchRequest {
-        source,
-        git: &req.config.git,
-        dir: &req.dir,
-        deadline: Instant::now() + req.config.git_timeout(),
-        timeout_secs: req.config.git_timeout().as_secs(),
-        max_context_bytes: req.config.max_context_bytes,
-    };
-    let fetched = git::fetch(&fetch).await.map_err(|e| BuildFailure {
-        message: git::redact(&e.to_string(), source),
-        log_tail: None,
-    })?;
+    let fetched = fetch_source(req, events).await?;
     let commit = fetched.commit;
     let tag = image_tag(&req.app, &commit);
     let dockerfile = source
@@ -124,14 +106,6 @@ async fn build(
         .as_deref()
         .unwrap_or("Dockerfile")
         .to_owned();
-
-    let mut image_labels = req.extra_labels.clone();
-    image_labels.insert(labels::INSTANCE.into(), req.instance.clone());
-    image_labels.insert(labels::APP.into(), req.app.clone());
-    image_labels.insert(labels::GIT_COMMIT.into(), commit.clone());
-    image_labels.insert(labels::GIT_URL.into(), url.clone());
-    image_labels.insert(labels::GIT_DOCKERFILE.into(), dockerfile.clone());
-
     if let Some(image) = reusable(req, engine, &commit, &tag, &dockerfile).await {
         events.info(
             &req.app,
@@ -151,29 +125,8 @@ async fn build(
             fetched.context.len() / 1024
         ),
     );
-    let bound = req.config.build_timeout();
-    let built = tokio::time::timeout(
-        bound,
-        engine.build_image(&tag, fetched.context, &dockerfile, &image_labels),
-    )
-    .await
-    .map_err(|_| BuildFailure {
-        message: format!(
-            "the image build of {tag} did not finish within {} s",
-            bound.as_secs()
-        ),
-        log_tail: None,
-    })?
-    .map_err(|e| match e {
-        EngineError::BuildFailed { message, log_tail } => BuildFailure {
-            message: format!("image build of {tag} failed: {message}"),
-            log_tail: Some(log_tail),
-        },
-        other => BuildFailure {
-            message: format!("image build of {tag} failed: {}", other.engine_message()),
-            log_tail: None,
-        },
-    })?;
+    let labels = image_labels(req, &commit, &dockerfile);
+    let built = build_image(req, engine, &tag, fetched.context, &dockerfile, &labels).await?;
     events.info(
         &req.app,
         format!("built image {tag} from commit {}", short(&commit)),
@@ -184,6 +137,74 @@ async fn build(
         image_id: built.image_id,
         commit,
     })
+}
+
+/// Fetches the source's commit and build context within the configured git timeout.
+async fn fetch_source(req: &BuildRequest, events: &EventTx) -> Result<git::Fetched, BuildFailure> {
+    let source = &req.source;
+    let what = match (&source.rev, &source.branch) {
+        (Some(rev), _) => format!("rev {rev}"),
+        (None, Some(branch)) => format!("branch {branch}"),
+        (None, None) => "default branch".to_owned(),
+    };
+    events.info(
+        &req.app,
+        format!("fetching {} ({what})", source.display_url()),
+    );
+    let fetch = FetchRequest {
+        source,
+        git: &req.config.git,
+        dir: &req.dir,
+        deadline: Instant::now() + req.config.git_timeout(),
+        timeout_secs: req.config.git_timeout().as_secs(),
+        max_context_bytes: req.config.max_context_bytes,
+    };
+    git::fetch(&fetch).await.map_err(|e| BuildFailure {
+        message: git::redact(&e.to_string(), source),
+        log_tail: None,
+    })
+}
+
+/// The labels of an image built for `req` from `commit`.
+fn image_labels(req: &BuildRequest, commit: &str, dockerfile: &str) -> BTreeMap<String, String> {
+    let mut image_labels = req.extra_labels.clone();
+    image_labels.insert(labels::INSTANCE.into(), req.instance.clone());
+    image_labels.insert(labels::APP.into(), req.app.clone());
+    image_labels.insert(labels::GIT_COMMIT.into(), commit.to_owned());
+    image_labels.insert(labels::GIT_URL.into(), req.source.display_url());
+    image_labels.insert(labels::GIT_DOCKERFILE.into(), dockerfile.to_owned());
+    image_labels
+}
+
+/// Builds `tag` through the engine within the configured build timeout.
+async fn build_image(
+    req: &BuildRequest,
+    engine: &dyn ContainerEngine,
+    tag: &str,
+    context: Vec<u8>,
+    dockerfile: &str,
+    labels: &BTreeMap<String, String>,
+) -> Result<BuildOutput, BuildFailure> {
+    let bound = req.config.build_timeout();
+    tokio::time::timeout(bound, engine.build_image(tag, context, dockerfile, labels))
+        .await
+        .map_err(|_| BuildFailure {
+            message: format!(
+                "the image build of {tag} did not finish within {} s",
+                bound.as_secs()
+            ),
+            log_tail: None,
+        })?
+        .map_err(|e| match e {
+            EngineError::BuildFailed { message, log_tail } => BuildFailure {
+                message: format!("image build of {tag} failed: {message}"),
+                log_tail: Some(log_tail),
+            },
+            other => BuildFailure {
+                message: format!("image build of {tag} failed: {}", other.engine_message()),
+                log_tail: None,
+            },
+        })
 }
 
 /// Whether `image` is one of this app's, made by this manager instance.
