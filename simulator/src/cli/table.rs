@@ -181,6 +181,16 @@ pub fn apps(apps: &[AppView]) -> String {
     )
 }
 
+/// The items joined by `sep`, or `-` when there are none.
+fn joined_or_dash(items: impl Iterator<Item = String>, sep: &str) -> String {
+    let parts: Vec<String> = items.collect();
+    if parts.is_empty() {
+        "-".to_owned()
+    } else {
+        parts.join(sep)
+    }
+}
+
 /// The `odac host list` table.
 pub fn hosts(hosts: &[HostView]) -> String {
     let rows: Vec<Vec<String>> = hosts
@@ -195,25 +205,9 @@ pub fn hosts(hosts: &[HostView]) -> String {
                     .collect::<Vec<_>>()
                     .join("; ")
             };
-            let sched = if h.schedulable.is_empty() {
-                "-".to_owned()
-            } else {
-                h.schedulable
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join(",")
-            };
+            let sched = joined_or_dash(h.schedulable.iter().map(ToString::to_string), ",");
             // the same as `--json`'s `reasons`: vendors present but not schedulable
-            let reason = if h.reasons.is_empty() {
-                "-".to_owned()
-            } else {
-                h.reasons
-                    .iter()
-                    .map(|(v, r)| format!("{v}: {r}"))
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            };
+            let reason = joined_or_dash(h.reasons.iter().map(|(v, r)| format!("{v}: {r}")), "; ");
             vec![
                 format!("{} ({})", h.hostname, h.id),
                 if h.connected { "yes" } else { "no" }.to_owned(),
