@@ -55,8 +55,14 @@ pub fn init(level: &str, format: LogFormat) -> Result<(), LoggingError> {
     let targets: Targets = level
         .parse()
         .map_err(|e: ParseError| LoggingError::Filter(e.to_string()))?;
+    // The most verbose level any directive keeps: the subscriber's hint, from which tracing
+    // and the `log` bridge skip every record above it at the call site (dependencies log a
+    // lot at debug and trace, and each such record would otherwise reach the filters).
+    let most_verbose =
+        tracing_subscriber::Layer::<tracing_subscriber::Registry>::max_level_hint(&targets)
+            .unwrap_or(LevelFilter::TRACE);
     let builder = tracing_subscriber::fmt()
-        .with_max_level(LevelFilter::TRACE)
+        .with_max_level(most_verbose)
         .with_writer(std::io::stderr);
     let caps = filter_fn(|meta| within_caps(meta.target(), meta.level()));
     let result = match format {
