@@ -120,7 +120,7 @@ pub async fn run_with(
         crate::notify::ready();
     });
     // the watchdog pings only while the uplink and the app manager both make progress
-    let mut liveness = crate::liveness::Liveness::new();
+    let mut liveness = crate::liveness::Liveness::for_watchdog(crate::notify::watchdog_interval());
     let uplink_beat = liveness.register("uplink");
     let manager_beat = liveness.register("app manager");
     tasks.spawn(crate::notify::watchdog_loop(shutdown.clone(), liveness));

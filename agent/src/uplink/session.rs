@@ -36,7 +36,7 @@ use super::logs::{LogSessions, LogSource};
 use super::outbox::Outbox;
 use super::resync::{ResyncState, is_incremental};
 use super::ws_io::{Lost, close, closed_reason, flush, send, send_msg, too_large};
-use crate::liveness::{Heartbeat as LoopBeat, IDLE_STAMP};
+use crate::liveness::Heartbeat as LoopBeat;
 use crate::lock::lock;
 
 /// How long shutdown waits for the change being persisted before closing anyway.
@@ -132,7 +132,7 @@ async fn serve(
     ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut applying: Option<ApplyFuture> = None;
     let mut resync: Option<PendingResync> = None;
-    let mut idle = tokio::time::interval(IDLE_STAMP);
+    let mut idle = tokio::time::interval(ctx.beat.every());
     idle.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut logs = LogSessions::new(ctx.logs.clone());
 
