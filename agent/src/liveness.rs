@@ -3,7 +3,8 @@
 //! holds a [`Heartbeat`] and stamps it whenever it gets round its loop, including on idle
 //! ticks while it waits (a backoff sleep, a poll interval, an idle session): every third of
 //! the bound the watchdog allows ([`stamp_every`]: 5 s under the shipped `WatchdogSec=30s`,
-//! never less than [`IDLE_STAMP`]), so an idle agent wakes no more than the watchdog needs. [`Liveness::stale`] names the loops whose last stamp is older than a bound;
+//! never less than [`IDLE_STAMP`]), so an idle agent wakes no more than the watchdog needs.
+//! [`Liveness::stale`] names the loops whose last stamp is older than a bound;
 //! `notify::watchdog_loop` withholds `WATCHDOG=1` while any is, so a deadlocked loop gets the
 //! agent killed and restarted by systemd instead of being reported healthy by a free-running
 //! timer. Stamps are monotonic milliseconds (tokio's clock, so paused-time tests drive them)
@@ -125,6 +126,8 @@ impl Heartbeat {
 #[derive(Clone)]
 pub struct Liveness {
     origin: Instant,
+    /// The watchdog's ping interval (half `WatchdogSec`), when systemd asked for one.
+    ping_every: Option<Duration>,
     /// How often each registered loop stamps while it waits.
     every: Duration,
     beats: Vec<Heartbeat>,
@@ -139,21 +142,29 @@ impl Default for Liveness {
 impl Liveness {
     /// No loops yet; they stamp every [`IDLE_STAMP`].
     pub fn new() -> Self {
-        Self::stamping_every(IDLE_STAMP)
+        Self::stamping_every(None, IDLE_STAMP)
     }
 
     /// No loops yet; they stamp as often as a watchdog pinging every `ping_every` (half
     /// `WatchdogSec`; `None`: no watchdog, [`DEFAULT_PING`]) needs: [`stamp_every`].
     pub fn for_watchdog(ping_every: Option<Duration>) -> Self {
-        Self::stamping_every(stamp_every(ping_every.unwrap_or(DEFAULT_PING)))
+        let every = stamp_every(ping_every.unwrap_or(DEFAULT_PING));
+        Self::stamping_every(ping_every, every)
     }
 
-    fn stamping_every(every: Duration) -> Self {
+    fn stamping_every(ping_every: Option<Duration>, every: Duration) -> Self {
         Self {
             origin: Instant::now(),
+            ping_every,
             every,
             beats: Vec::new(),
         }
+    }
+
+    /// The watchdog's ping interval this was made for ([`Self::for_watchdog`]); `None`
+    /// without a watchdog.
+    pub fn ping_every(&self) -> Option<Duration> {
+        self.ping_every
     }
 
     /// A new watched loop, stamped now.

@@ -32,11 +32,11 @@ pub fn watchdog_interval() -> Option<Duration> {
     sd_notify::watchdog_enabled().map(|d| (d / 2).max(Duration::from_millis(100)))
 }
 
-/// Sends `WATCHDOG=1` every half `WatchdogSec` until `shutdown`, but only while no loop in
-/// `liveness` has been silent for longer than [`stale_after`] of the interval. Returns at once
-/// without a watchdog.
+/// Sends `WATCHDOG=1` every half `WatchdogSec` (the interval `liveness` was made for, from
+/// [`watchdog_interval`]) until `shutdown`, but only while no loop in `liveness` has been
+/// silent for longer than [`stale_after`] of the interval. Returns at once without a watchdog.
 pub async fn watchdog_loop(shutdown: CancellationToken, liveness: Liveness) {
-    let Some(every) = watchdog_interval() else {
+    let Some(every) = liveness.ping_every() else {
         return;
     };
     tracing::debug!(
