@@ -164,8 +164,12 @@ fn git_app_runs_its_commit_and_a_restart_runs_the_next_commit() {
     ensure_base_image();
     let t0 = Instant::now();
     // declared before the stack: dropped after it, once the containers are gone
-    let images = ImageCleanup(format!("{RUN_LABEL}={}", instance_name(SCENARIO)));
-    let stack = Stack::builder(SCENARIO).start().unwrap();
+    let instance = instance_name(SCENARIO);
+    let images = ImageCleanup(format!("{RUN_LABEL}={instance}"));
+    let stack = Stack::builder(SCENARIO)
+        .instance(&instance)
+        .start()
+        .unwrap();
     stack.wait_connected(Duration::from_secs(30)).unwrap();
     let repo = Repo::new(&stack.dir().join("repo"));
     let c1 = repo.commit(

@@ -7,7 +7,10 @@
 //! 3. `odac-sim demo | tee` runs beside an agent for 60 s and is stopped with SIGINT to its
 //!    process group (which kills `tee` too): the agent's container keeps its id and the demo's
 //!    container is gone;
-//! 4. `odac-agent apply` against the running agent's instance (by `--instance` and by
+//! 4. two stacks of one scenario started by one process (as `cargo test` runs a binary's tests,
+//!    as threads of one process) get their own instance, temp dir, state dir and instance
+//!    lock, and both agents converge;
+//! 5. `odac-agent apply` against the running agent's instance (by `--instance` and by
 //!    `--config`) is refused with exit 1 and changes nothing.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -17,6 +20,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use odac_agent::instance_lock::{DEFAULT_LOCK_DIR, InstanceLock, engine_endpoint};
 use odac_e2e::agent::Agent;
 use odac_e2e::bins::{AGENT, SIM, bin};
 use odac_e2e::docker::containers;
@@ -99,6 +103,39 @@ fn a_second_agent_on_the_same_instance_refuses_and_touches_nothing() {
     unchanged_for(&stack, &before, Duration::from_secs(60));
     let first = stack.agent().unwrap().process().unwrap();
     assert_eq!(first.count_lines("removing the container"), 0);
+}
+
+#[test]
+fn two_stacks_of_one_scenario_in_one_process_share_no_instance_dir_or_lock() {
+    const SCENARIO: &str = "one-scenario-twice";
+    require_docker!(SCENARIO);
+    let a = Stack::builder(SCENARIO).start().unwrap();
+    let b = Stack::builder(SCENARIO).start().unwrap();
+    assert_ne!(a.instance, b.instance);
+    for s in [&a, &b] {
+        assert!(
+            s.instance.starts_with("e2e-one-scenario-twice-"),
+            "recognisable in docker ps: {}",
+            s.instance
+        );
+    }
+    assert_ne!(a.dir(), b.dir());
+    assert_ne!(
+        a.agent().unwrap().state_dir(),
+        b.agent().unwrap().state_dir()
+    );
+    a.wait_connected(Duration::from_secs(30)).unwrap();
+    b.wait_connected(Duration::from_secs(30)).unwrap();
+    // each agent holds the lock of its own instance (the second did not exit 78 on the first's)
+    let engine = engine_endpoint(None);
+    for s in [&a, &b] {
+        let pid = s.agent().unwrap().process().unwrap().pid();
+        let holder = InstanceLock::holder(Path::new(DEFAULT_LOCK_DIR), &engine, &s.instance)
+            .unwrap_or_else(|| panic!("no holder of {}'s lock", s.instance));
+        assert!(holder.contains(&format!("pid {pid}")), "{holder}");
+    }
+    let apps = [running(&a, &["web"]), running(&b, &["web"])];
+    assert_ne!(apps[0], apps[1], "one container each");
 }
 
 #[test]

@@ -63,8 +63,10 @@ fn the_seed_commands_run_as_written() {
     require_docker!(SCENARIO);
     ensure_base_image();
     let t0 = Instant::now();
-    let _images = ImageCleanup(format!("{RUN_LABEL}={}", instance_name(SCENARIO)));
+    let instance = instance_name(SCENARIO);
+    let _images = ImageCleanup(format!("{RUN_LABEL}={instance}"));
     let mut stack = Stack::builder(SCENARIO)
+        .instance(&instance)
         .host_root(fixture_host("nvidia-driver-no-toolkit"))
         .no_agent()
         .start()

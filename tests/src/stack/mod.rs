@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use odac_protocol::AppStatus;
@@ -36,7 +37,14 @@ pub fn fixture_host(name: &str) -> PathBuf {
     workspace_root().join("tests/fixtures/hosts").join(name)
 }
 
-/// A container instance name unique to this scenario and process.
+/// How many instance names this process has handed out: the tests of one binary run as
+/// threads of one process under `cargo test`, so the pid alone is not unique per test.
+static INSTANCES: AtomicU32 = AtomicU32::new(0);
+
+/// A container instance name unique to this call: the scenario (recognisable in `docker ps`
+/// and in kept logs), the process id and a process-wide counter, so two stacks of one scenario
+/// in one process (threads under `cargo test`, or one test starting two) never share an
+/// instance, a temp dir or an instance lock. Call it once per stack and keep the name.
 pub fn instance_name(scenario: &str) -> String {
     let slug: String = scenario
         .chars()
@@ -48,7 +56,8 @@ pub fn instance_name(scenario: &str) -> String {
             }
         })
         .collect();
-    format!("e2e-{slug}-{}", std::process::id())
+    let n = INSTANCES.fetch_add(1, Ordering::Relaxed);
+    format!("e2e-{slug}-{}-{n}", std::process::id())
 }
 
 /// How to build a [`Stack`].
@@ -62,6 +71,7 @@ pub struct StackBuilder {
     host_root: Option<PathBuf>,
     heartbeat_secs: Option<u32>,
     hosts_per_token: Option<u32>,
+    instance: Option<String>,
 }
 
 impl StackBuilder {
@@ -102,6 +112,13 @@ impl StackBuilder {
         self
     }
 
+    /// Uses `instance` (from [`instance_name`]) instead of a new one: for a test that needs the
+    /// name before the stack exists (e.g. an image clean-up declared first, so it drops last).
+    pub fn instance(mut self, instance: &str) -> Self {
+        self.instance = Some(instance.to_owned());
+        self
+    }
+
     /// Does not start the agent (the scenario starts it with [`Stack::start_agent`]).
     pub fn no_agent(mut self) -> Self {
         self.start_agent = false;
@@ -111,11 +128,14 @@ impl StackBuilder {
     /// Starts the world.
     pub fn start(self) -> Result<Stack> {
         ensure_sleeper_image()?;
+        let instance = self
+            .instance
+            .clone()
+            .unwrap_or_else(|| instance_name(&self.scenario));
         let dir = tempfile::Builder::new()
-            .prefix(&format!("odac-e2e-{}-", instance_name(&self.scenario)))
+            .prefix(&format!("odac-e2e-{instance}-"))
             .tempdir()
             .map_err(|e| Error::Other(format!("cannot create a temp dir: {e}")))?;
-        let instance = instance_name(&self.scenario);
         let cleanup = LabelCleanup::new(format!("odac.instance={instance}"));
         let mut sim = Sim::start_with(dir.path(), TOKEN, self.heartbeat_secs)?;
         if let Some(hosts) = self.hosts_per_token {
@@ -220,6 +240,7 @@ impl Stack {
             host_root: None,
             heartbeat_secs: None,
             hosts_per_token: None,
+            instance: None,
         }
     }
 
