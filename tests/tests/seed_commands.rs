@@ -185,12 +185,20 @@ fn the_seed_commands_run_as_written() {
     );
     let t = Instant::now();
     sim.odac_line("odac app restart my-app", None).unwrap();
+    // the status must be the restart's, not the one the GPU change alone may have produced
+    // (the failed app had no container, so the change can start it before the restart lands)
+    let restarted = sim.hosts().unwrap()[0].generation;
     let cpu = stack
         .wait_app(
             "my-app",
             Duration::from_secs(90),
-            "running on the CPU",
-            |a| a.state == "running" && a.reason.is_some() && !a.restart_required,
+            "running on the CPU after the restart",
+            |a| {
+                a.state == "running"
+                    && a.reason.is_some()
+                    && !a.restart_required
+                    && a.status.as_ref().is_some_and(|s| s.generation >= restarted)
+            },
         )
         .unwrap();
     figure(SCENARIO, "optional_gpu_restart_to_cpu", secs(t.elapsed()));
