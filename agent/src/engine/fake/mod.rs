@@ -55,6 +55,8 @@ struct State {
     registry: BTreeMap<String, (String, Option<(String, String)>)>,
     /// Repo digests of pulled images, by reference.
     digests: BTreeMap<String, String>,
+    /// What `data_root` answers (`None`: the engine names none, so pulls are not prechecked).
+    data_root: Option<String>,
 }
 
 /// An in-memory container engine; see the module documentation.
@@ -112,6 +114,12 @@ impl FakeEngine {
                 credentials.map(|(u, p)| (u.to_owned(), p.to_owned())),
             ),
         );
+    }
+
+    /// Name a data root, as a real engine does: pulls are then prechecked against the
+    /// registry's manifest (its size bound) and the free space there.
+    pub fn set_data_root(&self, root: Option<&str>) {
+        self.lock().data_root = root.map(str::to_owned);
     }
 
     /// Make the next call of `op` fail with `err` (queued: several calls queue several

@@ -424,6 +424,10 @@ impl ContainerEngine for FakeEngine {
                 .unwrap_or_default(),
         })
     }
+
+    async fn data_root(&self) -> Result<Option<String>, EngineError> {
+        Ok(self.lock().data_root.clone())
+    }
 }
 
 /// A container as the engine's listing shows it, with the host binds the listing reports.
