@@ -3,7 +3,9 @@
 //! silently: every numeric key is a whole number), a log filter made only of levels and
 //! `target=level` directives (a bare word such as `infoo` is a valid tracing target and would
 //! log nothing), and the `[apps]` table: ranges, an instance name the engine accepts in
-//! container and volume names, absolute paths.
+//! container and volume names, absolute paths, no `odac.*` key in `[apps.extra_labels]` (the
+//! agent's own labels: `odac.instance`, `odac.owner`, `odac.gpu.*` would be overwritten or,
+//! worse, read back as the agent's own facts).
 
 use std::path::{Component, Path};
 
@@ -141,6 +143,16 @@ pub(crate) fn apps(apps: &AppManagerConfig) -> Result<(), ConfigError> {
         1,
         u64::from(odac_protocol::MAX_LOG_FILES),
     )?;
+    if let Some(reserved) = apps
+        .extra_labels
+        .keys()
+        .find(|k| k.get(..5).is_some_and(|p| p.eq_ignore_ascii_case("odac.")))
+    {
+        return Err(key(
+            format!("apps.extra_labels.{reserved}"),
+            "labels under odac.* are the agent's own; choose another key",
+        ));
+    }
     for (i, p) in apps.policy.allowed_bind_prefixes.iter().enumerate() {
         absolute(&format!("apps.policy.allowed_bind_prefixes[{i}]"), p)?;
     }

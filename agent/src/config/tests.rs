@@ -130,6 +130,14 @@ fn fractions_and_relative_paths_in_the_file_are_refused() {
         ),
         ("[apps]\ninstance = \"Bad Name!\"\n", "apps.instance"),
         ("[apps]\nstate_dir = \"rel\"\n", "apps.state_dir"),
+        (
+            "[apps.extra_labels]\nteam = \"ml\"\n\"odac.gpu.fallback\" = \"x\"\n",
+            "apps.extra_labels.odac.gpu.fallback",
+        ),
+        (
+            "[apps.extra_labels]\n\"ODAC.owner\" = \"x\"\n",
+            "apps.extra_labels.ODAC.owner",
+        ),
     ];
     for (extra, want) in cases {
         let e = load(&format!("{ok}{extra}"), &[]).unwrap_err();
