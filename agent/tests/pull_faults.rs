@@ -2,7 +2,8 @@
 //! `apps.docker_config` does not freeze the runtime (pulls and other apps go on); a registry
 //! whose manifest never ends fails the app with `image_pull_failed` before the engine is asked
 //! to pull, and every retry is refused the same way; a registry that echoes the credentials it
-//! was sent never gets them into a status or an event.
+//! was sent never gets them into a status or an event; a pull that stalls is cancelled after
+//! `apps.pull_stall_secs` and fails the app.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
@@ -224,4 +225,63 @@ async fn credentials_echoed_by_the_registry_never_reach_a_status_or_event() {
     }
     // the user is named by the agent's own "pulling … as alice", never by the echo
     assert!(!error.contains("alice"), "{error}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stalled_pull_is_cancelled_after_pull_stall_secs() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = Arc::new(FakeEngine::new());
+    let image = "127.0.0.1:5996/odac/stalled:1";
+    fake.publish(image, DIGEST, None);
+    fake.stall_pulls(true);
+    let config = AppManagerConfig {
+        state_dir: dir.path().join("state"),
+        stop_timeout_secs: 0,
+        docker_config: dir.path().join("none.json"),
+        pull_stall_secs: 30,
+        ..AppManagerConfig::default()
+    };
+    let manager = AppManager::open(config, fake.clone(), fixture()).unwrap();
+    manager
+        .set_desired(DesiredState {
+            generation: 1,
+            apps: vec![app("stalled", image)],
+        })
+        .await
+        .unwrap();
+    let started = tokio::time::Instant::now();
+    let first = find(&manager.reconcile_once().await, "stalled");
+    assert_eq!(first.state, AppState::Pulling, "{first:#?}");
+    let mut failed = None;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let s = find(&manager.reconcile_once().await, "stalled");
+        if s.state == AppState::Failed {
+            failed = Some(s);
+            break;
+        }
+    }
+    let s = failed.expect("the stalled pull fails");
+    let waited = started.elapsed();
+    assert!(
+        (Duration::from_secs(30)..Duration::from_secs(33)).contains(&waited),
+        "failed after {waited:?}"
+    );
+    let error = s.last_error.as_deref().unwrap();
+    assert!(
+        error.starts_with("image_pull_failed: ")
+            && error.contains("no progress for 30 s (apps.pull_stall_secs)"),
+        "{error}"
+    );
+    // the engine's pull was dropped: the next pull is a new call, after the backoff
+    fake.stall_pulls(false);
+    let s = loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let s = find(&manager.reconcile_once().await, "stalled");
+        if s.state == AppState::Running || started.elapsed() > Duration::from_secs(120) {
+            break s;
+        }
+    };
+    assert_eq!(s.state, AppState::Running, "{s:#?}");
+    assert_eq!(fake.calls_of(Op::PullImage).len(), 2);
 }

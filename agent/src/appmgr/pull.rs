@@ -11,7 +11,9 @@
 //! token, so a new digest is picked up by a new restart token), `never` not at all (a missing
 //! image fails the app).
 //!
-//! Before a pull, [`pull_disk`] checks the image fits in the engine's data root.
+//! Before a pull, [`pull_disk`] checks the image fits in the engine's data root (and bounds the
+//! manifest). A pull that makes no progress for `apps.pull_stall_secs` is cancelled and fails
+//! the app like a refusal, on the same backoff.
 //!
 //! Credentials: those sent with the app (`registry_auth`, for the host its image names), else
 //! the manager's [`Credentials`] (the host's `docker login`). The registry's words go to the
@@ -62,6 +64,7 @@ struct Shared {
     wake: Arc<Notify>,
     credentials: Credentials,
     reserve_mb: u64,
+    stall: Duration,
 }
 
 /// The pulls of one app manager; see the module documentation.
@@ -112,6 +115,7 @@ impl Pulls {
         wake: Arc<Notify>,
         credentials: Credentials,
         reserve_mb: u64,
+        stall: Duration,
     ) -> Self {
         Self {
             shared: Arc::new(Shared {
@@ -121,6 +125,7 @@ impl Pulls {
                 wake,
                 credentials,
                 reserve_mb,
+                stall,
             }),
         }
     }
@@ -170,19 +175,32 @@ impl Pulls {
             );
             let throttle = Mutex::new(Throttle::new(Instant::now()));
             let events = shared.events.clone();
+            let moved = Mutex::new(Instant::now());
             let on_progress = |p: PullProgress| {
-                *lock(&seen) = p;
+                if std::mem::replace(&mut *lock(&seen), p) != p {
+                    *lock(&moved) = Instant::now();
+                }
                 if lock(&throttle).ready(Instant::now()) {
                     events.info(&name, format!("pulling {image}: {}", describe(&p)));
                 }
             };
             let result = match shared.precheck(&image, auth.as_ref()).await {
                 Err(message) => Err(message),
-                Ok(()) => shared
-                    .engine
-                    .pull_image(&image, auth.as_ref(), &on_progress)
-                    .await
-                    .map_err(|e| clip(redact(pull_error(&e), auth.as_ref()))),
+                Ok(()) => {
+                    *lock(&moved) = Instant::now();
+                    let pull = shared
+                        .engine
+                        .pull_image(&image, auth.as_ref(), &on_progress);
+                    match unless_stalled(pull, &moved, shared.stall).await {
+                        Some(pulled) => {
+                            pulled.map_err(|e| clip(redact(pull_error(&e), auth.as_ref())))
+                        }
+                        None => Err(format!(
+                            "the pull of {image} made no progress for {} s (apps.pull_stall_secs): cancelled",
+                            shared.stall.as_secs()
+                        )),
+                    }
+                }
             };
             match &result {
                 Ok(()) => shared.events.info(&name, format!("pulled {image}")),
@@ -233,6 +251,28 @@ impl Shared {
             Err(e) => {
                 tracing::debug!(image = %image, error = %e, "disk check skipped");
                 Ok(())
+            }
+        }
+    }
+}
+
+/// `pull`'s result, or `None` once it has gone `stall` without progress (`moved` is when it
+/// last made some): the pull is then dropped, which ends the engine's request and with it the
+/// engine's pull.
+async fn unless_stalled<F: std::future::Future>(
+    pull: F,
+    moved: &Mutex<Instant>,
+    stall: Duration,
+) -> Option<F::Output> {
+    tokio::pin!(pull);
+    loop {
+        let deadline = *lock(moved) + stall;
+        tokio::select! {
+            out = &mut pull => return Some(out),
+            () = tokio::time::sleep_until(deadline) => {
+                if *lock(moved) + stall <= Instant::now() {
+                    return None;
+                }
             }
         }
     }

@@ -128,6 +128,7 @@ pub(crate) fn apps(apps: &AppManagerConfig) -> Result<(), ConfigError> {
         0,
         86_400,
     )?;
+    range("apps.pull_stall_secs", apps.pull_stall_secs, 10, 86_400)?;
     if apps.pids_limit != 0 {
         range("apps.pids_limit", u64::from(apps.pids_limit), 16, 4_194_304)?;
     }

@@ -102,6 +102,7 @@ fn errors_name_the_key() {
         "APPS__BUILD__KEEP_IMAGES=0 -> apps.build.keep_images",
         "APPS__INSTANCE=Bad Name! -> apps.instance",
         "APPS__PIDS_LIMIT=3 -> apps.pids_limit",
+        "APPS__PULL_STALL_SECS=5 -> apps.pull_stall_secs",
         "APPS__LOG_MAX_SIZE_BYTES=1024 -> apps.log_max_size_bytes",
         "APPS__LOG_MAX_FILES=0 -> apps.log_max_files",
         "APPS__CRASH_LOOP__MAX_BACKOFF_SECS=0 -> apps.crash_loop.max_backoff_secs",

@@ -57,6 +57,8 @@ struct State {
     digests: BTreeMap<String, String>,
     /// What `data_root` answers (`None`: the engine names none, so pulls are not prechecked).
     data_root: Option<String>,
+    /// Pulls report one progress line, then never another nor an end (a stalled registry).
+    stall_pulls: bool,
 }
 
 /// An in-memory container engine; see the module documentation.
@@ -120,6 +122,11 @@ impl FakeEngine {
     /// registry's manifest (its size bound) and the free space there.
     pub fn set_data_root(&self, root: Option<&str>) {
         self.lock().data_root = root.map(str::to_owned);
+    }
+
+    /// Make every pull stall after its first progress line, as behind a stalled registry.
+    pub fn stall_pulls(&self, stall: bool) {
+        self.lock().stall_pulls = stall;
     }
 
     /// Make the next call of `op` fail with `err` (queued: several calls queue several
