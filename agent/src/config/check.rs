@@ -3,9 +3,11 @@
 //! silently: every numeric key is a whole number), a log filter made only of levels and
 //! `target=level` directives (a bare word such as `infoo` is a valid tracing target and would
 //! log nothing), and the `[apps]` table: ranges, an instance name the engine accepts in
-//! container and volume names, absolute paths, no `odac.*` key in `[apps.extra_labels]` (the
-//! agent's own labels: `odac.instance`, `odac.owner`, `odac.gpu.*` would be overwritten or,
-//! worse, read back as the agent's own facts).
+//! container and volume names, absolute paths, none of the agent's own label keys in
+//! `[apps.extra_labels]` (`odac.instance`, `odac.owner`, `odac.app`, the hashes, the restart
+//! token, anything under `odac.gpu.` or `odac.git.`: they would be overwritten or, worse, read
+//! back as the agent's own facts, e.g. a fake GPU fallback). Other `odac.*` keys stay usable
+//! (the test harness marks its containers `odac.test`).
 
 use std::path::{Component, Path};
 
@@ -103,6 +105,24 @@ fn instance_name_ok(name: &str) -> bool {
         && name.len() <= 64
 }
 
+/// Whether `key` is (or, ASCII case aside, reads as) one of the labels the agent writes.
+fn reserved_label(key: &str) -> bool {
+    use crate::appmgr::labels;
+    let key = key.to_ascii_lowercase();
+    [
+        labels::INSTANCE,
+        labels::OWNER,
+        labels::APP,
+        labels::SPEC_HASH,
+        labels::GPU_HASH,
+        labels::RESTART_TOKEN,
+    ]
+    .contains(&key.as_str())
+        || ["odac.gpu.", "odac.git."]
+            .iter()
+            .any(|prefix| key.starts_with(prefix))
+}
+
 /// The `[apps]` table.
 pub(crate) fn apps(apps: &AppManagerConfig) -> Result<(), ConfigError> {
     absolute("apps.state_dir", &apps.state_dir)?;
@@ -144,14 +164,10 @@ pub(crate) fn apps(apps: &AppManagerConfig) -> Result<(), ConfigError> {
         1,
         u64::from(odac_protocol::MAX_LOG_FILES),
     )?;
-    if let Some(reserved) = apps
-        .extra_labels
-        .keys()
-        .find(|k| k.get(..5).is_some_and(|p| p.eq_ignore_ascii_case("odac.")))
-    {
+    if let Some(reserved) = apps.extra_labels.keys().find(|k| reserved_label(k)) {
         return Err(key(
             format!("apps.extra_labels.{reserved}"),
-            "labels under odac.* are the agent's own; choose another key",
+            "is one of the agent's own labels (odac.instance, odac.owner, odac.app, odac.spec-hash, odac.gpu-hash, odac.restart-token, odac.gpu.*, odac.git.*); choose another key",
         ));
     }
     for (i, p) in apps.policy.allowed_bind_prefixes.iter().enumerate() {

@@ -139,6 +139,10 @@ fn fractions_and_relative_paths_in_the_file_are_refused() {
             "[apps.extra_labels]\n\"ODAC.owner\" = \"x\"\n",
             "apps.extra_labels.ODAC.owner",
         ),
+        (
+            "[apps.extra_labels]\n\"odac.git.url\" = \"x\"\n",
+            "apps.extra_labels.odac.git.url",
+        ),
     ];
     for (extra, want) in cases {
         let e = load(&format!("{ok}{extra}"), &[]).unwrap_err();
@@ -162,4 +166,19 @@ fn explicit_missing_file_is_an_error_but_the_default_may_be_absent() {
     if !Path::new(DEFAULT_CONFIG_FILE).exists() {
         assert_eq!(c.unwrap().control_plane.url, "wss://x/agent/v1");
     }
+}
+
+#[test]
+fn extra_labels_outside_the_agents_own_keys_are_kept() {
+    let toml = "[control_plane]\nurl = \"wss://a/agent/v1\"\n[apps.extra_labels]\n\"odac.test\" = \"1\"\n\"odac.e2e.run\" = \"r\"\nteam = \"ml\"\n";
+    let config = load(toml, &[]).unwrap();
+    assert_eq!(config.apps.extra_labels.len(), 3);
+    assert_eq!(
+        config
+            .apps
+            .extra_labels
+            .get("odac.test")
+            .map(String::as_str),
+        Some("1")
+    );
 }
