@@ -25,13 +25,20 @@ impl Staged {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+        // a stale sibling (a crash of a process with this pid) is removed, never opened: the
+        // new one is created exclusively, so a symlink planted at its name is not followed
+        match fs::remove_file(&tmp) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
         let file = OpenOptions::new()
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
             .mode(mode)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&tmp)?;
-        // the umask may have cleared bits of `mode`; a stale file may have had others
+        // the umask may have cleared bits of `mode`
         file.set_permissions(fs::Permissions::from_mode(mode))?;
         Ok(Self {
             tmp,
@@ -104,6 +111,24 @@ mod tests {
         let target = dir.path().join("token");
         drop(Staged::create(&target, 0o600).unwrap());
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_symlink_planted_at_the_staging_name_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        fs::write(&victim, "keep").unwrap();
+        fs::set_permissions(&victim, fs::Permissions::from_mode(0o644)).unwrap();
+        let target = dir.path().join("desired.json");
+        let tmp = dir
+            .path()
+            .join(format!(".desired.json.tmp-{}", std::process::id()));
+        std::os::unix::fs::symlink(&victim, &tmp).unwrap();
+        write_atomic(&target, b"new", 0o600).unwrap();
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "keep");
+        assert_eq!(mode(&victim), 0o644);
+        assert_eq!(fs::read_to_string(&target).unwrap(), "new");
+        assert!(fs::symlink_metadata(&target).unwrap().file_type().is_file());
     }
 
     #[test]

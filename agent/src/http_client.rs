@@ -29,6 +29,14 @@ pub enum HttpError {
         target: String,
         why: String,
     },
+    /// The answer's body is longer than the request's `max_body` (said by its
+    /// `Content-Length`, or found while reading: at most `max_body` bytes are read).
+    #[error("{method} {target}: the answer is larger than {limit} bytes")]
+    TooLarge {
+        method: Method,
+        target: String,
+        limit: usize,
+    },
     #[error("{method} {target}: no answer within {} s", timeout.as_secs())]
     Timeout {
         method: Method,
@@ -194,9 +202,15 @@ pub async fn send(tls: &Arc<ClientConfig>, request: Request) -> Result<Response,
     let target = Target::parse(&request.url)?;
     let (method, timeout) = (request.method.clone(), request.timeout);
     let shown = target.display();
+    let limit = request.max_body;
     match tokio::time::timeout(timeout, exchange(tls, &target, request)).await {
         Ok(Ok(response)) => Ok(response),
-        Ok(Err(why)) => Err(HttpError::Failed {
+        Ok(Err(Failure::TooLarge)) => Err(HttpError::TooLarge {
+            method,
+            target: shown,
+            limit,
+        }),
+        Ok(Err(Failure::Other(why))) => Err(HttpError::Failed {
             method,
             target: shown,
             why,
@@ -209,11 +223,23 @@ pub async fn send(tls: &Arc<ClientConfig>, request: Request) -> Result<Response,
     }
 }
 
+/// Why an exchange failed: a body over the limit, or anything else (in words).
+enum Failure {
+    TooLarge,
+    Other(String),
+}
+
+impl From<String> for Failure {
+    fn from(why: String) -> Self {
+        Failure::Other(why)
+    }
+}
+
 async fn exchange(
     tls: &Arc<ClientConfig>,
     target: &Target,
     request: Request,
-) -> Result<Response, String> {
+) -> Result<Response, Failure> {
     let (host, port) = (target.host.as_str(), target.port);
     let tcp = tokio::net::TcpStream::connect((host, port))
         .await
@@ -231,7 +257,7 @@ async fn exchange(
 }
 
 /// The HTTP/1.1 exchange on an open connection.
-async fn over<T>(io: TokioIo<T>, target: &Target, request: Request) -> Result<Response, String>
+async fn over<T>(io: TokioIo<T>, target: &Target, request: Request) -> Result<Response, Failure>
 where
     T: AsyncRead + AsyncWrite + Send + Unpin + 'static,
 {
@@ -263,17 +289,27 @@ where
         .map_err(|e| e.to_string())?;
     let status = response.status().as_u16();
     let (parts, body) = response.into_parts();
-    let body = Limited::new(body, request.max_body)
-        .collect()
-        .await
-        .map_err(|e| {
-            format!(
+    let declared = parts
+        .headers
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > request.max_body as u64) {
+        driver.abort();
+        return Err(Failure::TooLarge);
+    }
+    let collected = Limited::new(body, request.max_body).collect().await;
+    driver.abort();
+    let body = match collected {
+        Ok(body) => body.to_bytes(),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => return Err(Failure::TooLarge),
+        Err(e) => {
+            return Err(Failure::Other(format!(
                 "reading the answer (at most {} bytes): {e}",
                 request.max_body
-            )
-        })?
-        .to_bytes();
-    driver.abort();
+            )));
+        }
+    };
     Ok(Response {
         status,
         headers: parts.headers,
@@ -370,7 +406,10 @@ mod tests {
         .await
         .unwrap_err()
         .to_string();
-        assert!(e.contains("/big") && e.contains("at most 4 bytes"), "{e}");
+        assert!(
+            e.contains("/big") && e.contains("larger than 4 bytes"),
+            "{e}"
+        );
         assert!(!e.contains("s3cret"), "{e}");
         let shown = format!(
             "{:?}",

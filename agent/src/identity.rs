@@ -4,7 +4,10 @@
 //! protocol's agent-id rule (`odac_protocol::validate_agent_id`); an empty or invalid one is a
 //! configuration error naming the file and the fix (exit 78), never silently replaced, since
 //! the control plane binds the id to the host's token. Written atomically (temporary file, fsync,
-//! rename); the state directory is created with mode 0700 if missing.
+//! rename); the state directory is created with mode 0700 if missing. The file is read through
+//! [`bounded_read`](crate::bounded_read) (a regular file of at most 4 KiB; a FIFO never blocks),
+//! and an unusable one is described without quoting it: `agent_id` may be a symlink to a file
+//! that is not ours to show (`/etc/shadow`), and the message goes to the journal.
 
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
@@ -59,20 +62,24 @@ pub fn load_or_create(state_dir: &Path) -> Result<String, IdentityError> {
             source,
         })?;
     let path = state_dir.join(AGENT_ID_FILE);
-    match std::fs::read_to_string(&path) {
-        Ok(text) => {
+    use crate::bounded_read::{BoundedReadError, read_regular};
+    match read_regular(&path, 4096) {
+        Ok(bytes) => {
+            let text = String::from_utf8_lossy(&bytes);
             let id = text.trim();
-            if let Err(e) = odac_protocol::validate_agent_id("agent_id", id) {
-                let why = if id.is_empty() {
-                    "it is empty".to_owned()
-                } else {
-                    format!("it does not hold a valid agent id ({})", e.message)
-                };
+            if odac_protocol::validate_agent_id("agent_id", id).is_err() {
+                let why = unusable(id);
                 return Err(IdentityError::Corrupt { path, why });
             }
             Ok(id.to_owned())
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        Err(e @ (BoundedReadError::NotRegular { .. } | BoundedReadError::TooLarge { .. })) => {
+            Err(IdentityError::Corrupt {
+                path,
+                why: format!("it {e}"),
+            })
+        }
+        Err(BoundedReadError::NotFound) => {
             let id = uuid::Uuid::new_v4().to_string();
             write_atomically(&path, &id).map_err(|source| IdentityError::Write {
                 path: path.clone(),
@@ -81,8 +88,32 @@ pub fn load_or_create(state_dir: &Path) -> Result<String, IdentityError> {
             tracing::info!(agent_id = %id, path = %path.display(), "created the agent id");
             Ok(id)
         }
-        Err(source) => Err(IdentityError::Read { path, source }),
+        Err(BoundedReadError::Io(source)) => Err(IdentityError::Read { path, source }),
     }
+}
+
+/// Why `id` is not an agent id, in the protocol's rules' order, never quoting it (one
+/// offending character at most).
+fn unusable(id: &str) -> String {
+    let rule = "an agent id is 1 to 128 ascii letters, digits, '.', '_', ':' and '-'";
+    if id.is_empty() {
+        return "it is empty".to_owned();
+    }
+    let why = if id.len() > odac_protocol::MAX_AGENT_ID {
+        format!("it is {} bytes long", id.len())
+    } else if let Some(bad) = id
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-')))
+    {
+        format!("it contains {bad:?}")
+    } else if !id.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+        "it does not start with a letter or a digit".to_owned()
+    } else {
+        "it contains \"..\"".to_owned()
+    };
+    format!(
+        "{why} ({rule}, starting with a letter or a digit, without \"..\"; the content is not shown)"
+    )
 }
 
 fn write_atomically(path: &Path, id: &str) -> std::io::Result<()> {
@@ -93,6 +124,38 @@ fn write_atomically(path: &Path, id: &str) -> std::io::Result<()> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn an_agent_id_linked_to_another_file_is_never_quoted() {
+        let dir = tempfile::tempdir().unwrap();
+        let shadow = dir.path().join("shadow");
+        std::fs::write(
+            &shadow,
+            "root:$y$j9T$s3cretHash0123456789:19000:0:99999:7:::\n",
+        )
+        .unwrap();
+        let state = dir.path().join("state");
+        std::fs::create_dir(&state).unwrap();
+        std::os::unix::fs::symlink(&shadow, state.join(AGENT_ID_FILE)).unwrap();
+        let text = load_or_create(&state).unwrap_err().to_string();
+        assert!(text.contains("it contains '$'"), "{text}");
+        assert!(!text.contains("root") && !text.contains("s3cret"), "{text}");
+        for (id, why) in [
+            ("-abc", "does not start with a letter or a digit"),
+            ("a..b", "contains \"..\""),
+        ] {
+            assert!(unusable(id).starts_with(&format!("it {why}")), "{id}");
+        }
+        assert!(unusable(&"a".repeat(200)).starts_with("it is 200 bytes long"));
+        // a directory where the file belongs: unusable, not an io error
+        std::fs::remove_file(state.join(AGENT_ID_FILE)).unwrap();
+        std::fs::create_dir(state.join(AGENT_ID_FILE)).unwrap();
+        let e = load_or_create(&state).unwrap_err();
+        assert!(
+            e.is_config() && e.to_string().contains("is a directory"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn created_once_then_kept() {

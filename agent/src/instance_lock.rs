@@ -11,9 +11,17 @@
 //! `apps.lock_dir`), so two agents with different state dirs still see each other. Lock files
 //! are readable by everyone (mode 0644): a process that may not write one still takes a
 //! shared look at it through a read-only descriptor, which `flock` allows.
+//!
+//! The agent runs as root, so nothing here follows a link another user could plant: lock files
+//! are opened with `O_NOFOLLOW` (a symlink is refused, never chmodded, truncated or written
+//! through), must be regular files with one link and owned by this user before the mode is set
+//! or the file truncated. A user who may not write in `apps.lock_dir` falls back to a directory
+//! of their own ([`user_lock_dir`]) only when it is theirs: created 0700 when absent, and an
+//! existing one must be a real directory (not a symlink) owned by this user with no access for
+//! group or others; otherwise the lock is refused with an error naming `apps.lock_dir`.
 
 use std::io::{Read, Seek, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
@@ -49,6 +57,18 @@ pub enum LockError {
         path: PathBuf,
         /// The OS error.
         source: std::io::Error,
+    },
+    /// The lock directory or file is not safe to use (a symlink, another user's, open to
+    /// others).
+    #[error(
+        "apps.lock_dir: refusing {path}: {why}; set apps.lock_dir to a directory this user owns",
+        path = path.display()
+    )]
+    Unsafe {
+        /// The directory or file.
+        path: PathBuf,
+        /// What is wrong with it.
+        why: String,
     },
 }
 
@@ -116,6 +136,7 @@ impl InstanceLock {
                 if own == dir {
                     return Err(LockError::Io { path, source });
                 }
+                own_dir(&own)?;
                 tracing::warn!(lock_dir = %dir.display(), fallback = %own.display(), error = %source, "cannot write in the lock directory; using one of this user's own");
                 Self::acquire_in(&own, engine, instance, holder)
             }
@@ -141,14 +162,22 @@ impl InstanceLock {
                 .map_err(io(dir))?;
         }
         let path = lock_path(dir, engine, instance);
-        let mut file = std::fs::OpenOptions::new()
+        let mut file = match std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
             .mode(0o644)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&path)
-            .map_err(io(&path))?;
+        {
+            Ok(file) => file,
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                return Err(unsafe_path(&path, "it is a symbolic link"));
+            }
+            Err(e) => return Err(io(&path)(e)),
+        };
+        check_lock_file(&file, &path)?;
         // the service's umask (0077) must not hide the holder from other users
         let _ = file.set_permissions(std::fs::Permissions::from_mode(0o644));
         if !try_flock(&file).map_err(io(&path))? {
@@ -168,7 +197,14 @@ impl InstanceLock {
     /// `None` when it is free (or there is no lock file). Takes nothing.
     pub fn holder(dir: &Path, engine: &str, instance: &str) -> Option<String> {
         let path = lock_path(dir, engine, instance);
-        let mut file = std::fs::File::open(&path).ok()?;
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(&path)
+            .ok()?;
+        if !file.metadata().ok()?.file_type().is_file() {
+            return None;
+        }
         match try_flock(&file) {
             Ok(true) => None,
             Ok(false) => {
@@ -202,6 +238,85 @@ pub fn user_lock_dir() -> PathBuf {
             std::env::temp_dir().join(format!("odac-agent-{}", rustix::process::getuid().as_raw()))
         }
     }
+}
+
+/// This user's effective uid.
+fn our_uid() -> u32 {
+    rustix::process::geteuid().as_raw()
+}
+
+fn unsafe_path(path: &Path, why: impl Into<String>) -> LockError {
+    LockError::Unsafe {
+        path: path.to_owned(),
+        why: why.into(),
+    }
+}
+
+/// Makes sure the fallback directory `dir` is this user's own: created 0700 when absent (its
+/// parent is a shared directory such as `/tmp`), else a real directory (not a symlink) owned
+/// by this user without access for group or others.
+fn own_dir(dir: &Path) -> Result<(), LockError> {
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(source) => {
+            return Err(LockError::Io {
+                path: dir.to_owned(),
+                source,
+            });
+        }
+    }
+    let meta = std::fs::symlink_metadata(dir).map_err(|source| LockError::Io {
+        path: dir.to_owned(),
+        source,
+    })?;
+    if meta.file_type().is_symlink() {
+        return Err(unsafe_path(dir, "it is a symbolic link"));
+    }
+    if !meta.is_dir() {
+        return Err(unsafe_path(dir, "it is not a directory"));
+    }
+    if meta.uid() != our_uid() {
+        return Err(unsafe_path(
+            dir,
+            format!("it belongs to uid {}, not to uid {}", meta.uid(), our_uid()),
+        ));
+    }
+    if meta.mode() & 0o077 != 0 {
+        return Err(unsafe_path(
+            dir,
+            format!(
+                "its mode is {:04o}, group or others may use it (want 0700)",
+                meta.mode() & 0o7777
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The opened lock file must be a regular file with one link, owned by this user, before it
+/// is chmodded or truncated (a hard link to another file is refused like a symlink).
+fn check_lock_file(file: &std::fs::File, path: &Path) -> Result<(), LockError> {
+    let meta = file.metadata().map_err(|source| LockError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    if !meta.file_type().is_file() {
+        return Err(unsafe_path(path, "it is not a regular file"));
+    }
+    if meta.nlink() != 1 {
+        return Err(unsafe_path(
+            path,
+            format!("it has {} hard links, want 1", meta.nlink()),
+        ));
+    }
+    if meta.uid() != our_uid() {
+        return Err(unsafe_path(
+            path,
+            format!("it belongs to uid {}, not to uid {}", meta.uid(), our_uid()),
+        ));
+    }
+    Ok(())
 }
 
 fn denied(e: &std::io::Error) -> bool {
@@ -238,58 +353,4 @@ fn try_flock(file: &std::fs::File) -> std::io::Result<bool> {
 }
 
 #[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-
-    #[test]
-    fn second_holder_is_refused_and_named_until_the_first_drops() {
-        let dir = tempfile::tempdir().unwrap();
-        let engine = "unix:///nowhere/docker.sock";
-        let first = InstanceLock::acquire(dir.path(), engine, "odac", "agent a-1").unwrap();
-        let text = std::fs::read_to_string(first.path()).unwrap();
-        assert_eq!(text, format!("pid {}, agent a-1\n", std::process::id()));
-        let err = InstanceLock::acquire(dir.path(), engine, "odac", "agent b-2").unwrap_err();
-        let message = err.to_string();
-        assert!(message.contains("agent a-1"), "{message}");
-        assert!(
-            message.contains(&format!("pid {}", std::process::id())),
-            "{message}"
-        );
-        assert!(!message.contains('\n'), "one line: {message}");
-        assert_eq!(
-            InstanceLock::holder(dir.path(), engine, "odac").as_deref(),
-            Some(text.trim())
-        );
-        // another instance, or another engine, is another lock
-        let other = InstanceLock::acquire(dir.path(), engine, "odac-demo", "agent b-2").unwrap();
-        let tcp = InstanceLock::acquire(dir.path(), "tcp://127.0.0.1:2375", "odac", "b").unwrap();
-        drop(first);
-        assert_eq!(InstanceLock::holder(dir.path(), engine, "odac"), None);
-        let again = InstanceLock::acquire(dir.path(), engine, "odac", "agent b-2").unwrap();
-        let text = std::fs::read_to_string(again.path()).unwrap();
-        assert!(text.ends_with("agent b-2\n"), "{text}");
-        drop((other, tcp));
-    }
-
-    #[test]
-    fn endpoints_are_canonical() {
-        let dir = tempfile::tempdir().unwrap();
-        let sock = dir.path().join("docker.sock");
-        std::fs::write(&sock, "").unwrap();
-        let link = dir.path().join("link.sock");
-        std::os::unix::fs::symlink(&sock, &link).unwrap();
-        let a = engine_endpoint(Some(&format!("unix://{}", sock.display())));
-        let b = engine_endpoint(Some(&format!("unix://{}", link.display())));
-        assert_eq!(a, b);
-        assert_eq!(engine_endpoint(Some(&sock.display().to_string())), a);
-        assert_eq!(
-            engine_endpoint(Some("tcp://127.0.0.1:2375/")),
-            "tcp://127.0.0.1:2375"
-        );
-        assert_ne!(
-            lock_path(dir.path(), &a, "odac"),
-            lock_path(dir.path(), &a, "odac2")
-        );
-    }
-}
+mod tests;

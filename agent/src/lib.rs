@@ -3,6 +3,7 @@
 
 pub mod appmgr;
 pub mod atomic_file;
+pub mod bounded_read;
 pub mod cli;
 pub mod config;
 pub mod engine;

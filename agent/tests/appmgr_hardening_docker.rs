@@ -2,7 +2,9 @@
 //! reach outside the allowed prefixes through a symbolic link a container made, nor through a
 //! container swapping a directory for a link between the check and the mount; containers get
 //! `no-new-privileges` and a pids limit; removals of stubborn containers run in parallel and do
-//! not hold up a new app. Each test has its own instance and removes what it made.
+//! not hold up a new app; a registry whose manifest never ends fails the app before the engine
+//! is asked to pull (the registry sees the agent's pre-check only, never dockerd). Each test has
+//! its own instance and removes what it made.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod docker_support;
@@ -337,6 +339,85 @@ async fn stubborn_removals_do_not_hold_up_a_new_app() {
         );
         let left: Vec<String> = run.containers().await.into_iter().map(|c| c.name).collect();
         assert!(left.iter().all(|n| n.ends_with("_fresh")), "{left:?}");
+    })
+    .await;
+}
+
+/// A registry on 127.0.0.1 whose every answer is an endless chunked body; records the
+/// `User-Agent` of each request (the agent's pre-check says `odac-agent/…`, dockerd `docker/…`).
+async fn endless_registry() -> (String, Arc<std::sync::Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let agents = Arc::clone(&seen);
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let agents = Arc::clone(&agents);
+            tokio::spawn(async move {
+                let mut buf = [0u8; 8192];
+                let n = s.read(&mut buf).await.unwrap_or(0);
+                let head = String::from_utf8_lossy(&buf[..n]).to_ascii_lowercase();
+                let agent = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("user-agent:"))
+                    .unwrap_or("none")
+                    .trim()
+                    .to_owned();
+                agents.lock().unwrap().push(agent);
+                let head = "HTTP/1.1 200 OK\r\ncontent-type: application/vnd.docker.distribution.manifest.v2+json\r\ntransfer-encoding: chunked\r\n\r\n";
+                if s.write_all(head.as_bytes()).await.is_err() {
+                    return;
+                }
+                let chunk = format!("10000\r\n{}\r\n", " ".repeat(0x10000));
+                while s.write_all(chunk.as_bytes()).await.is_ok() {}
+            });
+        }
+    });
+    (addr, seen)
+}
+
+/// Finding 2 of round 3: an endless manifest grew dockerd by gigabytes while the agent's
+/// pre-check saw "length limit exceeded" and pulled anyway.
+#[tokio::test]
+async fn an_endless_manifest_is_never_pulled_by_the_engine() {
+    with_engine("endless_manifest", |run| async move {
+        let (addr, agents) = endless_registry().await;
+        let image = format!("{addr}/odac/endless:1");
+        let m = run.open(0);
+        let mut spec = AppSpec::new("endless", &image);
+        spec.command = vec!["sleep".into(), "3600".into()];
+        m.set_desired(DesiredState {
+            generation: 1,
+            apps: vec![spec],
+        })
+        .await
+        .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let failed = loop {
+            let statuses = m.reconcile_once().await;
+            let s = status(&statuses, "endless").clone();
+            if s.state == AppState::Failed || Instant::now() > deadline {
+                break s;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        assert_eq!(failed.state, AppState::Failed, "{failed:#?}");
+        let error = failed.last_error.as_deref().unwrap_or_default();
+        assert!(
+            error.starts_with("image_pull_failed: ") && error.contains("larger than 4194304"),
+            "{error}"
+        );
+        let agents = agents.lock().unwrap().clone();
+        assert!(!agents.is_empty());
+        assert!(
+            agents.iter().all(|a| a.starts_with("odac-agent/")),
+            "the engine reached the registry: {agents:?}"
+        );
+        assert!(
+            run.real.image_info(&image).await.is_err(),
+            "no image pulled"
+        );
     })
     .await;
 }

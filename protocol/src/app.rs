@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 pub use crate::git_source::GitSource;
 use crate::gpu::{GpuRequest, deserialize_opt_gpu};
 use crate::limits::{
-    MAX_CPUS, MAX_ENV, MAX_MEMORY_BYTES, MAX_PORTS, MAX_VOLUMES, MIN_MEMORY_BYTES,
+    MAX_CPUS, MAX_ENV, MAX_MEMORY_BYTES, MAX_PORTS, MAX_VOLUMES, MIN_CPUS, MIN_MEMORY_BYTES,
 };
 use crate::pull::PullPolicy;
 use crate::registry_auth::{RegistryAuth, registry_host};
@@ -355,7 +355,7 @@ impl VolumeMount {
 }
 
 impl Resources {
-    /// Checks 6 MiB ≤ memory ≤ 1 PiB and 0 < cpus ≤ 1024.
+    /// Checks 6 MiB ≤ memory ≤ 1 PiB and 1e-9 ≤ cpus ≤ 1024.
     pub fn validate(&self) -> Result<(), ValidationError> {
         check_bytes(
             "memory_bytes",
@@ -364,11 +364,13 @@ impl Resources {
             MAX_MEMORY_BYTES,
         )?;
         if let Some(c) = self.cpus
-            && !(c.is_finite() && c > 0.0 && c <= MAX_CPUS)
+            && !(c.is_finite() && (MIN_CPUS..=MAX_CPUS).contains(&c))
         {
             return Err(ValidationError::new(
                 "cpus",
-                format!("{c} is out of range (0, {MAX_CPUS}]"),
+                format!(
+                    "{c} is out of range [{MIN_CPUS:e}, {MAX_CPUS}] (one nano-cpu is the engine's smallest unit; less would mean no limit)"
+                ),
             ));
         }
         Ok(())

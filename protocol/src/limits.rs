@@ -40,3 +40,7 @@ pub const MAX_MEMORY_BYTES: u64 = 1 << 50;
 
 /// Most CPUs an app may ask for.
 pub const MAX_CPUS: f64 = 1024.0;
+
+/// Fewest CPUs an app may ask for: one nano-CPU, the engine's unit (less would round to 0,
+/// which the engine reads as "no limit").
+pub const MIN_CPUS: f64 = 1e-9;

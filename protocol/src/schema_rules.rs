@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 use crate::gpu::GpuOptionalValue;
 use crate::limits::{
     MAX_APPS, MAX_COMMAND_ARGS, MAX_CPUS, MAX_ENV, MAX_GPU_COUNT, MAX_NAME, MAX_PORTS, MAX_VOLUMES,
-    MIN_MEMORY_BYTES,
+    MIN_CPUS, MIN_MEMORY_BYTES,
 };
 
 /// A lowercase DNS label: `[a-z0-9]`, inner `-`.
@@ -98,7 +98,7 @@ pub fn tighten(schema: &mut Schema) {
         (
             "Resources",
             "cpus",
-            json!({"exclusiveMinimum": 0, "maximum": MAX_CPUS}),
+            json!({"minimum": MIN_CPUS, "maximum": MAX_CPUS}),
         ),
     ] {
         if let Some(def) = defs.get_mut(def).and_then(Value::as_object_mut) {

@@ -171,6 +171,11 @@ fn app_spec_rules() {
             r#"{"name":"a","image":"x","resources":{"cpus":0}}"#,
             "app.resources.cpus",
         ),
+        // rounds to 0 nano-cpus, which the engine reads as no limit
+        (
+            r#"{"name":"a","image":"x","resources":{"cpus":4.9e-10}}"#,
+            "app.resources.cpus",
+        ),
         (
             r#"{"name":"a","image":"x","resources":{"memory_bytes":1024}}"#,
             "app.resources.memory_bytes",

@@ -86,6 +86,16 @@ fn control_table() -> Vec<(&'static str, Value, bool)> {
             true,
         ),
         (
+            "one nano-cpu",
+            upsert(app(json!({"resources": {"cpus": 1e-9}}))),
+            true,
+        ),
+        (
+            "less than a nano-cpu",
+            upsert(app(json!({"resources": {"cpus": 4.9e-10}}))),
+            false,
+        ),
+        (
             "restart, healthcheck and logs at the bounds",
             upsert(app(json!({"restart": "on_failure",
                 "healthcheck": {"command": ["true"], "interval_secs": 86_400, "start_period_secs": 0},

@@ -18,6 +18,7 @@ pub mod fake_agent;
 pub mod files;
 pub mod gpu_auto;
 pub mod gpu_lab;
+pub mod logging;
 pub mod placement;
 pub mod secret_file;
 pub mod server;

@@ -473,3 +473,36 @@ fn dashboard_is_served_with_its_assets() {
     let (s, ct, _) = sim.get_text("/dashboard.css");
     assert_eq!((s, ct.starts_with("text/css")), (200, true));
 }
+
+#[test]
+fn an_app_that_would_not_fit_a_frame_is_refused_naming_its_field() {
+    let sim = Sim::start();
+    let _a = sim.agent("agt_a", profile(3, "a"));
+    sim.wait_api("/api/hosts", |v| v[0]["connected"] == json!(true));
+    let env = |n: usize| -> Value {
+        (0..n)
+            .map(|i| (format!("K{i}"), json!("v".repeat(10_000))))
+            .collect::<serde_json::Map<String, Value>>()
+            .into()
+    };
+    let app =
+        |name: &str, n: usize| json!({"name": name, "image": "busybox", "env": env(n)}).to_string();
+    // alone over a frame: 120 values of 10 kB
+    let (s, e) = sim.call("POST", "/api/apps", Some(&app("huge", 120)));
+    assert_eq!((s, e["field"].clone()), (400, json!("env")), "{e}");
+    let text = e["error"].as_str().unwrap();
+    assert!(
+        text.contains("over the frame limit of 1048576 bytes (MAX_FRAME_BYTES)"),
+        "{text}"
+    );
+    let (s, _) = sim.call("GET", "/api/apps/huge", None);
+    assert_eq!(s, 404, "not stored");
+    // each fits, both together do not: the second is refused, the first stays
+    let (s, v) = sim.call("POST", "/api/apps", Some(&app("half", 60)));
+    assert_eq!(s, 201, "{v}");
+    let (s, e) = sim.call("POST", "/api/apps", Some(&app("other", 60)));
+    assert_eq!((s, e["field"].clone()), (400, json!("env")), "{e}");
+    let (s, apps) = sim.call("GET", "/api/apps", None);
+    assert_eq!(s, 200);
+    assert_eq!(apps.as_array().unwrap().len(), 1, "{apps}");
+}

@@ -151,6 +151,7 @@ impl AppManager {
             Arc::clone(&wake),
             Credentials::new(Some(config.docker_config.clone())),
             config.pull_disk_reserve_mb,
+            std::time::Duration::from_secs(config.pull_stall_secs),
         );
         Ok(AppManager {
             inner: Arc::new(Inner {

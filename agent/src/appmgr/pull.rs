@@ -11,10 +11,14 @@
 //! token, so a new digest is picked up by a new restart token), `never` not at all (a missing
 //! image fails the app).
 //!
-//! Before a pull, [`pull_disk`] checks the image fits in the engine's data root.
+//! Before a pull, [`pull_disk`] checks the image fits in the engine's data root (and bounds the
+//! manifest). A pull that makes no progress for `apps.pull_stall_secs` is cancelled and fails
+//! the app like a refusal, on the same backoff.
 //!
 //! Credentials: those sent with the app (`registry_auth`, for the host its image names), else
-//! the manager's [`Credentials`] (the host's `docker login`).
+//! the manager's [`Credentials`] (the host's `docker login`). The registry's words go to the
+//! status and the events only through [`redact`]: a registry that echoes what it was sent
+//! never gets the user, the password, their base64 or a token shown, and the text is capped.
 
 use crate::lock::lock;
 use std::sync::{Arc, Mutex};
@@ -24,6 +28,7 @@ use tokio::sync::Notify;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
+use super::clip::{clip, redact};
 use super::events::EventTx;
 use super::jobs::{Jobs, Polled};
 use super::pull_disk;
@@ -59,6 +64,7 @@ struct Shared {
     wake: Arc<Notify>,
     credentials: Credentials,
     reserve_mb: u64,
+    stall: Duration,
 }
 
 /// The pulls of one app manager; see the module documentation.
@@ -109,6 +115,7 @@ impl Pulls {
         wake: Arc<Notify>,
         credentials: Credentials,
         reserve_mb: u64,
+        stall: Duration,
     ) -> Self {
         Self {
             shared: Arc::new(Shared {
@@ -118,6 +125,7 @@ impl Pulls {
                 wake,
                 credentials,
                 reserve_mb,
+                stall,
             }),
         }
     }
@@ -154,7 +162,10 @@ impl Pulls {
         let seen = Arc::clone(&progress);
         let task = tokio::spawn(async move {
             let image = job_key.image.clone();
-            let auth = sent.or_else(|| shared.credentials.for_host(registry_host(&image)));
+            let auth = match sent {
+                Some(a) => Some(a),
+                None => shared.credentials.lookup(registry_host(&image)).await,
+            };
             shared.events.info(
                 &name,
                 match &auth {
@@ -164,19 +175,32 @@ impl Pulls {
             );
             let throttle = Mutex::new(Throttle::new(Instant::now()));
             let events = shared.events.clone();
+            let moved = Mutex::new(Instant::now());
             let on_progress = |p: PullProgress| {
-                *lock(&seen) = p;
+                if std::mem::replace(&mut *lock(&seen), p) != p {
+                    *lock(&moved) = Instant::now();
+                }
                 if lock(&throttle).ready(Instant::now()) {
                     events.info(&name, format!("pulling {image}: {}", describe(&p)));
                 }
             };
-            let result = match shared.disk_check(&image, auth.as_ref()).await {
+            let result = match shared.precheck(&image, auth.as_ref()).await {
                 Err(message) => Err(message),
-                Ok(()) => shared
-                    .engine
-                    .pull_image(&image, auth.as_ref(), &on_progress)
-                    .await
-                    .map_err(|e| pull_error(&e)),
+                Ok(()) => {
+                    *lock(&moved) = Instant::now();
+                    let pull = shared
+                        .engine
+                        .pull_image(&image, auth.as_ref(), &on_progress);
+                    match unless_stalled(pull, &moved, shared.stall).await {
+                        Some(pulled) => {
+                            pulled.map_err(|e| clip(redact(pull_error(&e), auth.as_ref())))
+                        }
+                        None => Err(format!(
+                            "the pull of {image} made no progress for {} s (apps.pull_stall_secs): cancelled",
+                            shared.stall.as_secs()
+                        )),
+                    }
+                }
             };
             match &result {
                 Ok(()) => shared.events.info(&name, format!("pulled {image}")),
@@ -197,29 +221,58 @@ impl Pulls {
 }
 
 impl Shared {
-    /// Whether the image fits in the engine's data root with the reserve; see
-    /// [`pull_disk`](super::pull_disk). What cannot be read is not a refusal.
-    async fn disk_check(&self, image: &str, auth: Option<&RegistryAuth>) -> Result<(), String> {
+    /// The check before the engine is asked to pull; see [`pull_disk`](super::pull_disk): a
+    /// manifest over its limit is refused, and the image must fit in the engine's data root
+    /// with the reserve. What cannot be read is not a refusal. An engine that names no data
+    /// root (the fake) is not checked at all; one whose data root cannot be read still has
+    /// the manifest bounded.
+    async fn precheck(&self, image: &str, auth: Option<&RegistryAuth>) -> Result<(), String> {
         let root = match self.engine.data_root().await {
-            Ok(Some(root)) => root,
+            Ok(Some(root)) => Some(root),
             Ok(None) => return Ok(()),
             Err(e) => {
                 tracing::debug!(image = %image, error = %e, "no data root from the engine: disk check skipped");
+                None
+            }
+        };
+        let size = match pull_disk::compressed_size(image, auth).await {
+            Ok(size) => size,
+            Err(pull_disk::Precheck::Refused(why)) => return Err(why),
+            Err(pull_disk::Precheck::Unknown(e)) => {
+                tracing::debug!(image = %image, error = %e, "no compressed size from the registry: disk check skipped");
                 return Ok(());
             }
         };
-        let free = match pull_disk::free_bytes(std::path::Path::new(&root)) {
-            Ok(free) => free,
+        let Some(root) = root else {
+            return Ok(());
+        };
+        match pull_disk::free_bytes(std::path::Path::new(&root)) {
+            Ok(free) => pull_disk::check(image, &root, free, size, self.reserve_mb),
             Err(e) => {
                 tracing::debug!(image = %image, error = %e, "disk check skipped");
-                return Ok(());
-            }
-        };
-        match pull_disk::compressed_size(image, auth).await {
-            Ok(size) => pull_disk::check(image, &root, free, size, self.reserve_mb),
-            Err(e) => {
-                tracing::debug!(image = %image, error = %e, "no compressed size from the registry: disk check skipped");
                 Ok(())
+            }
+        }
+    }
+}
+
+/// `pull`'s result, or `None` once it has gone `stall` without progress (`moved` is when it
+/// last made some): the pull is then dropped, which ends the engine's request and with it the
+/// engine's pull.
+async fn unless_stalled<F: std::future::Future>(
+    pull: F,
+    moved: &Mutex<Instant>,
+    stall: Duration,
+) -> Option<F::Output> {
+    tokio::pin!(pull);
+    loop {
+        let deadline = *lock(moved) + stall;
+        tokio::select! {
+            out = &mut pull => return Some(out),
+            () = tokio::time::sleep_until(deadline) => {
+                if *lock(moved) + stall <= Instant::now() {
+                    return None;
+                }
             }
         }
     }

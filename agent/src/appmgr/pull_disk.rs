@@ -5,6 +5,12 @@
 //! with a message saying so, before a byte is downloaded. When the size or the free space
 //! cannot be read, the pull goes ahead (the engine then reports what it meets). The requests
 //! go through the agent's one HTTP client, [`crate::http_client`].
+//!
+//! The manifest is also the bound on what a registry may make the engine read: a manifest (or
+//! token answer) over [`MAX_MANIFEST`] is [`Precheck::Refused`], and the pull fails before the
+//! engine is asked for it (an endless manifest once grew dockerd by gigabytes). Plain HTTP is
+//! used only for a literal loopback registry (`127.0.0.0/8`, `::1`, `localhost`); any other
+//! host, `localhost.example.com` and `127.foo` included, is asked over HTTPS.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -18,8 +24,63 @@ use crate::http_client;
 
 /// Longest the manifest requests may take together.
 const TIMEOUT: Duration = Duration::from_secs(20);
-/// Largest manifest read.
-const MAX_MANIFEST: usize = 4 * 1024 * 1024;
+/// Largest manifest (or token answer) read; a larger one refuses the pull.
+pub(crate) const MAX_MANIFEST: usize = 4 * 1024 * 1024;
+
+/// Why the compressed size is not known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Precheck {
+    /// The registry answered with something the engine must not be asked to pull: the pull
+    /// fails with these words.
+    Refused(String),
+    /// The size could not be read (unreachable, no such manifest, refused credentials): the
+    /// pull goes ahead and the engine reports what it meets.
+    Unknown(String),
+}
+
+impl std::fmt::Display for Precheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Precheck::Refused(why) | Precheck::Unknown(why) => f.write_str(why),
+        }
+    }
+}
+
+impl From<String> for Precheck {
+    fn from(why: String) -> Self {
+        Precheck::Unknown(why)
+    }
+}
+
+impl From<&str> for Precheck {
+    fn from(why: &str) -> Self {
+        Precheck::Unknown(why.to_owned())
+    }
+}
+
+/// Whether `server` (`host[:port]`) is a literal loopback address, the only registries asked
+/// over plain HTTP: `127.0.0.0/8`, `[::1]`, `localhost` exactly.
+pub(crate) fn is_loopback(server: &str) -> bool {
+    let host = match server.strip_prefix('[') {
+        Some(rest) => match rest.split_once(']') {
+            Some((host, after)) if after.is_empty() || after.starts_with(':') => host,
+            _ => return false,
+        },
+        None => match server.rsplit_once(':') {
+            Some((host, port)) if !host.contains(':') && port.parse::<u16>().is_ok() => host,
+            Some(_) => server,
+            None => server,
+        },
+    };
+    if host.eq_ignore_ascii_case("localhost") {
+        return true;
+    }
+    match host.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(ip)) => ip.is_loopback(),
+        Ok(std::net::IpAddr::V6(ip)) => ip.is_loopback(),
+        Err(_) => false,
+    }
+}
 const ACCEPT: &str = "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.list.v2+json, application/vnd.oci.image.index.v1+json";
 
 #[derive(Deserialize)]
@@ -82,7 +143,7 @@ impl Fetcher {
         &self,
         url: String,
         authorization: Option<String>,
-    ) -> Result<http_client::Response, String> {
+    ) -> Result<http_client::Response, Precheck> {
         let left = self
             .deadline
             .saturating_duration_since(tokio::time::Instant::now());
@@ -93,10 +154,17 @@ impl Fetcher {
         }
         http_client::send(&self.tls, request)
             .await
-            .map_err(|e| e.to_string())
+            .map_err(|e| match e {
+                http_client::HttpError::TooLarge { target, limit, .. } => Precheck::Refused(
+                    format!(
+                        "the registry's answer to {target} is larger than {limit} bytes: refused before the engine pulls it"
+                    ),
+                ),
+                other => Precheck::Unknown(other.to_string()),
+            })
     }
 
-    async fn get(&mut self, path: &str) -> Result<Manifest, String> {
+    async fn get(&mut self, path: &str) -> Result<Manifest, Precheck> {
         for _ in 0..2 {
             let authorization = match (&self.bearer, &self.basic) {
                 (Some(token), _) => Some(format!("Bearer {token}")),
@@ -115,17 +183,18 @@ impl Fetcher {
                     self.bearer = Some(self.token(&header).await?);
                     continue;
                 }
-                return Err(format!("{path}: http 401"));
+                return Err(format!("{path}: http 401").into());
             }
             if response.status != 200 {
-                return Err(format!("{path}: http {}", response.status));
+                return Err(format!("{path}: http {}", response.status).into());
             }
-            return serde_json::from_slice(&response.body).map_err(|e| format!("{path}: {e}"));
+            return serde_json::from_slice(&response.body)
+                .map_err(|e| format!("{path}: {e}").into());
         }
-        Err(format!("{path}: refused after authenticating"))
+        Err(format!("{path}: refused after authenticating").into())
     }
 
-    async fn token(&self, challenge: &str) -> Result<String, String> {
+    async fn token(&self, challenge: &str) -> Result<String, Precheck> {
         #[derive(Deserialize)]
         struct Token {
             token: Option<String>,
@@ -139,16 +208,23 @@ impl Fetcher {
                 url = format!("{url}{sep}{name}={}", http_client::query_encode(&v));
             }
         }
+        let plain = realm.strip_prefix("http://").map(|rest| {
+            let end = rest.find(['/', '?']).unwrap_or(rest.len());
+            &rest[..end]
+        });
+        if plain.is_some_and(|authority| !is_loopback(authority)) && self.basic.is_some() {
+            return Err("the token realm is plain http on a host that is not loopback: credentials are not sent there".into());
+        }
         let authorization = self.basic.as_ref().map(|b| format!("Basic {b}"));
         let response = self.call(url, authorization).await?;
         if response.status != 200 {
-            return Err(format!("token endpoint: http {}", response.status));
+            return Err(format!("token endpoint: http {}", response.status).into());
         }
         let t: Token =
             serde_json::from_slice(&response.body).map_err(|e| format!("token endpoint: {e}"))?;
         t.token
             .or(t.access_token)
-            .ok_or_else(|| "the token endpoint gave no token".to_owned())
+            .ok_or_else(|| "the token endpoint gave no token".into())
     }
 }
 
@@ -156,7 +232,7 @@ impl Fetcher {
 pub(crate) async fn compressed_size(
     image: &str,
     auth: Option<&RegistryAuth>,
-) -> Result<u64, String> {
+) -> Result<u64, Precheck> {
     let (repo, reference) = split_reference(image);
     let host = registry_host(image);
     let mut name = repo
@@ -171,8 +247,7 @@ pub(crate) async fn compressed_size(
     } else {
         host
     };
-    let local = server.starts_with("127.") || server.starts_with("localhost");
-    let scheme = if local { "http" } else { "https" };
+    let scheme = if is_loopback(server) { "http" } else { "https" };
     let mut fetcher = Fetcher {
         tls: Arc::new(http_client::tls_config(None)?),
         base: format!("{scheme}://{server}/v2/{name}/manifests/"),
@@ -231,119 +306,4 @@ pub(crate) fn check(
 }
 
 #[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-    use super::*;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-    /// A registry on 127.0.0.1 that wants a bearer token from its realm, given for basic
-    /// credentials; answers three requests, then returns what it saw.
-    async fn token_registry() -> (String, tokio::task::JoinHandle<Vec<String>>) {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap().to_string();
-        let realm = format!("http://{addr}/token");
-        let task = tokio::spawn(async move {
-            let mut seen = Vec::new();
-            for _ in 0..3 {
-                let (mut s, _) = listener.accept().await.unwrap();
-                let mut head = Vec::new();
-                let mut buf = [0u8; 4096];
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    let n = s.read(&mut buf).await.unwrap();
-                    if n == 0 {
-                        break;
-                    }
-                    head.extend_from_slice(&buf[..n]);
-                }
-                let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
-                let (status, extra, body) = if head.starts_with("get /token?") {
-                    (200, String::new(), r#"{"token":"tok123"}"#.to_owned())
-                } else if head.contains("authorization: bearer tok123") {
-                    let m = r#"{"config":{"size":10},"layers":[{"size":20},{"size":30}]}"#;
-                    (200, String::new(), m.to_owned())
-                } else {
-                    let challenge = format!(
-                        "www-authenticate: Bearer realm=\"{realm}\",service=\"reg\",scope=\"repository:odac/x:pull\"\r\n"
-                    );
-                    (401, challenge, String::new())
-                };
-                let answer = format!(
-                    "HTTP/1.1 {status} X\r\n{extra}content-length: {}\r\n\r\n{body}",
-                    body.len()
-                );
-                s.write_all(answer.as_bytes()).await.unwrap();
-                s.shutdown().await.unwrap();
-                seen.push(head);
-            }
-            seen
-        });
-        (addr, task)
-    }
-
-    #[tokio::test]
-    async fn bearer_challenge_is_answered_with_a_token_from_the_realm() {
-        let (addr, seen) = token_registry().await;
-        let auth = RegistryAuth {
-            username: "odac".into(),
-            password: "pw".into(),
-            ..RegistryAuth::default()
-        };
-        let size = compressed_size(&format!("{addr}/odac/x:1"), Some(&auth))
-            .await
-            .unwrap();
-        assert_eq!(size, 60);
-        let seen = seen.await.unwrap();
-        assert!(
-            seen[0].starts_with("get /v2/odac/x/manifests/1 "),
-            "{seen:?}"
-        );
-        assert!(
-            seen[0].contains("authorization: basic b2rhyzpwdw=="),
-            "{seen:?}"
-        );
-        assert!(
-            seen[1].starts_with("get /token?service=reg&scope=repository%3aodac%2fx%3apull "),
-            "{seen:?}"
-        );
-        assert!(seen[1].contains("authorization: basic"), "{seen:?}");
-        assert!(seen[2].contains("authorization: bearer tok123"), "{seen:?}");
-    }
-
-    #[tokio::test]
-    async fn errors_name_the_path_and_never_the_password() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        drop(listener);
-        let auth = RegistryAuth {
-            username: "odac".into(),
-            password: "s3cret-pw".into(),
-            ..RegistryAuth::default()
-        };
-        let e = compressed_size(&format!("{addr}/odac/x:1"), Some(&auth))
-            .await
-            .unwrap_err();
-        assert!(e.contains("/v2/odac/x/manifests/1"), "{e}");
-        assert!(
-            !e.contains("s3cret") && !e.contains("b2RhYzpzM2NyZXQtcHc="),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn challenges_parse_and_space_is_checked() {
-        let h = r#"Bearer realm="https://auth.docker.io/token",service="registry.docker.io",scope="repository:library/busybox:pull""#;
-        assert_eq!(
-            challenge_param(h, "realm").as_deref(),
-            Some("https://auth.docker.io/token")
-        );
-        assert_eq!(
-            challenge_param(h, "scope").as_deref(),
-            Some("repository:library/busybox:pull")
-        );
-        assert!(check("x:1", "/var/lib/docker", 3_000_000_000, 1_000_000_000, 1024).is_ok());
-        let e = check("x:1", "/var/lib/docker", 1_500_000_000, 1_000_000_000, 1024).unwrap_err();
-        assert!(e.contains("not enough disk space to pull x:1"), "{e}");
-        assert!(e.contains("1500 MB free") && e.contains("1000 MB"), "{e}");
-        assert!(free_bytes(Path::new("/")).is_ok_and(|b| b > 0));
-    }
-}
+mod tests;

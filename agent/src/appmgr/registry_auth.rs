@@ -3,7 +3,13 @@
 //! `auths` of the Docker client's `config.json` (`apps.docker_config`, read on every pull so
 //! a new `docker login` counts without a restart). Control-plane credentials win. A
 //! `credsStore` or `credHelpers` entry is not run: it is reported as unsupported, once per
-//! helper. Passwords never reach a log line, an error or a `Debug` output.
+//! helper. Passwords never reach a log line, an error or a `Debug` output: a `config.json`
+//! that does not parse is reported by the kind and position of the error, never serde's own
+//! words (which quote the offending value, the base64 of `user:password`).
+//!
+//! `config.json` is read without blocking the runtime: [`Credentials::lookup`] reads it on
+//! the blocking pool, through [`bounded_read`](crate::bounded_read) (a FIFO, a directory or a
+//! file over [`MAX_DOCKER_CONFIG`] is refused with a warning, and the pull goes on without).
 
 use crate::lock::lock;
 use std::collections::{BTreeMap, BTreeSet};
@@ -13,7 +19,11 @@ use std::sync::{Arc, Mutex};
 use base64::Engine as _;
 use serde::Deserialize;
 
+use crate::bounded_read::{BoundedReadError, read_regular};
 use crate::engine::RegistryAuth;
+
+/// The largest docker `config.json` read (a real one is a few KiB).
+pub const MAX_DOCKER_CONFIG: u64 = 1024 * 1024;
 
 /// The credential sources of one app manager; cheap to clone (shared).
 #[derive(Debug, Clone, Default)]
@@ -80,7 +90,22 @@ impl Credentials {
         lock(&self.sent).keys().cloned().collect()
     }
 
-    /// The credentials for registry `host`, if any.
+    /// [`Credentials::for_host`] on the blocking pool: reading `config.json` never holds a
+    /// runtime worker.
+    pub async fn lookup(&self, host: &str) -> Option<RegistryAuth> {
+        if let Some(a) = lock(&self.sent).get(host) {
+            return Some(a.clone());
+        }
+        self.docker_config.as_ref()?;
+        let (this, host) = (self.clone(), host.to_owned());
+        tokio::task::spawn_blocking(move || this.for_host(&host))
+            .await
+            .ok()
+            .flatten()
+    }
+
+    /// The credentials for registry `host`, if any (reads `config.json`: blocking; on the
+    /// runtime use [`Credentials::lookup`]).
     pub fn for_host(&self, host: &str) -> Option<RegistryAuth> {
         if let Some(a) = lock(&self.sent).get(host) {
             return Some(a.clone());
@@ -90,22 +115,28 @@ impl Credentials {
     }
 
     fn read_docker_config(&self, path: &Path, host: &str) -> Option<RegistryAuth> {
-        let text = match std::fs::read_to_string(path) {
+        let text = match read_regular(path, MAX_DOCKER_CONFIG) {
             Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+            Err(BoundedReadError::NotFound) => return None,
             Err(e) => {
                 self.warn_once(path.display().to_string(), || {
-                    format!("cannot read docker credentials {}: {e}", path.display())
+                    format!(
+                        "cannot read docker credentials {} (apps.docker_config): {e}",
+                        path.display()
+                    )
                 });
                 return None;
             }
         };
-        let config: DockerConfig = match serde_json::from_str(&text) {
+        let config: DockerConfig = match serde_json::from_slice(&text) {
             Ok(c) => c,
             Err(e) => {
-                // serde_json's message names a position, never the file's content
                 self.warn_once(path.display().to_string(), || {
-                    format!("cannot parse docker credentials {}: {e}", path.display())
+                    format!(
+                        "cannot parse docker credentials {}: {}",
+                        path.display(),
+                        parse_error(&e)
+                    )
                 });
                 return None;
             }
@@ -142,6 +173,22 @@ impl Credentials {
     }
 }
 
+/// A `config.json` parse error without serde's words: `invalid type: string "<the base64 of
+/// user:password>", expected …` would put the credential in a log line.
+fn parse_error(e: &serde_json::Error) -> String {
+    let what = match e.classify() {
+        serde_json::error::Category::Io => "cannot be read",
+        serde_json::error::Category::Syntax => "is not valid json",
+        serde_json::error::Category::Data => "does not have the expected shape",
+        serde_json::error::Category::Eof => "ends early",
+    };
+    format!(
+        "the file {what} (line {}, column {}; content not shown)",
+        e.line(),
+        e.column()
+    )
+}
+
 /// The user and password of an `auths` entry: `auth` is base64 of `user:password`.
 fn decode(auth: &DockerAuth, host: &str) -> Option<RegistryAuth> {
     if let (Some(u), Some(p)) = (&auth.username, &auth.password) {
@@ -166,6 +213,98 @@ fn decode(auth: &DockerAuth, host: &str) -> Option<RegistryAuth> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    #[derive(Clone, Default)]
+    struct Capture(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Capture {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            lock(&self.0).extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// What `f` logs, at every level.
+    fn logged(f: impl FnOnce()) -> String {
+        let capture = Capture::default();
+        let sink = capture.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_ansi(false)
+            .with_writer(move || sink.clone())
+            .finish();
+        tracing::subscriber::with_default(subscriber, f);
+        String::from_utf8_lossy(&lock(&capture.0)).into_owned()
+    }
+
+    #[test]
+    fn a_malformed_config_never_quotes_its_credentials() {
+        let dir = tempfile::tempdir().unwrap();
+        let b64 = base64::engine::general_purpose::STANDARD.encode("alice:s3cret-pw");
+        for json in [
+            format!(r#"{{"auths":"{b64}"}}"#),
+            format!(r#"{{"auths":{{"h:1":{{"auth":["{b64}"]}}}}}}"#),
+            format!(r#"{{"auths":{{"h:1":{{"username":"alice","password":7,"x":"{b64}"}}}}}}"#),
+        ] {
+            let path = write(dir.path(), &json);
+            let lines = logged(|| assert!(Credentials::new(Some(path)).for_host("h:1").is_none()));
+            assert!(lines.contains("cannot parse docker credentials"), "{lines}");
+            assert!(lines.contains("content not shown"), "{lines}");
+            assert!(
+                !lines.contains(&b64) && !lines.contains("s3cret") && !lines.contains("alice"),
+                "{lines}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_fifo_or_directory_at_docker_config_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("config.json");
+        let status = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let (tx, rx) = mpsc::channel();
+        let path = fifo.clone();
+        std::thread::spawn(move || {
+            let lines = logged(|| {
+                let _ = tx.send(Credentials::new(Some(path)).for_host("h:1").is_none());
+            });
+            let _ = tx.send(lines.contains("is a fifo, not a regular file"));
+        });
+        // the old blocking read never returned: the open of a FIFO waits for a writer
+        assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(true), "none");
+        assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(true), "warned");
+        let lines = logged(|| {
+            assert!(
+                Credentials::new(Some(dir.path().to_owned()))
+                    .for_host("h:1")
+                    .is_none()
+            );
+        });
+        assert!(lines.contains("is a directory"), "{lines}");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn lookup_reads_the_config_off_the_runtime() {
+        let dir = tempfile::tempdir().unwrap();
+        let b64 = base64::engine::general_purpose::STANDARD.encode("alice:pw");
+        let path = write(
+            dir.path(),
+            &format!(r#"{{"auths":{{"h:1":{{"auth":"{b64}"}}}}}}"#),
+        );
+        let creds = Credentials::new(Some(path));
+        assert_eq!(creds.lookup("h:1").await.unwrap().username, "alice");
+        assert!(creds.lookup("h:2").await.is_none());
+    }
 
     fn write(dir: &Path, json: &str) -> PathBuf {
         let path = dir.join("config.json");

@@ -68,6 +68,9 @@ pub struct AppManagerConfig {
     /// Free space, in MB, a pull must leave in the engine's data root beyond the image's
     /// compressed size; a pull that would not is refused (`image_pull_failed`).
     pub pull_disk_reserve_mb: u64,
+    /// Seconds a pull may go without progress (no new byte or layer from the engine) before
+    /// it is cancelled and the app fails with `image_pull_failed` (a stalled registry).
+    pub pull_stall_secs: u64,
 }
 
 impl Default for AppManagerConfig {
@@ -91,6 +94,7 @@ impl Default for AppManagerConfig {
             refusal_memory_secs: 600,
             docker_config: PathBuf::from("/root/.docker/config.json"),
             pull_disk_reserve_mb: 1024,
+            pull_stall_secs: 120,
         }
     }
 }

@@ -2,7 +2,9 @@
 //! and `statuses.json` (the last statuses, for `odac-agent status`). Writes are atomic: a temp
 //! file in the same directory, fsync, rename over the target, fsync the directory, so a crash
 //! leaves either the old or the new file, never half of one. A file that does not parse is
-//! renamed aside (`desired.json.corrupt-<unix seconds>`) and reported; the agent goes on.
+//! renamed aside (`desired.json.corrupt-<unix seconds>`) and reported; the agent goes on. So is
+//! anything that is not a regular file (a directory, a FIFO: read without blocking through
+//! [`bounded_read`](crate::bounded_read)) or a file over [`MAX_STATE_FILE`].
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -18,6 +20,9 @@ use super::error::StoreError;
 pub const DESIRED_FILE: &str = "desired.json";
 /// File name of the statuses.
 pub const STATUSES_FILE: &str = "statuses.json";
+
+/// The largest state file read (a full desired state is a few MiB at most).
+pub const MAX_STATE_FILE: u64 = 64 * 1024 * 1024;
 
 /// The state directory.
 #[derive(Debug, Clone)]
@@ -77,10 +82,14 @@ impl Store {
     }
 
     fn load<T: DeserializeOwned>(&self, path: &Path) -> Result<Option<T>, StoreError> {
-        let bytes = match fs::read(path) {
+        use crate::bounded_read::{BoundedReadError, read_regular};
+        let bytes = match read_regular(path, MAX_STATE_FILE) {
             Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(io(path)(e)),
+            Err(BoundedReadError::NotFound) => return Ok(None),
+            Err(e @ (BoundedReadError::NotRegular { .. } | BoundedReadError::TooLarge { .. })) => {
+                return Err(self.move_aside(path, e.to_string())?);
+            }
+            Err(BoundedReadError::Io(e)) => return Err(io(path)(e)),
         };
         match serde_json::from_slice(&bytes) {
             Ok(v) => Ok(Some(v)),
@@ -98,7 +107,13 @@ impl Store {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let moved_to = self.dir.join(format!("{name}.corrupt-{secs}"));
+        // a second bad file within the same second gets a name of its own
+        let mut moved_to = self.dir.join(format!("{name}.corrupt-{secs}"));
+        let mut n = 1;
+        while fs::symlink_metadata(&moved_to).is_ok() && n < 100 {
+            moved_to = self.dir.join(format!("{name}.corrupt-{secs}-{n}"));
+            n += 1;
+        }
         fs::rename(path, &moved_to).map_err(io(path))?;
         Ok(StoreError::Corrupt {
             path: path.to_path_buf(),
@@ -144,7 +159,7 @@ pub fn write_atomic<T: Serialize + ?Sized>(path: &Path, value: &T) -> Result<(),
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
+    #![allow(clippy::unwrap_used, clippy::panic)]
     use super::*;
     use odac_protocol::AppSpec;
 
@@ -173,6 +188,34 @@ mod tests {
         let fresh = tmp.path().join("a/b");
         Store::open(&fresh).unwrap();
         assert_eq!(mode(&fresh), 0o700);
+    }
+
+    #[test]
+    fn a_directory_or_fifo_at_desired_json_is_moved_aside_and_heals() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(tmp.path()).unwrap();
+        let path = tmp.path().join(DESIRED_FILE);
+        fs::create_dir(&path).unwrap();
+        fs::write(path.join("inside"), "x").unwrap();
+        let e = store.load_desired().unwrap_err();
+        let StoreError::Corrupt {
+            moved_to, problem, ..
+        } = e
+        else {
+            panic!("{e:?}");
+        };
+        assert_eq!(problem, "is a directory, not a regular file");
+        assert!(moved_to.join("inside").exists(), "moved, not removed");
+        assert!(store.load_desired().unwrap().is_none(), "healed");
+        let status = std::process::Command::new("mkfifo")
+            .arg(&path)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        // the old read blocked here for ever: a FIFO's open waits for a writer
+        let e = store.load_desired().unwrap_err().to_string();
+        assert!(e.contains("is a fifo"), "{e}");
+        assert!(store.load_desired().unwrap().is_none());
     }
 
     /// Ticks a task every 10 ms on a one-worker multi-thread runtime while `blocking` runs on

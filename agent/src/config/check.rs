@@ -3,7 +3,11 @@
 //! silently: every numeric key is a whole number), a log filter made only of levels and
 //! `target=level` directives (a bare word such as `infoo` is a valid tracing target and would
 //! log nothing), and the `[apps]` table: ranges, an instance name the engine accepts in
-//! container and volume names, absolute paths.
+//! container and volume names, absolute paths, none of the agent's own label keys in
+//! `[apps.extra_labels]` (`odac.instance`, `odac.owner`, `odac.app`, the hashes, the restart
+//! token, anything under `odac.gpu.` or `odac.git.`: they would be overwritten or, worse, read
+//! back as the agent's own facts, e.g. a fake GPU fallback). Other `odac.*` keys stay usable
+//! (the test harness marks its containers `odac.test`).
 
 use std::path::{Component, Path};
 
@@ -101,6 +105,24 @@ fn instance_name_ok(name: &str) -> bool {
         && name.len() <= 64
 }
 
+/// Whether `key` is (or, ASCII case aside, reads as) one of the labels the agent writes.
+fn reserved_label(key: &str) -> bool {
+    use crate::appmgr::labels;
+    let key = key.to_ascii_lowercase();
+    [
+        labels::INSTANCE,
+        labels::OWNER,
+        labels::APP,
+        labels::SPEC_HASH,
+        labels::GPU_HASH,
+        labels::RESTART_TOKEN,
+    ]
+    .contains(&key.as_str())
+        || ["odac.gpu.", "odac.git."]
+            .iter()
+            .any(|prefix| key.starts_with(prefix))
+}
+
 /// The `[apps]` table.
 pub(crate) fn apps(apps: &AppManagerConfig) -> Result<(), ConfigError> {
     absolute("apps.state_dir", &apps.state_dir)?;
@@ -126,6 +148,7 @@ pub(crate) fn apps(apps: &AppManagerConfig) -> Result<(), ConfigError> {
         0,
         86_400,
     )?;
+    range("apps.pull_stall_secs", apps.pull_stall_secs, 10, 86_400)?;
     if apps.pids_limit != 0 {
         range("apps.pids_limit", u64::from(apps.pids_limit), 16, 4_194_304)?;
     }
@@ -141,6 +164,12 @@ pub(crate) fn apps(apps: &AppManagerConfig) -> Result<(), ConfigError> {
         1,
         u64::from(odac_protocol::MAX_LOG_FILES),
     )?;
+    if let Some(reserved) = apps.extra_labels.keys().find(|k| reserved_label(k)) {
+        return Err(key(
+            format!("apps.extra_labels.{reserved}"),
+            "is one of the agent's own labels (odac.instance, odac.owner, odac.app, odac.spec-hash, odac.gpu-hash, odac.restart-token, odac.gpu.*, odac.git.*); choose another key",
+        ));
+    }
     for (i, p) in apps.policy.allowed_bind_prefixes.iter().enumerate() {
         absolute(&format!("apps.policy.allowed_bind_prefixes[{i}]"), p)?;
     }

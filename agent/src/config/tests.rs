@@ -102,6 +102,7 @@ fn errors_name_the_key() {
         "APPS__BUILD__KEEP_IMAGES=0 -> apps.build.keep_images",
         "APPS__INSTANCE=Bad Name! -> apps.instance",
         "APPS__PIDS_LIMIT=3 -> apps.pids_limit",
+        "APPS__PULL_STALL_SECS=5 -> apps.pull_stall_secs",
         "APPS__LOG_MAX_SIZE_BYTES=1024 -> apps.log_max_size_bytes",
         "APPS__LOG_MAX_FILES=0 -> apps.log_max_files",
         "APPS__CRASH_LOOP__MAX_BACKOFF_SECS=0 -> apps.crash_loop.max_backoff_secs",
@@ -130,6 +131,18 @@ fn fractions_and_relative_paths_in_the_file_are_refused() {
         ),
         ("[apps]\ninstance = \"Bad Name!\"\n", "apps.instance"),
         ("[apps]\nstate_dir = \"rel\"\n", "apps.state_dir"),
+        (
+            "[apps.extra_labels]\nteam = \"ml\"\n\"odac.gpu.fallback\" = \"x\"\n",
+            "apps.extra_labels.odac.gpu.fallback",
+        ),
+        (
+            "[apps.extra_labels]\n\"ODAC.owner\" = \"x\"\n",
+            "apps.extra_labels.ODAC.owner",
+        ),
+        (
+            "[apps.extra_labels]\n\"odac.git.url\" = \"x\"\n",
+            "apps.extra_labels.odac.git.url",
+        ),
     ];
     for (extra, want) in cases {
         let e = load(&format!("{ok}{extra}"), &[]).unwrap_err();
@@ -153,4 +166,19 @@ fn explicit_missing_file_is_an_error_but_the_default_may_be_absent() {
     if !Path::new(DEFAULT_CONFIG_FILE).exists() {
         assert_eq!(c.unwrap().control_plane.url, "wss://x/agent/v1");
     }
+}
+
+#[test]
+fn extra_labels_outside_the_agents_own_keys_are_kept() {
+    let toml = "[control_plane]\nurl = \"wss://a/agent/v1\"\n[apps.extra_labels]\n\"odac.test\" = \"1\"\n\"odac.e2e.run\" = \"r\"\nteam = \"ml\"\n";
+    let config = load(toml, &[]).unwrap();
+    assert_eq!(config.apps.extra_labels.len(), 3);
+    assert_eq!(
+        config
+            .apps
+            .extra_labels
+            .get("odac.test")
+            .map(String::as_str),
+        Some("1")
+    );
 }

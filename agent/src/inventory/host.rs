@@ -1,21 +1,51 @@
 //! Host facts: hostname, OS name, kernel release, architecture, CPU count and memory, read
-//! under the scan root (`/proc`, `/sys/devices/system/cpu`, `/etc/os-release`).
+//! under the scan root (`/proc`, `/sys/devices/system/cpu`, `/etc/os-release`). The names are
+//! capped ([`MAX_HOST_NAME`], [`MAX_HOST_TEXT`]) with a scan problem: a 16 KiB hostname under
+//! the host root once made every `hello` and inventory invalid, so the agent never connected.
+
+use std::path::Path;
 
 use super::fsread::{Reader, space_value};
 use super::model::HostFacts;
 
+/// Longest hostname kept, in bytes (a DNS name).
+pub const MAX_HOST_NAME: usize = 253;
+/// Longest OS name or kernel release kept, in bytes.
+pub const MAX_HOST_TEXT: usize = 256;
+
+/// `text` cut to `max` bytes at a character boundary, with a problem at `path` when cut.
+fn capped(r: &mut Reader, path: &Path, text: String, max: usize) -> String {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    r.problem(
+        path,
+        format!("{} bytes long, cut to the first {end}", text.len()),
+    );
+    text[..end].to_owned()
+}
+
 pub(crate) fn scan(r: &mut Reader) -> HostFacts {
+    let hostname_path = r.host("proc/sys/kernel/hostname");
     let hostname = r
-        .text(&r.host("proc/sys/kernel/hostname"))
+        .text(&hostname_path)
         .or_else(|| r.text(&r.host("etc/hostname")))
-        .filter(|h| !h.is_empty());
+        .filter(|h| !h.is_empty())
+        .map(|h| capped(r, &hostname_path, h, MAX_HOST_NAME));
     let os = r
         .text(&r.host("etc/os-release"))
         .or_else(|| r.text(&r.host("usr/lib/os-release")))
-        .and_then(|t| os_release_value(&t, "PRETTY_NAME"));
+        .and_then(|t| os_release_value(&t, "PRETTY_NAME"))
+        .map(|o| capped(r, &r.host("etc/os-release"), o, MAX_HOST_TEXT));
+    let kernel_path = r.host("proc/sys/kernel/osrelease");
     let kernel = r
-        .text(&r.host("proc/sys/kernel/osrelease"))
-        .filter(|k| !k.is_empty());
+        .text(&kernel_path)
+        .filter(|k| !k.is_empty())
+        .map(|k| capped(r, &kernel_path, k, MAX_HOST_TEXT));
     let cpus = r
         .text(&r.host("sys/devices/system/cpu/online"))
         .and_then(|t| count_cpu_list(&t))
@@ -79,6 +109,26 @@ pub(crate) fn count_cpu_list(text: &str) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_huge_hostname_is_cut_and_said() {
+        let dir = tempfile::tempdir().unwrap();
+        let proc = dir.path().join("proc/sys/kernel");
+        std::fs::create_dir_all(&proc).unwrap();
+        std::fs::write(proc.join("hostname"), "h".repeat(16 * 1024 + 1)).unwrap();
+        std::fs::write(proc.join("osrelease"), "6.1.0").unwrap();
+        let mut r = Reader::new(dir.path());
+        let facts = scan(&mut r);
+        assert_eq!(facts.hostname.as_deref(), Some("h".repeat(253).as_str()));
+        assert_eq!(facts.kernel.as_deref(), Some("6.1.0"));
+        let problems = r.into_problems();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].path, "/proc/sys/kernel/hostname");
+        assert!(
+            problems[0].problem.contains("16385 bytes long"),
+            "{problems:?}"
+        );
+    }
 
     #[test]
     fn cpu_lists() {

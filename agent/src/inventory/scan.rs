@@ -1,8 +1,15 @@
 //! The scan: reads every host path under a root and assembles a [`HostScan`]. It never fails:
 //! what cannot be read is absent, and what looks wrong is listed in `problems`.
+//!
+//! The inventory lists at most [`MAX_GPU_COUNT`] GPUs (the protocol's limit): on a host with
+//! more GPU PCI functions (SR-IOV virtual functions, each a PCI device) the physical functions
+//! come first, the rest is left out, and a scan problem says how many and which; the inventory
+//! is never refused for it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+
+use odac_protocol::MAX_GPU_COUNT;
 
 use super::fsread::Reader;
 use super::model::{AmdGpu, Gpu, HostScan, NvidiaGpu, OtherDevice, Vendor};
@@ -20,6 +27,7 @@ pub fn scan(root: &Path) -> HostScan {
 
     let mut gpus = Vec::new();
     let mut other_devices = Vec::new();
+    let mut virtual_functions = BTreeSet::new();
     for dev in pci::display_devices(&mut r) {
         let vendor_id = dev.ids.vendor_id;
         let accelerator_class = dev.ids.class.is_some_and(|c| c >> 16 == 0x12);
@@ -33,6 +41,11 @@ pub fn scan(root: &Path) -> HostScan {
                 Some("intel processing accelerator, not a gpu".to_owned())
             }
             (None, Some(vendor)) => {
+                if r.exists(&dev.dir.join("physfn"))
+                    && let Some(address) = &dev.pci_address
+                {
+                    virtual_functions.insert(address.clone());
+                }
                 gpus.push(build_gpu(&mut r, vendor, &dev, &proc_gpus));
                 None
             }
@@ -51,6 +64,7 @@ pub fn scan(root: &Path) -> HostScan {
     attach_kfd(&mut r, &mut gpus, &amd_host);
 
     gpus.sort_by(|a, b| (a.vendor, &a.pci_address).cmp(&(b.vendor, &b.pci_address)));
+    cap_gpus(&mut r, &mut gpus, &virtual_functions);
     let mut counters: BTreeMap<Vendor, u32> = BTreeMap::new();
     for gpu in &mut gpus {
         let counter = counters.entry(gpu.vendor).or_default();
@@ -81,6 +95,40 @@ pub fn scan(root: &Path) -> HostScan {
     scan.gpu_details = super::details::scan(&mut r, &scan);
     scan.problems = r.into_problems();
     scan
+}
+
+/// At most [`MAX_GPU_COUNT`] GPUs, physical functions first (in PCI order), with a scan
+/// problem naming what was left out.
+fn cap_gpus(r: &mut Reader, gpus: &mut Vec<Gpu>, virtual_functions: &BTreeSet<String>) {
+    let max = usize::try_from(MAX_GPU_COUNT).unwrap_or(usize::MAX);
+    if gpus.len() <= max {
+        return;
+    }
+    let is_vf = |g: &Gpu| {
+        g.pci_address
+            .as_ref()
+            .is_some_and(|a| virtual_functions.contains(a))
+    };
+    let total = gpus.len();
+    let vfs = gpus.iter().filter(|g| is_vf(g)).count();
+    // stable: physical functions keep their order, then the virtual ones
+    gpus.sort_by_key(|g| is_vf(g));
+    let left: Vec<Gpu> = gpus.split_off(max);
+    gpus.sort_by(|a, b| (a.vendor, &a.pci_address).cmp(&(b.vendor, &b.pci_address)));
+    let left_vfs = left.iter().filter(|g| is_vf(g)).count();
+    let mut named: Vec<String> = left.iter().take(8).map(Gpu::id).collect();
+    if left.len() > named.len() {
+        named.push(format!("and {} more", left.len() - named.len()));
+    }
+    let bus = r.host("sys/bus/pci/devices");
+    r.problem(
+        &bus,
+        format!(
+            "{total} gpu pci functions ({vfs} sr-iov virtual functions), the inventory lists at most {max}: left out {} ({left_vfs} virtual functions): {}",
+            left.len(),
+            named.join(", ")
+        ),
+    );
 }
 
 fn build_gpu(

@@ -4,6 +4,9 @@
 //! inventory has an NVIDIA GPU bound to the `nvidia` driver. When NVML cannot be loaded the
 //! collector says why once ([`Collector::nvml_problem`]) and keeps sampling the others; the
 //! NVIDIA GPUs then appear with no figures.
+//!
+//! A figure no GPU can show (a sensor's error value read as a number: −273150 °C, 4294967295 W)
+//! is dropped, not sent: see [`plausible`].
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -14,6 +17,33 @@ use odac_protocol::{AppGpuUsage, AppGpus, AppStatus, GpuInfo, GpuSample, Vendor}
 use super::intel::EnergyMark;
 use super::nvml::{Nvml, NvmlError, RealNvml};
 use crate::inventory::fsread::Reader;
+
+/// Highest temperature kept, °C (GPUs shut down near 100; a sensor error reads far above).
+pub const MAX_TEMP_C: i32 = 250;
+/// Lowest temperature kept, °C (absolute zero).
+pub const MIN_TEMP_C: i32 = -273;
+/// Highest power kept per GPU, W (the largest GPU modules draw about 1.5 kW).
+pub const MAX_POWER_W: u32 = 10_000;
+/// Highest clock kept, MHz.
+pub const MAX_CLOCK_MHZ: u32 = 100_000;
+/// Largest VRAM kept, MiB (64 TiB).
+pub const MAX_VRAM_MIB: u64 = 64 << 20;
+
+/// `s` without the figures no GPU can show: a temperature outside
+/// [`MIN_TEMP_C`]..=[`MAX_TEMP_C`], power over [`MAX_POWER_W`], a clock over
+/// [`MAX_CLOCK_MHZ`], utilisation over 100 %, VRAM over [`MAX_VRAM_MIB`] or in use beyond the
+/// total. Each becomes absent, as a figure the platform does not expose.
+pub fn plausible(mut s: GpuSample) -> GpuSample {
+    s.util = s.util.filter(|u| *u <= 100);
+    s.temp_c = s.temp_c.filter(|t| (MIN_TEMP_C..=MAX_TEMP_C).contains(t));
+    s.power_w = s.power_w.filter(|w| *w <= MAX_POWER_W);
+    s.clock_mhz = s.clock_mhz.filter(|c| *c <= MAX_CLOCK_MHZ);
+    s.vram_total_mib = s.vram_total_mib.filter(|v| *v <= MAX_VRAM_MIB);
+    s.vram_used_mib = s
+        .vram_used_mib
+        .filter(|v| *v <= s.vram_total_mib.unwrap_or(MAX_VRAM_MIB));
+    s
+}
 
 /// Opens NVML when the first NVIDIA GPU needs it.
 pub type NvmlLoader = Box<dyn FnMut() -> Result<Box<dyn Nvml>, NvmlError> + Send>;
@@ -104,7 +134,7 @@ impl Collector {
                     }
                 };
                 let card = card_name.map(|name| dev.join("drm").join(name));
-                match g.vendor {
+                let sample = match g.vendor {
                     Vendor::Amd => super::amd::sample(&mut r, id, &dev),
                     Vendor::Intel => {
                         let last = self.energy.get(id).copied();
@@ -120,7 +150,8 @@ impl Collector {
                         id: id.to_owned(),
                         ..GpuSample::default()
                     }),
-                }
+                };
+                plausible(sample)
             })
             .collect();
         self.energy.retain(|id, _| seen.contains(id));
@@ -222,6 +253,41 @@ mod tests {
 
     fn gpu(vendor: Vendor, id: &str, driver: &str) -> GpuInfo {
         crate::telemetry::test_gpu(vendor, id, driver)
+    }
+
+    #[test]
+    fn impossible_figures_are_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let dev = dir.path().join("sys/bus/pci/devices/0000:19:00.0");
+        let mon = dev.join("hwmon/hwmon3");
+        std::fs::create_dir_all(&mon).unwrap();
+        // a sensor's error values, as a broken hwmon driver reports them
+        std::fs::write(mon.join("temp1_input"), "-273150000\n").unwrap();
+        std::fs::write(mon.join("power1_average"), "4294967295000000\n").unwrap();
+        std::fs::write(dev.join("gpu_busy_percent"), "250\n").unwrap();
+        std::fs::write(dev.join("mem_info_vram_used"), "68719476736\n").unwrap();
+        std::fs::write(dev.join("mem_info_vram_total"), "17179869184\n").unwrap();
+        let mut c = Collector::with_nvml(
+            dir.path(),
+            Box::new(|| Err(NvmlError::Query("no nvml".into()))),
+        );
+        let s = c.sample(
+            &[gpu(Vendor::Amd, "0000:19:00.0", "amdgpu")],
+            Instant::now(),
+        );
+        assert_eq!(s[0].temp_c, None, "{s:?}");
+        assert_eq!(s[0].power_w, None, "{s:?}");
+        assert_eq!(s[0].util, Some(100), "the amd reader caps it: {s:?}");
+        assert_eq!(s[0].vram_used_mib, None, "{s:?}");
+        assert_eq!(s[0].vram_total_mib, Some(16384), "{s:?}");
+        let ok = GpuSample {
+            temp_c: Some(-40),
+            power_w: Some(700),
+            clock_mhz: Some(2100),
+            util: Some(100),
+            ..GpuSample::default()
+        };
+        assert_eq!(plausible(ok.clone()), ok);
     }
 
     #[test]

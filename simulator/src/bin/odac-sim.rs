@@ -162,12 +162,7 @@ fn default_state(name: &str) -> PathBuf {
 }
 
 fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("ODAC_SIM_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+    odac_simulator::logging::init();
 }
 
 async fn main_async(cli: Cli) -> anyhow::Result<()> {

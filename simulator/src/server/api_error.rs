@@ -67,7 +67,8 @@ impl ApiError {
 }
 
 /// The hub's refusals as HTTP: a host that cannot be chosen is a 400 naming `host`, an app
-/// name taken a 409 naming `name`, an unknown app a 404.
+/// name taken a 409 naming `name`, an unknown app a 404, an app that would not fit a frame a
+/// 400 naming its largest field.
 impl From<HubError> for ApiError {
     fn from(e: HubError) -> Self {
         let error = e.to_string();
@@ -82,6 +83,7 @@ impl From<HubError> for ApiError {
                 field: Some("name".to_owned()),
             },
             HubError::UnknownApp(name) => ApiError::unknown_app(&name),
+            HubError::TooLarge { field, .. } => ApiError::bad_request(field, error),
         }
     }
 }

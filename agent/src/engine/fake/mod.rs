@@ -55,6 +55,10 @@ struct State {
     registry: BTreeMap<String, (String, Option<(String, String)>)>,
     /// Repo digests of pulled images, by reference.
     digests: BTreeMap<String, String>,
+    /// What `data_root` answers (`None`: the engine names none, so pulls are not prechecked).
+    data_root: Option<String>,
+    /// Pulls report one progress line, then never another nor an end (a stalled registry).
+    stall_pulls: bool,
 }
 
 /// An in-memory container engine; see the module documentation.
@@ -112,6 +116,17 @@ impl FakeEngine {
                 credentials.map(|(u, p)| (u.to_owned(), p.to_owned())),
             ),
         );
+    }
+
+    /// Name a data root, as a real engine does: pulls are then prechecked against the
+    /// registry's manifest (its size bound) and the free space there.
+    pub fn set_data_root(&self, root: Option<&str>) {
+        self.lock().data_root = root.map(str::to_owned);
+    }
+
+    /// Make every pull stall after its first progress line, as behind a stalled registry.
+    pub fn stall_pulls(&self, stall: bool) {
+        self.lock().stall_pulls = stall;
     }
 
     /// Make the next call of `op` fail with `err` (queued: several calls queue several

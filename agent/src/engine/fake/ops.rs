@@ -390,6 +390,9 @@ impl ContainerEngine for FakeEngine {
             bytes_done: 0,
             bytes_total: 1000,
         });
+        if self.lock().stall_pulls {
+            std::future::pending::<()>().await;
+        }
         progress(PullProgress {
             layers_done: 1,
             layers_total: 1,
@@ -423,6 +426,10 @@ impl ContainerEngine for FakeEngine {
                 })
                 .unwrap_or_default(),
         })
+    }
+
+    async fn data_root(&self) -> Result<Option<String>, EngineError> {
+        Ok(self.lock().data_root.clone())
     }
 }
 

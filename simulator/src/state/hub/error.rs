@@ -28,4 +28,22 @@ pub enum HubError {
     /// No app of that name.
     #[error("unknown app {0:?}")]
     UnknownApp(String),
+    /// The change would make the host's desired-state snapshot larger than a frame.
+    #[error(
+        "app {app:?} does not fit: the desired state of host {host} would be {bytes} bytes, over the frame limit of {limit} bytes (MAX_FRAME_BYTES); its largest field is {field} ({field_bytes} bytes)"
+    )]
+    TooLarge {
+        /// The app.
+        app: String,
+        /// The host.
+        host: String,
+        /// The snapshot's encoded size with the change.
+        bytes: usize,
+        /// The frame limit.
+        limit: usize,
+        /// The app's largest top-level field (`env`, `command`, ...).
+        field: String,
+        /// Its encoded size.
+        field_bytes: usize,
+    },
 }

@@ -5,7 +5,9 @@
 
 use std::sync::Arc;
 
-use odac_protocol::{AppSpec, EventLevel, GpuRequest};
+use odac_protocol::{
+    AppSpec, ControlMessage, DesiredStateMessage, EventLevel, GpuRequest, MAX_FRAME_BYTES,
+};
 
 use super::{ChangeKind, DesiredChange, Hub, HubError};
 use crate::state::model::{AppRecord, FleetData};
@@ -42,6 +44,7 @@ impl Hub {
             if d.apps.contains_key(&name) {
                 return Err(HubError::AppExists(name.clone()));
             }
+            self.fits_a_frame(d, &host_id, &spec)?;
             let now = crate::clock::now_ms();
             d.apps.insert(
                 name.clone(),
@@ -83,6 +86,9 @@ impl Hub {
                 .ok_or_else(|| HubError::UnknownApp(name.to_owned()))?;
             if !f(d, &mut spec)? {
                 return Ok(None);
+            }
+            if let Some(host) = d.apps.get(name).map(|a| a.host.clone()) {
+                self.fits_a_frame(d, &host, &spec)?;
             }
             let host = {
                 let Some(a) = d.apps.get_mut(name) else {
@@ -222,6 +228,48 @@ impl Hub {
         self.emit("app_deleted", serde_json::json!({ "name": name }));
         self.emit_host(&host);
         Ok(())
+    }
+}
+
+impl Hub {
+    /// Refuses `spec` (new, or replacing the app of its name) when the desired-state snapshot
+    /// of `host` with it, registry credentials attached as they are sent, would not fit a
+    /// frame ([`MAX_FRAME_BYTES`]): the agent would close every snapshot with 1009.
+    fn fits_a_frame(&self, d: &FleetData, host: &str, spec: &AppSpec) -> Result<(), HubError> {
+        let mut apps: Vec<AppSpec> = d
+            .host_apps(host)
+            .into_iter()
+            .filter(|a| a.name != spec.name)
+            .collect();
+        apps.push(spec.clone());
+        let apps = apps
+            .into_iter()
+            .map(|a| self.registries.attach(a))
+            .collect();
+        let frame = odac_protocol::encode(&ControlMessage::DesiredState(DesiredStateMessage {
+            seq: u64::MAX,
+            generation: u64::MAX,
+            apps,
+        }));
+        if frame.len() <= MAX_FRAME_BYTES {
+            return Ok(());
+        }
+        let (field, field_bytes) = match serde_json::to_value(spec) {
+            Ok(serde_json::Value::Object(fields)) => fields
+                .iter()
+                .map(|(k, v)| (k.clone(), v.to_string().len()))
+                .max_by_key(|(_, n)| *n)
+                .unwrap_or_default(),
+            _ => (String::new(), 0),
+        };
+        Err(HubError::TooLarge {
+            app: spec.name.clone(),
+            host: host.to_owned(),
+            bytes: frame.len(),
+            limit: MAX_FRAME_BYTES,
+            field,
+            field_bytes,
+        })
     }
 }
 
