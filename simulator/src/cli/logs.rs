@@ -2,6 +2,8 @@
 //! Server-Sent Events and prints each line as it comes. Dropped lines are reported on stderr
 //! (`[N lines dropped]`); a stream that ends for any reason other than its natural end or
 //! its timeout (agent disconnected, shutting down, no container) prints why and exits 1.
+//! Lines are printed with their control characters shown as escapes ([`super::term`]): a
+//! container cannot drive the terminal; `--raw` prints them as they are.
 
 use std::io::{BufRead, Write};
 
@@ -9,6 +11,7 @@ use clap::Args;
 use serde_json::Value;
 
 use super::client::{Client, ClientError, segment};
+use super::term::visible;
 
 /// `odac app logs`.
 #[derive(Debug, Args)]
@@ -27,6 +30,10 @@ pub struct LogsArgs {
     /// End the stream after DURATION (the agent's default: 10m; at most 1d).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub timeout: Option<u64>,
+    /// Print the lines as they are, control characters and terminal escapes included (by
+    /// default they are shown as `\x1b`...).
+    #[arg(long)]
+    pub raw: bool,
 }
 
 /// Parses `90`, `30s`, `10m`, `2h` or `1d` into seconds.
@@ -97,7 +104,12 @@ pub fn logs(
                     .into_iter()
                     .flatten()
                 {
-                    writeln!(out, "{}", l.as_str().unwrap_or_default()).map_err(io)?;
+                    let l = l.as_str().unwrap_or_default();
+                    if args.raw {
+                        writeln!(out, "{l}").map_err(io)?;
+                    } else {
+                        writeln!(out, "{}", visible(l)).map_err(io)?;
+                    }
                 }
                 out.flush().map_err(io)?;
             }
@@ -107,7 +119,7 @@ pub fn logs(
                 return match reason {
                     "complete" => Ok(()),
                     "timeout" => {
-                        writeln!(err, "log stream ended: {message}").map_err(io)?;
+                        writeln!(err, "log stream ended: {}", visible(message)).map_err(io)?;
                         Ok(())
                     }
                     _ => Err(ClientError::new(format!(
