@@ -1,9 +1,11 @@
 //! Why an app is down, as the `odac` CLI shows it: the REASON cell of a crashed app (its crash
 //! reason and exit code, never a GPU reason left from before), the health after the state
 //! (`running (unhealthy)`), and `odac app show NAME`: state, health with the failing check's
-//! output, the crash (reason, exit code, OOM kill, next retry) and the last lines of output.
+//! output, the GPU request, the devices attached and the fallback with its detail (the note
+//! of a learned refusal: "the engine was not asked again") and fix, the crash (reason, exit
+//! code, OOM kill, next retry) and the last lines of output.
 
-use odac_protocol::{AppStatus, CrashInfo};
+use odac_protocol::{AppStatus, CrashInfo, FallbackTier};
 
 use crate::clock::{now_ms, rfc3339};
 use crate::state::views::AppView;
@@ -72,8 +74,37 @@ pub fn show(a: &AppView) -> String {
             line("last error", e);
         }
     }
+    if a.requested.is_some() || a.attached.is_some() {
+        line(
+            "gpu request",
+            &crate::cli::table::request(a.requested.as_ref()),
+        );
+        line(
+            "gpu attached",
+            &crate::cli::table::attached(a.attached.as_ref()),
+        );
+    }
     if let Some(r) = a.reason {
         line("gpu reason", r.as_str());
+    }
+    if let Some(fb) = &a.fallback {
+        // the detail holds the engine's words and, for a learned refusal, "(learned …: the
+        // engine was not asked again)"
+        if let Some(detail) = &fb.detail {
+            let tier = match fb.tier {
+                FallbackTier::Preflight => "decided before any container was made",
+                FallbackTier::Engine => "the engine refused",
+            };
+            line("gpu detail", &format!("{} ({tier}): {detail}", fb.reason));
+        }
+        let vendor = a
+            .attached
+            .as_ref()
+            .map(|at| at.vendor)
+            .or_else(|| a.requested.as_ref().and_then(|g| g.effective_vendor()));
+        if let Some(fix) = fb.reason.fix(vendor) {
+            line("gpu fix", fix);
+        }
     }
     if let Some(c) = status.and_then(|s| s.crash.as_ref()) {
         line(
@@ -168,6 +199,32 @@ mod tests {
             text.ends_with("last output:\n  loading\n  boom\n"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn gpu_facts_and_a_learned_refusal_are_shown() {
+        let mut v = view(AppStatus {
+            name: "svc".into(),
+            state: AppState::Running,
+            ..AppStatus::default()
+        });
+        v.requested = serde_json::from_str(r#"{"runtime":"intel","optional":true}"#).ok();
+        v.fallback = Some(odac_protocol::Fallback {
+            tier: FallbackTier::Engine,
+            reason: odac_protocol::Reason::EngineRejected,
+            detail: Some(
+                "error gathering device information (learned 2026-12-05T12:00:00Z: the engine was not asked again)"
+                    .into(),
+            ),
+        });
+        let text = show(&v);
+        assert!(text.contains("gpu request   intel"), "{text}");
+        assert!(text.contains("gpu attached  -\n"), "{text}");
+        assert!(
+            text.contains("gpu detail    engine_rejected (the engine refused): error gathering device information (learned 2026-12-05T12:00:00Z: the engine was not asked again)\n"),
+            "{text}"
+        );
+        assert!(text.contains("gpu fix       "), "{text}");
     }
 
     #[test]
