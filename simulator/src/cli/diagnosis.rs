@@ -26,6 +26,20 @@ pub fn crash_cell(c: &CrashInfo) -> String {
     }
 }
 
+/// The REASON cell of a running app that crashed before, e.g. `restarted 9 times (last exit
+/// 3)`: between two crashes the list tells the same story as `odac app show`.
+pub fn restarts_cell(a: &AppView) -> Option<String> {
+    let s = a.status.as_ref().filter(|s| s.restart_count > 0)?;
+    let times = match s.restart_count {
+        1 => "once".to_owned(),
+        n => format!("{n} times"),
+    };
+    Some(match s.last_exit_code {
+        Some(code) => format!("restarted {times} (last exit {code})"),
+        None => format!("restarted {times}"),
+    })
+}
+
 /// The state with the health check's verdict when there is one, e.g. `running (unhealthy)`.
 pub fn state_with_health(state: &str, status: Option<&AppStatus>) -> String {
     match status.and_then(|s| s.health.as_ref()) {
@@ -106,7 +120,15 @@ pub fn show(a: &AppView) -> String {
             line("gpu fix", fix);
         }
     }
-    if let Some(c) = status.and_then(|s| s.crash.as_ref()) {
+    if crash(a).is_none()
+        && let Some(code) = status
+            .filter(|s| s.restart_count > 0)
+            .and_then(|s| s.last_exit_code)
+    {
+        line("last exit", &code.to_string());
+    }
+    // the crash of a run that ended; a running app (restarted since) shows none
+    if let Some(c) = crash(a) {
         line(
             "crash",
             &format!("{}: {}", c.reason, c.reason.explanation()),
@@ -187,8 +209,12 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("fix           read the last output"),
+            text.contains("fix           read the app's last output"),
             "{text}"
+        );
+        assert!(
+            !text.contains("odac app show"),
+            "a fix never points at the command being read: {text}"
         );
         assert!(text.contains("exit code     3\n"), "{text}");
         assert!(

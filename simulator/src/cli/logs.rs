@@ -12,6 +12,8 @@ use serde_json::Value;
 
 use super::client::{Client, ClientError, segment};
 use super::term::visible;
+use crate::clock::rfc3339;
+use crate::state::views::AppView;
 
 /// `odac app logs`.
 #[derive(Debug, Args)]
@@ -117,6 +119,11 @@ pub fn logs(
                 let reason = data.get("reason").and_then(Value::as_str).unwrap_or("");
                 let message = data.get("message").and_then(Value::as_str).unwrap_or("");
                 return match reason {
+                    "complete" if args.follow => {
+                        let note = not_following(client, &args.name);
+                        writeln!(err, "{}", visible(&note)).map_err(io)?;
+                        Ok(())
+                    }
                     "complete" => Ok(()),
                     "timeout" => {
                         writeln!(err, "log stream ended: {}", visible(message)).map_err(io)?;
@@ -133,6 +140,28 @@ pub fn logs(
     Err(ClientError::new(
         "the log stream closed without an end (control plane gone?)",
     ))
+}
+
+/// Why a followed stream ended at its natural end: the container is not running (any more).
+fn not_following(client: &Client, name: &str) -> String {
+    let view = client
+        .get(&format!("/api/apps/{}", segment(name)))
+        .ok()
+        .and_then(|v| serde_json::from_value::<AppView>(v).ok());
+    let Some(view) = view else {
+        return format!("log stream ended: the container of {name} stopped");
+    };
+    let retry = super::diagnosis::crash(&view)
+        .and_then(|c| c.next_retry_at_ms)
+        .map(|ms| format!("; the agent restarts it at {}", rfc3339(ms)))
+        .unwrap_or_default();
+    if view.state == "running" {
+        return format!("log stream ended: the container of {name} stopped{retry}");
+    }
+    format!(
+        "log stream ended: {name} is not running (state {}){retry}; nothing more to follow until it runs again (then run this command again)",
+        view.state
+    )
 }
 
 #[cfg(test)]

@@ -143,7 +143,7 @@ pub fn reason(a: &AppView) -> String {
         (Some(c), Some(e)) => format!("{e} (gpu: {c})"),
         (Some(c), None) => c,
         (None, Some(e)) => e,
-        (None, None) => "-".to_owned(),
+        (None, None) => super::diagnosis::restarts_cell(a).unwrap_or_else(|| "-".to_owned()),
     }
 }
 
