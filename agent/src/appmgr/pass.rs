@@ -16,7 +16,7 @@ use super::binds::HostUse;
 use super::build::Builds;
 use super::clip::clip;
 use super::crashloop::CrashGuard;
-use super::diagnosis::LastExit;
+use super::diagnosis::{LastExit, wall_ms_of};
 use super::events::EventTx;
 use super::labels::{self, Identity};
 use super::pull::Pulls;
@@ -114,7 +114,8 @@ impl Pass<'_> {
         Ok(())
     }
 
-    /// A creation that failed for a reason that may pass: fail now, retry after the backoff.
+    /// A creation that failed for a reason that may pass: fail now, retry after the backoff
+    /// (the status says when: `next_retry_at_ms`).
     pub(super) fn retry_later(
         &self,
         rec: &mut AppMemory,
@@ -126,7 +127,8 @@ impl Pass<'_> {
         let delay = rec.guard.on_exit(self.now, None, &self.config.crash_loop);
         tracing::warn!(app = %spec.name, error = %error, retry_ms = delay.as_millis() as u64, "could not start the app");
         rec.last_error = Some(error.clone());
-        let status = self.failed(spec, error, fallback);
+        let mut status = self.failed(spec, error, fallback);
+        status.next_retry_at_ms = Some(wall_ms_of(self.now + delay));
         rec.retry = Some((identity.clone(), status.clone()));
         status
     }
