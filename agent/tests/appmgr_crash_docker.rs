@@ -126,7 +126,7 @@ async fn boom_exit_3_reports_its_code_and_output_and_logs_are_rotated() {
             assert!(!crash.oom_killed);
             assert!(matches!(
                 crash.reason,
-                CrashReason::Exited | CrashReason::CrashLoop
+                CrashReason::Crashed | CrashReason::CrashLoop
             ));
             let tail = crash.output_tail.unwrap_or_default();
             assert!(tail.contains("boom"), "{tail:?}");

@@ -85,7 +85,11 @@ async fn a_crash_explains_itself_apart_from_the_gpu() {
     let s = once(&m).await;
     assert_eq!(s.state, AppState::Restarting);
     let crash = s.crash.clone().expect("a crash part");
-    assert_eq!(crash.reason, CrashReason::Exited);
+    assert_eq!(
+        crash.reason,
+        CrashReason::Crashed,
+        "exit 3 under `always` is a crash"
+    );
     assert_eq!((crash.exit_code, crash.oom_killed), (Some(3), false));
     let tail = crash.output_tail.unwrap();
     assert!(tail.ends_with("line 199\nboom\n"), "{tail}");
@@ -104,7 +108,13 @@ async fn a_crash_explains_itself_apart_from_the_gpu() {
 
     // restarted after 1 s, exits again: a crash loop
     tokio::time::advance(Duration::from_secs(1)).await;
-    assert_eq!(once(&m).await.state, AppState::Running);
+    let restarted = once(&m).await;
+    assert_eq!(
+        (restarted.state, &restarted.crash, restarted.restart_count),
+        (AppState::Running, &None, 1),
+        "the pass that restarts it reports it running, without the crash of its previous run"
+    );
+    assert_eq!(restarted.last_exit_code, Some(3));
     fake.push_log(&id, "boom again\n");
     fake.exit_container(&id, 3);
     let s = once(&m).await;
@@ -189,7 +199,7 @@ async fn restart_policies_decide_what_an_exit_means() {
     let crash = failing.crash.as_ref().unwrap();
     assert_eq!(
         (crash.reason, crash.exit_code, crash.next_retry_at_ms),
-        (CrashReason::Exited, Some(3), None)
+        (CrashReason::Crashed, Some(3), None)
     );
 }
 

@@ -187,3 +187,38 @@ async fn zero_memory_asks_the_engine_every_time() {
     assert!(!engine_rejected(&b).contains("learned"));
     assert_eq!((creates, starts), (2, 2));
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_explicit_restart_asks_the_engine_again_once_the_cause_is_gone() {
+    let s = setup(600);
+    let (first, _, _) = s.apply(1, vec![app("r", false), app("o", true)], "r").await;
+    assert_eq!(first.state, AppState::Failed, "{first:?}");
+    engine_rejected(&first);
+
+    // the operator removes the cause; without a restart the refusal is remembered
+    s.fake.mark_device_present("/dev/dri/card1");
+    let apps = vec![app("r", false), app("o", true), app("b", true)];
+    let (b, creates, _) = s.apply(2, apps, "b").await;
+    assert!(engine_rejected(&b).contains("learned"), "{b:?}");
+    assert_eq!(creates, 1, "b went to the cpu from memory");
+
+    // `odac app restart r` and `odac app restart o`: a new restart token each
+    let mut r = app("r", false);
+    r.restart_token = Some("t1".into());
+    let mut o = app("o", true);
+    o.restart_token = Some("t1".into());
+    let (restarted, creates, starts) = s.apply(3, vec![r, o, app("b", true)], "r").await;
+    assert_eq!(restarted.state, AppState::Running, "{restarted:?}");
+    assert_eq!(restarted.gpu.fallback, None, "{restarted:?}");
+    assert!(restarted.gpu.attached.is_some(), "{restarted:?}");
+    assert_eq!(
+        (creates, starts),
+        (2, 2),
+        "r and o asked the engine with their devices"
+    );
+    for st in s.manager.statuses().iter().filter(|st| st.name != "b") {
+        assert_eq!(st.gpu.fallback, None, "{st:?}");
+        let id = st.container_id.as_deref().unwrap();
+        assert!(!s.fake.spec_of(id).unwrap().devices.is_empty(), "{st:?}");
+    }
+}

@@ -132,6 +132,15 @@ async fn refused_pulls_fail_with_the_registry_words_and_back_off() {
         ghost.gpu.fallback.as_ref().map(|f| f.reason),
         Some(Reason::ImagePullFailed)
     );
+    // not final: the status says when the agent pulls again
+    let retry = ghost
+        .next_retry_at_ms
+        .expect("a failed pull has its next retry");
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    assert!(u128::from(retry) + 1_000 >= now_ms, "{retry} vs {now_ms}");
     // 1 s doubling: attempts at 0, 1, 3, 7, 15, 31 s (+ pass slack); a storm would be hundreds.
     let attempts = pulls(&fake).len();
     println!("pull attempts in 60 s: {attempts}");

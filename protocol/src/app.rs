@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::git_source::GitSource;
 use crate::gpu::{GpuRequest, deserialize_opt_gpu};
+use crate::image_ref::check_image_ref;
 use crate::limits::{
     MAX_CPUS, MAX_ENV, MAX_MEMORY_BYTES, MAX_PORTS, MAX_VOLUMES, MIN_CPUS, MIN_MEMORY_BYTES,
 };
@@ -192,13 +193,7 @@ impl AppSpec {
     pub fn validate(&self) -> Result<(), ValidationError> {
         check_dns_label("name", &self.name)?;
         if let Some(image) = &self.image {
-            check_required("image", image)?;
-            if image.chars().any(char::is_whitespace) {
-                return Err(ValidationError::new(
-                    "image",
-                    format!("{image:?} must not contain whitespace"),
-                ));
-            }
+            check_image_ref("image", image)?;
         }
         if let Some(source) = &self.source {
             if self.image.is_some() {
@@ -278,10 +273,12 @@ impl AppSpec {
         }
         for (key, value) in &self.env {
             let field = format!("env.{key}");
-            if key.is_empty() || key.contains('=') || key.contains('\0') {
+            if key.is_empty() || key.contains('=') || key.chars().any(char::is_control) {
                 return Err(ValidationError::new(
                     "env",
-                    format!("{key:?} is not a valid variable name (empty, or contains '=' or NUL)"),
+                    format!(
+                        "{key:?} is not a valid variable name (empty, or contains '=' or a control character)"
+                    ),
                 ));
             }
             check_string(&field, key)?;

@@ -14,6 +14,7 @@ mod git_source;
 mod gpu;
 mod gpu_stats;
 mod identity;
+mod image_ref;
 mod inventory;
 mod limits;
 mod logs;
@@ -35,6 +36,7 @@ pub use git_source::{GitScheme, GitSecret, MAX_SECRET};
 pub use gpu::{GpuCount, GpuCountValue, GpuOptionalValue, GpuRequest, GpuRuntime, GpuVendor};
 pub use gpu_stats::{AppGpuUsage, AppGpus, GpuSample, GpuStats, GpuStatsReport, MAX_STATS_GPUS};
 pub use identity::{AGENT_ID_HEADER, MAX_AGENT_ID, validate_agent_id};
+pub use image_ref::{IMAGE_PATTERN, MAX_IMAGE_NAME};
 pub use inventory::{AcceleratorVerdict, EngineInfo, GpuInfo, HostInfo, Inventory};
 pub use limits::*;
 pub use logs::{

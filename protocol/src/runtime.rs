@@ -92,9 +92,12 @@ pub struct LogLimits {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CrashReason {
-    /// The process exited (see `exit_code`).
+    /// The process exited with 0 (see `exit_code`).
     #[default]
     Exited,
+    /// The process failed: a non-zero exit code or a signal. A crash, not yet a crash loop;
+    /// `next_retry_at_ms` says whether its restart policy restarts it.
+    Crashed,
     /// The kernel's OOM killer ended it: the memory limit is too low.
     OomKilled,
     /// It exited again soon after a restart; the agent backs off before the next one.
@@ -106,6 +109,7 @@ impl CrashReason {
     pub fn as_str(self) -> &'static str {
         match self {
             CrashReason::Exited => "exited",
+            CrashReason::Crashed => "crashed",
             CrashReason::OomKilled => "oom_killed",
             CrashReason::CrashLoop => "crash_loop",
         }
@@ -114,8 +118,9 @@ impl CrashReason {
 
 impl CrashReason {
     /// Every crash reason, in wire order.
-    pub const ALL: [CrashReason; 3] = [
+    pub const ALL: [CrashReason; 4] = [
         CrashReason::Exited,
+        CrashReason::Crashed,
         CrashReason::OomKilled,
         CrashReason::CrashLoop,
     ];
@@ -125,6 +130,9 @@ impl CrashReason {
         match self {
             CrashReason::Exited => {
                 "the app's process exited; its exit code and last output say why"
+            }
+            CrashReason::Crashed => {
+                "the app's process failed (non-zero exit code or a signal); its exit code and last output say why"
             }
             CrashReason::OomKilled => {
                 "the kernel's OOM killer ended the app: it needed more memory than its limit"
@@ -141,11 +149,14 @@ impl CrashReason {
             CrashReason::Exited => {
                 "read the last output; for a job that is meant to end, give the app restart: on_failure or never"
             }
+            CrashReason::Crashed => {
+                "read the app's last output and fix what made it fail (its command, env, image or inputs)"
+            }
             CrashReason::OomKilled => {
                 "raise resources.memory_bytes, or make the app use less memory"
             }
             CrashReason::CrashLoop => {
-                "read the last output (odac app show NAME) and fix the app's configuration or image"
+                "read the app's last output and fix its configuration or image; it is retried meanwhile, waiting longer each time"
             }
         }
     }
@@ -160,7 +171,7 @@ impl fmt::Display for CrashReason {
 /// Why the last run of an app ended, for apps that are not running.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub struct CrashInfo {
-    /// Why (`oom_killed` wins over `crash_loop`, which wins over `exited`).
+    /// Why (`oom_killed` wins over `crash_loop`, which wins over `crashed`, then `exited`).
     pub reason: CrashReason,
     /// Exit code of the last run.
     #[serde(default, skip_serializing_if = "Option::is_none")]

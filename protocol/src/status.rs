@@ -60,6 +60,11 @@ pub struct AppStatus {
     /// Repo digest (`repo@sha256:…`) of that image, when it came from a registry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repo_digest: Option<String>,
+    /// When the agent tries again to get the app running after a failure that is not an exit
+    /// (a pull, a build, a create the engine refused), Unix milliseconds; absent when it does
+    /// not (a held failure waits for a change of the spec). An exit's retry is in `crash`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_retry_at_ms: Option<u64>,
 }
 
 /// Lifecycle state of an app.

@@ -63,7 +63,9 @@ fn gpu_request() -> impl Strategy<Value = GpuRequest> {
 
 fn app_spec() -> impl Strategy<Value = AppSpec> {
     let what = prop_oneof![
-        "[a-z0-9./:_-]{1,30}".prop_map(|i| (Some(i), None, None)),
+        // image references by the registry grammar
+        "(localhost:5000/|registry\\.example/)?[a-z0-9]{1,8}([._-][a-z0-9]{1,4})?(/[a-z0-9]{1,8}){0,2}(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,8})?"
+            .prop_map(|i| (Some(i), None, None)),
         (
             "https://[a-z]{1,8}\\.example/[a-z]{1,8}\\.git",
             prop::option::of("[a-z][a-z0-9/_.]{0,10}")

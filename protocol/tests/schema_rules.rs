@@ -211,6 +211,45 @@ fn control_table() -> Vec<(&'static str, Value, bool)> {
             false,
         ),
         (
+            "image with an uppercase repository",
+            upsert(app(json!({"image": "BusyBox:1.36"}))),
+            false,
+        ),
+        (
+            "image with an escape sequence",
+            upsert(app(json!({"image": "busybox\u{1b}]0;owned\u{7}"}))),
+            false,
+        ),
+        (
+            "image with an empty tag",
+            upsert(app(json!({"image": "busybox:"}))),
+            false,
+        ),
+        (
+            "image with a short digest",
+            upsert(app(json!({"image": "busybox@sha256:abc"}))),
+            false,
+        ),
+        (
+            "image on a registry with a port, tag and digest",
+            upsert(app(json!({"image": format!(
+                "localhost:5000/team/web-app:v1.2_rc@sha256:{}", "a".repeat(64)
+            )}))),
+            true,
+        ),
+        (
+            "image on a registry host with uppercase",
+            upsert(app(
+                json!({"image": "Registry.Example.com/a__b/c.d:Latest"}),
+            )),
+            true,
+        ),
+        (
+            "env name with an escape",
+            upsert(app(json!({"env": {"A\u{1b}[2J": "x"}}))),
+            false,
+        ),
+        (
             "image and source",
             upsert(app(
                 json!({"source": {"url": "https://example.com/web.git"}}),

@@ -18,6 +18,7 @@ use super::image::ImageReady;
 use super::labels::{self, Identity};
 use super::pass::{AppMemory, Hold, Pass};
 use super::policy;
+use super::refusals::Asker;
 use crate::engine::ContainerSpec;
 use crate::engine::{ContainerSummary, EngineError};
 use crate::gpu::{Attachment, Plan, resolve_with};
@@ -83,7 +84,7 @@ impl Pass<'_> {
                 return Ok(self.retry_later(rec, spec, identity, clip(e.engine_message()), None));
             }
         }
-        let outcome = match self.start(spec, &plan, base).await {
+        let outcome = match self.start(spec, identity, &plan, base).await {
             Ok(outcome) => outcome,
             Err(denied) => return Ok(*denied),
         };
@@ -164,11 +165,16 @@ impl Pass<'_> {
     async fn start(
         &mut self,
         spec: &AppSpec,
+        identity: &Identity,
         plan: &Option<Plan>,
         mut base: ContainerSpec,
     ) -> Result<StartOutcome, Box<AppStatus>> {
         if let Some(Plan::Attach(att)) = plan {
-            return self.start_with_gpu(spec, att, base).await;
+            let asker = Asker {
+                app: &spec.name,
+                restart_token: &identity.restart_token,
+            };
+            return self.start_with_gpu(spec, att, base, asker).await;
         }
         if let Some(fb) = preflight(plan) {
             labels::set_fallback(&mut base.labels, &fb);
@@ -190,6 +196,7 @@ impl Pass<'_> {
         spec: &AppSpec,
         att: &Attachment,
         base: ContainerSpec,
+        asker: Asker<'_>,
     ) -> Result<StartOutcome, Box<AppStatus>> {
         let mut gpu_spec = base.clone();
         att.apply(&mut gpu_spec);
@@ -207,7 +214,10 @@ impl Pass<'_> {
         let cpu_spec = optional.then_some(base);
         let memory = self.config.refusal_memory();
         let inventory = inventory_hash(&self.assessment.inventory());
-        if let Some(learned) = self.refusals.recall(att, &inventory, self.now, memory) {
+        if let Some(learned) = self
+            .refusals
+            .recall(att, &inventory, self.now, memory, asker)
+        {
             tracing::info!(app = %spec.name, devices = ?att.devices, "the engine refused these devices before: not asking again");
             return Ok(run_on_cpu(self.engine, learned.error(), learned.fallback, cpu_spec).await);
         }
@@ -221,7 +231,7 @@ impl Pass<'_> {
         } = &outcome
             && !memory.is_zero()
         {
-            self.refusals.learn(att, inventory, self.now, fb);
+            self.refusals.learn(att, inventory, self.now, fb, asker);
         }
         Ok(outcome)
     }

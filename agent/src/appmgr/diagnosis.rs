@@ -135,8 +135,11 @@ pub(crate) fn crash_info(
         CrashReason::OomKilled
     } else if guard.in_crash_loop() {
         CrashReason::CrashLoop
-    } else {
+    } else if exit.exit_code == Some(0) {
         CrashReason::Exited
+    } else {
+        // a non-zero exit, or none read (killed by a signal): a crash, whatever the policy
+        CrashReason::Crashed
     };
     CrashInfo {
         reason,
@@ -228,7 +231,12 @@ mod tests {
         let info = crash_info(&exit(3, false), &guard, Some(5));
         assert_eq!(
             (info.reason, info.exit_code, info.next_retry_at_ms),
-            (CrashReason::Exited, Some(3), Some(5))
+            (CrashReason::Crashed, Some(3), Some(5)),
+            "a first non-zero exit is a crash, not a plain exit"
+        );
+        assert_eq!(
+            crash_info(&exit(0, false), &guard, Some(5)).reason,
+            CrashReason::Exited
         );
         guard.consecutive = 2;
         assert_eq!(

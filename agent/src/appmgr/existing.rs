@@ -249,8 +249,12 @@ fn report(
                 None
             });
     status.last_error = rec.last_error.clone();
-    if details.running {
-        status.health = diagnosis::health_report(details);
+    if running {
+        // a container restarted in this pass runs: the crash of its previous run is not its
+        // state (the restart count and last exit code still tell it)
+        if details.running {
+            status.health = diagnosis::health_report(details);
+        }
     } else {
         let retry = crashbook::retry_at_ms(rec);
         status.crash = rec

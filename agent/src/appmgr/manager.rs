@@ -12,7 +12,9 @@
 //!
 //! Engine outage: a pass that finds the engine unreachable leaves every app at its last
 //! status with `last_error` starting `engine_unavailable: `, and the loop retries with an
-//! exponential backoff (1 s to 30 s, jittered) until the engine answers again.
+//! exponential backoff (1 s to 30 s, jittered) until the engine answers again. An engine
+//! refusal of one app's request (a 4xx, or a 5xx while the engine still answers its ping) is
+//! no outage: that app alone fails, with its own error and retry, and the pass goes on.
 
 use crate::lock::lock;
 use std::collections::BTreeMap;

@@ -14,8 +14,9 @@ use tokio::time::Instant;
 
 use super::binds::HostUse;
 use super::build::Builds;
+use super::clip::clip;
 use super::crashloop::CrashGuard;
-use super::diagnosis::LastExit;
+use super::diagnosis::{LastExit, wall_ms_of};
 use super::events::EventTx;
 use super::labels::{self, Identity};
 use super::pull::Pulls;
@@ -113,7 +114,8 @@ impl Pass<'_> {
         Ok(())
     }
 
-    /// A creation that failed for a reason that may pass: fail now, retry after the backoff.
+    /// A creation that failed for a reason that may pass: fail now, retry after the backoff
+    /// (the status says when: `next_retry_at_ms`).
     pub(super) fn retry_later(
         &self,
         rec: &mut AppMemory,
@@ -125,9 +127,45 @@ impl Pass<'_> {
         let delay = rec.guard.on_exit(self.now, None, &self.config.crash_loop);
         tracing::warn!(app = %spec.name, error = %error, retry_ms = delay.as_millis() as u64, "could not start the app");
         rec.last_error = Some(error.clone());
-        let status = self.failed(spec, error, fallback);
+        let mut status = self.failed(spec, error, fallback);
+        status.next_retry_at_ms = Some(wall_ms_of(self.now + delay));
         rec.retry = Some((identity.clone(), status.clone()));
         status
+    }
+
+    /// An engine error met while reconciling one app. An outage ends the pass: the engine
+    /// unreachable, or a server error (5xx, an undecodable answer) while the engine no longer
+    /// answers its ping. Anything else (a 4xx about this app's request, a server error of an
+    /// engine that still answers) is this app's own failure, retried on its own backoff and
+    /// never put on other apps' statuses.
+    pub(super) async fn own_failure(
+        &mut self,
+        rec: &mut AppMemory,
+        spec: &AppSpec,
+        error: EngineError,
+    ) -> Result<AppStatus, EngineError> {
+        if error.is_unavailable() {
+            return Err(error);
+        }
+        if !error.is_request_error() {
+            let caps = self.engine.capabilities().await;
+            if !caps.reachable {
+                return Err(EngineError::Unavailable(
+                    caps.error.unwrap_or_else(|| error.to_string()),
+                ));
+            }
+        }
+        let message = match error.http_status() {
+            Some(status) => format!(
+                "the engine refused this app's request (http {status}): {}",
+                error.engine_message()
+            ),
+            None => format!(
+                "the engine failed this app's request: {}",
+                error.engine_message()
+            ),
+        };
+        Ok(self.retry_later(rec, spec, &Identity::of(spec), clip(message), None))
     }
 }
 

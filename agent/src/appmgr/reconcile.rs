@@ -31,7 +31,9 @@
 //!   everything afresh.
 //!
 //! Engine calls that find the engine unreachable end the pass with
-//! [`EngineError::Unavailable`]; the manager keeps the last statuses and retries.
+//! [`EngineError::Unavailable`]; the manager keeps the last statuses and retries. An engine
+//! error about one app's request (a 4xx, or a 5xx of an engine that still answers its ping)
+//! is that app's own failure, retried on its backoff: the other apps go on in the same pass.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -199,7 +201,11 @@ impl Reconciler {
             for spec in apps {
                 let existing = by_app.remove(&spec.name).unwrap_or_default();
                 let rec = self.apps.entry(spec.name.clone()).or_default();
-                out.push(pass.app(rec, spec, existing).await?);
+                let status = match pass.app(rec, spec, existing).await {
+                    Ok(status) => status,
+                    Err(e) => pass.own_failure(rec, spec, e).await?,
+                };
+                out.push(status);
             }
             Ok::<_, EngineError>(out)
         };

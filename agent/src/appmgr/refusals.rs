@@ -6,9 +6,12 @@
 //!
 //! A refusal is forgotten when the inventory changes (a new driver, a GPU that appeared or
 //! went, another engine: anything the wire inventory's hash sees) or after
-//! `apps.refusal_memory_secs` (default 10 minutes; 0 never remembers). The clock is tokio's,
+//! `apps.refusal_memory_secs` (default 10 minutes; 0 never remembers), and when an app that
+//! met it is restarted explicitly (`odac app restart`: a new restart token): the operator who
+//! removed the cause asks for the engine to be asked again, and it is. The clock is tokio's,
 //! so the expiry is tested with paused time.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use odac_protocol::Fallback;
@@ -33,6 +36,15 @@ pub(super) struct Learned {
     pub(super) fallback: Fallback,
     /// The engine's words, reported again as the error of a required intent.
     words: String,
+    /// The apps that met this refusal, with the restart token each had then.
+    met_by: BTreeMap<String, String>,
+}
+
+/// The app asking: its name and restart token.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Asker<'a> {
+    pub(super) app: &'a str,
+    pub(super) restart_token: &'a str,
 }
 
 impl Learned {
@@ -50,20 +62,37 @@ pub(super) struct Refusals {
 
 impl Refusals {
     /// The refusal of `attachment` on this `inventory` learned less than `memory` ago, if
-    /// any. Refusals learned on another inventory or too long ago are forgotten here.
+    /// any. Refusals learned on another inventory or too long ago are forgotten here, and so
+    /// is one that `asker` met under another restart token: it was restarted explicitly.
     pub(super) fn recall(
         &mut self,
         attachment: &Attachment,
         inventory: &str,
         now: Instant,
         memory: Duration,
+        asker: Asker<'_>,
     ) -> Option<Learned> {
         self.learned
             .retain(|l| l.inventory == inventory && now.saturating_duration_since(l.at) < memory);
-        self.learned
+        let i = self
+            .learned
             .iter()
-            .find(|l| l.attachment == *attachment)
-            .cloned()
+            .position(|l| l.attachment == *attachment)?;
+        let met = self.learned[i].met_by.get(asker.app).cloned();
+        match met {
+            Some(token) if token != asker.restart_token => {
+                tracing::info!(app = %asker.app, "restarted explicitly: asking the engine again for the devices it refused");
+                self.learned.remove(i);
+                return None;
+            }
+            Some(_) => {}
+            None => {
+                self.learned[i]
+                    .met_by
+                    .insert(asker.app.to_owned(), asker.restart_token.to_owned());
+            }
+        }
+        Some(self.learned[i].clone())
     }
 
     /// Remember that the engine refused `attachment` on `inventory`; `fallback` is the one
@@ -74,6 +103,7 @@ impl Refusals {
         inventory: String,
         now: Instant,
         fallback: &Fallback,
+        asker: Asker<'_>,
     ) {
         self.learned.retain(|l| l.attachment != *attachment);
         if self.learned.len() >= MAX_LEARNED {
@@ -91,6 +121,7 @@ impl Refusals {
             at: now,
             fallback,
             words,
+            met_by: BTreeMap::from([(asker.app.to_owned(), asker.restart_token.to_owned())]),
         });
     }
 }

@@ -45,6 +45,24 @@ impl EngineError {
         matches!(self, Self::Unavailable(_))
     }
 
+    /// The HTTP status of the engine's answer, where it answered with one (`NotFound` is
+    /// 404, `Conflict` 409, `Rejected` its own).
+    pub fn http_status(&self) -> Option<u16> {
+        match self {
+            Self::NotFound(_) => Some(404),
+            Self::Conflict(_) => Some(409),
+            Self::Rejected { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    /// Whether the engine refused one request as the caller's own fault (an HTTP 4xx answer:
+    /// a bad reference, a bad parameter): the failure of what was asked, never an outage of
+    /// the engine.
+    pub fn is_request_error(&self) -> bool {
+        self.http_status().is_some_and(|s| (400..500).contains(&s))
+    }
+
     /// Whether this error means the object is missing.
     pub fn is_not_found(&self) -> bool {
         matches!(self, Self::NotFound(_))
@@ -79,5 +97,14 @@ mod tests {
         assert!(!e.is_unavailable());
         assert!(EngineError::Unavailable("x".into()).is_unavailable());
         assert!(EngineError::NotFound("no such container".into()).is_not_found());
+        let bad_ref = EngineError::Rejected {
+            status: 400,
+            message: "invalid reference format".into(),
+        };
+        assert!(bad_ref.is_request_error());
+        assert_eq!(bad_ref.http_status(), Some(400));
+        assert!(!e.is_request_error());
+        assert!(!EngineError::Unavailable("x".into()).is_request_error());
+        assert_eq!(EngineError::Conflict("x".into()).http_status(), Some(409));
     }
 }

@@ -1,9 +1,13 @@
 //! Why an app is down, as the `odac` CLI shows it: the REASON cell of a crashed app (its crash
 //! reason and exit code, never a GPU reason left from before), the health after the state
 //! (`running (unhealthy)`), and `odac app show NAME`: state, health with the failing check's
-//! output, the crash (reason, exit code, OOM kill, next retry) and the last lines of output.
+//! output, the GPU request, the devices attached and the fallback with its detail (the note
+//! of a learned refusal: "the engine was not asked again") and fix, the crash (reason, exit
+//! code, OOM kill, next retry) and the last lines of output. A pull, build or policy failure is
+//! the app's own `reason` (never a `gpu reason`), with a fix that names the command to run (a
+//! refused registry login: `odac registry login HOST`) and when the agent tries again.
 
-use odac_protocol::{AppStatus, CrashInfo};
+use odac_protocol::{AppStatus, CrashInfo, FallbackTier, Reason};
 
 use crate::clock::{now_ms, rfc3339};
 use crate::state::views::AppView;
@@ -22,6 +26,74 @@ pub fn crash_cell(c: &CrashInfo) -> String {
         Some(code) => format!("{} (exit {code})", c.reason),
         None => c.reason.to_string(),
     }
+}
+
+/// The REASON cell of a running app that crashed before, e.g. `restarted 9 times (last exit
+/// 3)`: between two crashes the list tells the same story as `odac app show`.
+pub fn restarts_cell(a: &AppView) -> Option<String> {
+    let s = a.status.as_ref().filter(|s| s.restart_count > 0)?;
+    let times = match s.restart_count {
+        1 => "once".to_owned(),
+        n => format!("{n} times"),
+    };
+    Some(match s.last_exit_code {
+        Some(code) => format!("restarted {times} (last exit {code})"),
+        None => format!("restarted {times}"),
+    })
+}
+
+/// Whether `r` is about the app itself (its image, its build, the host's policy), not its GPU.
+fn is_app_reason(r: Reason) -> bool {
+    matches!(
+        r,
+        Reason::ImagePullFailed | Reason::BuildFailed | Reason::PolicyDenied
+    )
+}
+
+/// What to do about an app's own failure: for a pull, by what the registry answered (a
+/// refused login names `odac registry login`, an unreachable registry the catalog mirror).
+fn app_fix(a: &AppView, reason: Reason) -> Option<String> {
+    let generic = || reason.fix(None).map(str::to_owned);
+    if reason != Reason::ImagePullFailed {
+        return generic();
+    }
+    let error = a
+        .status
+        .as_ref()
+        .and_then(|s| s.last_error.as_deref())
+        .unwrap_or_default()
+        .to_lowercase();
+    let image = a
+        .image
+        .as_deref()
+        .or(a.spec.image.as_deref())
+        .unwrap_or_default();
+    let host = odac_protocol::registry_host(image);
+    let said = |words: &[&str]| words.iter().any(|w| error.contains(w));
+    if said(&[
+        "unauthorized",
+        "authentication required",
+        "no basic auth",
+        "401",
+        "denied",
+    ]) {
+        return Some(format!(
+            "log in to the registry: odac registry login {host} (the agent uses it at its next pull)"
+        ));
+    }
+    if said(&[
+        "connection refused",
+        "no such host",
+        "dial tcp",
+        "timeout",
+        "no route to host",
+        "server misbehaving",
+    ]) {
+        return Some(format!(
+            "this host cannot reach the registry {host}: start it or make it reachable from the host; for the catalog's images, point the control plane at a reachable mirror (odac-sim serve --catalog-registry HOST[:PORT])"
+        ));
+    }
+    generic()
 }
 
 /// The state with the health check's verdict when there is one, e.g. `running (unhealthy)`.
@@ -72,10 +144,72 @@ pub fn show(a: &AppView) -> String {
             line("last error", e);
         }
     }
-    if let Some(r) = a.reason {
-        line("gpu reason", r.as_str());
+    if a.requested.is_some() || a.attached.is_some() {
+        line(
+            "gpu request",
+            &crate::cli::table::request(a.requested.as_ref()),
+        );
+        line(
+            "gpu attached",
+            &crate::cli::table::attached(a.attached.as_ref()),
+        );
     }
-    if let Some(c) = status.and_then(|s| s.crash.as_ref()) {
+    if let Some(r) = a.reason {
+        line(
+            if is_app_reason(r) {
+                "reason"
+            } else {
+                "gpu reason"
+            },
+            r.as_str(),
+        );
+    }
+    if let Some(fb) = &a.fallback {
+        if is_app_reason(fb.reason) {
+            // a pull, a build or the policy: the app's own failure, not a GPU decision
+            if let Some(detail) = &fb.detail {
+                line("detail", detail);
+            }
+            if let Some(fix) = app_fix(a, fb.reason) {
+                line("fix", &fix);
+            }
+        } else {
+            // the detail holds the engine's words and, for a learned refusal, "(learned …:
+            // the engine was not asked again)"
+            if let Some(detail) = &fb.detail {
+                let tier = match fb.tier {
+                    FallbackTier::Preflight => "decided before any container was made",
+                    FallbackTier::Engine => "the engine refused",
+                };
+                line("gpu detail", &format!("{} ({tier}): {detail}", fb.reason));
+            }
+            let vendor = a
+                .attached
+                .as_ref()
+                .map(|at| at.vendor)
+                .or_else(|| a.requested.as_ref().and_then(|g| g.effective_vendor()));
+            if let Some(fix) = fb.reason.fix(vendor) {
+                line("gpu fix", fix);
+            }
+        }
+    }
+    if crash(a).is_none()
+        && let Some(ms) = status.and_then(|s| s.next_retry_at_ms)
+    {
+        line(
+            "next retry",
+            &format!("{} ({})", rfc3339(ms), relative(ms, now_ms())),
+        );
+    }
+    if crash(a).is_none()
+        && let Some(code) = status
+            .filter(|s| s.restart_count > 0)
+            .and_then(|s| s.last_exit_code)
+    {
+        line("last exit", &code.to_string());
+    }
+    // the crash of a run that ended; a running app (restarted since) shows none
+    if let Some(c) = crash(a) {
         line(
             "crash",
             &format!("{}: {}", c.reason, c.reason.explanation()),
@@ -156,8 +290,12 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("fix           read the last output"),
+            text.contains("fix           read the app's last output"),
             "{text}"
+        );
+        assert!(
+            !text.contains("odac app show"),
+            "a fix never points at the command being read: {text}"
         );
         assert!(text.contains("exit code     3\n"), "{text}");
         assert!(
@@ -168,6 +306,32 @@ mod tests {
             text.ends_with("last output:\n  loading\n  boom\n"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn gpu_facts_and_a_learned_refusal_are_shown() {
+        let mut v = view(AppStatus {
+            name: "svc".into(),
+            state: AppState::Running,
+            ..AppStatus::default()
+        });
+        v.requested = serde_json::from_str(r#"{"runtime":"intel","optional":true}"#).ok();
+        v.fallback = Some(odac_protocol::Fallback {
+            tier: FallbackTier::Engine,
+            reason: odac_protocol::Reason::EngineRejected,
+            detail: Some(
+                "error gathering device information (learned 2026-12-05T12:00:00Z: the engine was not asked again)"
+                    .into(),
+            ),
+        });
+        let text = show(&v);
+        assert!(text.contains("gpu request   intel"), "{text}");
+        assert!(text.contains("gpu attached  -\n"), "{text}");
+        assert!(
+            text.contains("gpu detail    engine_rejected (the engine refused): error gathering device information (learned 2026-12-05T12:00:00Z: the engine was not asked again)\n"),
+            "{text}"
+        );
+        assert!(text.contains("gpu fix       "), "{text}");
     }
 
     #[test]

@@ -19,16 +19,14 @@ pub fn show(client: &Client, args: &HostShowArgs) -> Result<(), ClientError> {
     let stats_json = client.get(&format!("{path}/gpu-stats"))?;
     if args.json {
         let both = json!({"host": host_json, "gpu_stats": stats_json});
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&both).unwrap_or_else(|_| both.to_string())
-        );
+        let text = serde_json::to_string_pretty(&both).unwrap_or_else(|_| both.to_string());
+        println!("{}", super::term::json_safe(&text));
         return Ok(());
     }
     let unexpected = |e: serde_json::Error| ClientError::new(format!("unexpected answer: {e}"));
     let host: HostView = serde_json::from_value(host_json).map_err(unexpected)?;
     let stats: HostGpuStats = serde_json::from_value(stats_json).map_err(unexpected)?;
-    print!("{}", render_host(&host, &stats));
+    super::term::print(&render_host(&host, &stats));
     Ok(())
 }
 

@@ -2,6 +2,8 @@
 //! Server-Sent Events and prints each line as it comes. Dropped lines are reported on stderr
 //! (`[N lines dropped]`); a stream that ends for any reason other than its natural end or
 //! its timeout (agent disconnected, shutting down, no container) prints why and exits 1.
+//! Lines are printed with their control characters shown as escapes ([`super::term`]): a
+//! container cannot drive the terminal; `--raw` prints them as they are.
 
 use std::io::{BufRead, Write};
 
@@ -9,6 +11,9 @@ use clap::Args;
 use serde_json::Value;
 
 use super::client::{Client, ClientError, segment};
+use super::term::visible;
+use crate::clock::rfc3339;
+use crate::state::views::AppView;
 
 /// `odac app logs`.
 #[derive(Debug, Args)]
@@ -27,6 +32,10 @@ pub struct LogsArgs {
     /// End the stream after DURATION (the agent's default: 10m; at most 1d).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub timeout: Option<u64>,
+    /// Print the lines as they are, control characters and terminal escapes included (by
+    /// default they are shown as `\x1b`...).
+    #[arg(long)]
+    pub raw: bool,
 }
 
 /// Parses `90`, `30s`, `10m`, `2h` or `1d` into seconds.
@@ -97,7 +106,12 @@ pub fn logs(
                     .into_iter()
                     .flatten()
                 {
-                    writeln!(out, "{}", l.as_str().unwrap_or_default()).map_err(io)?;
+                    let l = l.as_str().unwrap_or_default();
+                    if args.raw {
+                        writeln!(out, "{l}").map_err(io)?;
+                    } else {
+                        writeln!(out, "{}", visible(l)).map_err(io)?;
+                    }
                 }
                 out.flush().map_err(io)?;
             }
@@ -105,9 +119,14 @@ pub fn logs(
                 let reason = data.get("reason").and_then(Value::as_str).unwrap_or("");
                 let message = data.get("message").and_then(Value::as_str).unwrap_or("");
                 return match reason {
+                    "complete" if args.follow => {
+                        let note = not_following(client, &args.name);
+                        writeln!(err, "{}", visible(&note)).map_err(io)?;
+                        Ok(())
+                    }
                     "complete" => Ok(()),
                     "timeout" => {
-                        writeln!(err, "log stream ended: {message}").map_err(io)?;
+                        writeln!(err, "log stream ended: {}", visible(message)).map_err(io)?;
                         Ok(())
                     }
                     _ => Err(ClientError::new(format!(
@@ -121,6 +140,28 @@ pub fn logs(
     Err(ClientError::new(
         "the log stream closed without an end (control plane gone?)",
     ))
+}
+
+/// Why a followed stream ended at its natural end: the container is not running (any more).
+fn not_following(client: &Client, name: &str) -> String {
+    let view = client
+        .get(&format!("/api/apps/{}", segment(name)))
+        .ok()
+        .and_then(|v| serde_json::from_value::<AppView>(v).ok());
+    let Some(view) = view else {
+        return format!("log stream ended: the container of {name} stopped");
+    };
+    let retry = super::diagnosis::crash(&view)
+        .and_then(|c| c.next_retry_at_ms)
+        .map(|ms| format!("; the agent restarts it at {}", rfc3339(ms)))
+        .unwrap_or_default();
+    if view.state == "running" {
+        return format!("log stream ended: the container of {name} stopped{retry}");
+    }
+    format!(
+        "log stream ended: {name} is not running (state {}){retry}; nothing more to follow until it runs again (then run this command again)",
+        view.state
+    )
 }
 
 #[cfg(test)]

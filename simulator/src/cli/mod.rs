@@ -11,6 +11,7 @@ pub mod gpu_table;
 pub mod logs;
 pub mod registry;
 pub mod table;
+pub mod term;
 
 use std::io::Read;
 
@@ -123,10 +124,8 @@ pub fn read_payload(file: &str, host: Option<&str>) -> Result<Value, ClientError
 }
 
 fn print_json(v: &Value) {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
-    );
+    let text = serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string());
+    println!("{}", term::json_safe(&text));
 }
 
 fn app_path(name: &str) -> String {
@@ -156,17 +155,22 @@ fn create(client: &Client, args: &CreateArgs) -> Result<(), ClientError> {
         .post("/api/apps", &body)
         .map_err(|e| if from_flags { flags::in_flags(e) } else { e })?;
     let v: AppView = serde_json::from_value(answer).map_err(unexpected)?;
-    println!("created app {} on {} ({})", v.name, host_of(&v), v.state);
+    term::println(&format!(
+        "created app {} on {} ({})",
+        v.name,
+        host_of(&v),
+        v.state
+    ));
     let sent_auto = body
         .get("gpu")
         .and_then(|g| serde_json::from_value::<odac_protocol::GpuRequest>(g.clone()).ok())
         .is_some_and(|g| crate::gpu_auto::needs_detection(&g));
     if sent_auto && let Some(g) = &v.requested {
-        println!(
+        term::println(&format!(
             "gpu request {} (vendor detected on {})",
             table::request(Some(g)),
             host_of(&v)
-        );
+        ));
     }
     Ok(())
 }
@@ -185,24 +189,27 @@ fn gpu(client: &Client, args: &GpuArgs) -> Result<(), ClientError> {
         .as_ref()
         .map(|d| format!(" (vendor detected on {})", d.host))
         .unwrap_or_default();
-    println!(
+    term::println(&format!(
         "app {}: gpu request {}{how}",
         app.name,
         table::request(app.requested.as_ref())
-    );
+    ));
     if let Some(d) = &detected
         && let Some(reason) = d.unusable
     {
-        println!(
+        term::println(&format!(
             "note: the {} GPUs of {} cannot be used now ({reason}: {}); the app will report \
              it, `odac host list` shows the host's reasons",
             d.vendor,
             d.host,
             reason.explanation()
-        );
+        ));
     }
     if v.get("restart_required_to_apply") == Some(&Value::Bool(true)) {
-        println!("restart required to apply: odac app restart {}", app.name);
+        term::println(&format!(
+            "restart required to apply: odac app restart {}",
+            app.name
+        ));
     }
     Ok(())
 }
@@ -218,7 +225,7 @@ fn execute(cli: &Cli) -> Result<(), ClientError> {
                 print_json(&v);
             } else {
                 let apps: Vec<AppView> = serde_json::from_value(v).map_err(unexpected)?;
-                print!("{}", table::apps(&apps));
+                term::print(&table::apps(&apps));
             }
         }
         Command::App(AppCommand::Restart(a)) => {
@@ -226,20 +233,20 @@ fn execute(cli: &Cli) -> Result<(), ClientError> {
                 client.post(&format!("{}/restart", app_path(&a.name)), &json!({}))?,
             )
             .map_err(unexpected)?;
-            println!(
+            term::println(&format!(
                 "restart requested for app {} (restart token {})",
                 v.name,
                 v.restart_token.unwrap_or_default()
-            );
+            ));
         }
         Command::App(AppCommand::Remove(a)) => {
             client.delete(&app_path(&a.name))?;
-            println!("removed app {}", a.name);
+            term::println(&format!("removed app {}", a.name));
         }
         Command::App(AppCommand::Show(a)) => {
             let v: AppView =
                 serde_json::from_value(client.get(&app_path(&a.name))?).map_err(unexpected)?;
-            print!("{}", diagnosis::show(&v));
+            term::print(&diagnosis::show(&v));
         }
         Command::App(AppCommand::Logs(a)) => {
             logs::logs(&client, a, &mut std::io::stdout(), &mut std::io::stderr())?;
@@ -251,7 +258,7 @@ fn execute(cli: &Cli) -> Result<(), ClientError> {
                 print_json(&v);
             } else {
                 let hosts: Vec<HostView> = serde_json::from_value(v).map_err(unexpected)?;
-                print!("{}", table::hosts(&hosts));
+                term::print(&table::hosts(&hosts));
             }
         }
         Command::Host(HostCommand::Show(args)) => gpu_table::show(&client, args)?,
@@ -293,7 +300,7 @@ where
     match execute(&cli) {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", term::visible(&e.to_string()));
             1
         }
     }

@@ -8,8 +8,17 @@ use crate::state::views::{AppView, HostView};
 
 /// Renders rows under headers, columns padded to their widest cell.
 pub fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
+    // one cell stays one cell, and nothing in it reaches the terminal raw
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            r.iter()
+                .map(|c| super::term::visible_cell(c).into_owned())
+                .collect()
+        })
+        .collect();
     let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
+    for row in &rows {
         for (i, cell) in row.iter().enumerate() {
             if let Some(w) = widths.get_mut(i) {
                 *w = (*w).max(cell.chars().count());
@@ -30,7 +39,7 @@ pub fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
     };
     let mut out = line(headers.to_vec());
     out.push('\n');
-    for row in rows {
+    for row in &rows {
         out.push_str(&line(row.iter().map(String::as_str).collect()));
         out.push('\n');
     }
@@ -134,7 +143,7 @@ pub fn reason(a: &AppView) -> String {
         (Some(c), Some(e)) => format!("{e} (gpu: {c})"),
         (Some(c), None) => c,
         (None, Some(e)) => e,
-        (None, None) => "-".to_owned(),
+        (None, None) => super::diagnosis::restarts_cell(a).unwrap_or_else(|| "-".to_owned()),
     }
 }
 

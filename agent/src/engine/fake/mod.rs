@@ -101,6 +101,11 @@ impl FakeEngine {
         self.lock().missing_devices.insert(host_path.to_owned());
     }
 
+    /// Mark a host device path as present again (the cause of a refusal removed).
+    pub fn mark_device_present(&self, host_path: &str) {
+        self.lock().missing_devices.remove(host_path);
+    }
+
     /// Add an image as if it had been imported.
     pub fn add_image(&self, image: &str) {
         self.lock().images.insert(image.to_owned());
