@@ -132,6 +132,54 @@ fn validation_errors_name_the_protocol_field() {
 }
 
 #[test]
+fn host_access_fields_are_checked_and_odac_shm_size_is_taken() {
+    let sim = Sim::start();
+    let _a = sim.agent("agt_a", profile(3, "a"));
+    let app = |extra: &str| format!(r#"{{"name":"media","image":"x",{extra}}}"#);
+    for (extra, field, words) in [
+        (
+            r#""caps":["SYS_ADMIN"]"#,
+            "caps[0]",
+            "caps may only be NET_ADMIN, NET_RAW, NET_BIND_SERVICE, IPC_LOCK, SYS_NICE",
+        ),
+        (
+            r#""caps":["net_raw","ALL"]"#,
+            "caps[1]",
+            "\"ALL\" is not allowed",
+        ),
+        (r#""shmSize":"512""#, "shm_size", "has no unit"),
+        (r#""shm_size":"65g""#, "shm_size", "out of range"),
+        (
+            r#""shm_size":"512m","shmSize":"512m""#,
+            "shm_size",
+            "not both",
+        ),
+        (
+            r#""sysctls":{"kernel.core_pattern":"|/x"}"#,
+            "sysctls.kernel.core_pattern",
+            "not a namespaced sysctl",
+        ),
+        (r#""devices":["/dev/nvidia0"]"#, "devices[0]", "gpu device"),
+    ] {
+        let body = app(extra);
+        let (s, e) = sim.call("POST", "/api/apps", Some(&body));
+        assert_eq!((s, e["field"].as_str()), (400, Some(field)), "{body}: {e}");
+        let error = e["error"].as_str().unwrap_or_default();
+        assert!(error.contains(words), "{body}: {error}");
+    }
+    let body = app(
+        r#""shmSize":"512m","caps":["net_admin"],"sysctls":{"net.ipv4.ip_forward":true},"devices":["/dev/apex_0"]"#,
+    );
+    let (s, v) = sim.call("POST", "/api/apps", Some(&body));
+    assert_eq!(s, 201, "{v}");
+    assert_eq!(v["spec"]["shm_size"], "512m");
+    assert_eq!(v["spec"].get("shmSize"), None);
+    assert_eq!(v["spec"]["caps"], json!(["net_admin"]));
+    assert_eq!(v["spec"]["sysctls"], json!({"net.ipv4.ip_forward": true}));
+    assert_eq!(v["spec"]["devices"], json!(["/dev/apex_0"]));
+}
+
+#[test]
 fn unknown_apps_are_404_everywhere() {
     let sim = Sim::start();
     for (m, p, b) in [
