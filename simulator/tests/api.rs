@@ -86,7 +86,7 @@ fn odac_payload_resolves_the_catalog_and_is_kept_as_sent() {
         .iter()
         .map(|e| e["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["ollama", "jellyfin", "demo"]);
+    assert_eq!(names, ["ollama", "jellyfin", "demo", "frigate", "ffmpeg"]);
     // the entry's port, volume and env fill what the payload left out
     assert_eq!(v["spec"]["ports"], json!([{"container": 11434}]));
     assert_eq!(
@@ -177,6 +177,25 @@ fn host_access_fields_are_checked_and_odac_shm_size_is_taken() {
     assert_eq!(v["spec"]["caps"], json!(["net_admin"]));
     assert_eq!(v["spec"]["sysctls"], json!({"net.ipv4.ip_forward": true}));
     assert_eq!(v["spec"]["devices"], json!(["/dev/apex_0"]));
+    // the catalog's Frigate brings its /dev/shm size; its Coral device only when asked for
+    let (s, v) = sim.call(
+        "POST",
+        "/api/apps",
+        Some(r#"{"name":"nvr","app":"frigate"}"#),
+    );
+    assert_eq!(s, 201, "{v}");
+    assert_eq!(v["spec"]["shm_size"], "512m");
+    assert_eq!(v["spec"].get("devices"), None);
+    let (s, v) = sim.call(
+        "POST",
+        "/api/apps",
+        Some(r#"{"name":"nvr2","app":"frigate","shmSize":"1g","devices":["/dev/apex_0"]}"#),
+    );
+    assert_eq!(s, 201, "{v}");
+    assert_eq!(
+        (v["spec"]["shm_size"].clone(), v["spec"]["devices"].clone()),
+        (json!("1g"), json!(["/dev/apex_0"]))
+    );
 }
 
 #[test]
