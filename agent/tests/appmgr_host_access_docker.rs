@@ -209,6 +209,39 @@ async fn host_access_reaches_the_container_and_bad_specs_fail_alone() {
             2,
             "only media and plain have containers: {names:?}"
         );
+
+        // fixed at creation and part of the spec hash: a change recreates the container
+        let first = media.container_id.clone().unwrap();
+        let plain_id = status(&s, "plain").container_id.clone();
+        let changed = app(
+            "media",
+            script,
+            json!({"shm_size": "1g", "caps": ["net_admin", "sys_nice"],
+                   "sysctls": {"net.ipv4.ip_forward": true}, "devices": ["/dev/null"]}),
+        );
+        let plain = app("plain", "sleep 3600", json!({}));
+        m.set_desired(over_the_wire(2, vec![changed, plain]))
+            .await
+            .unwrap();
+        let s = m.reconcile_once().await;
+        let media = status(&s, "media");
+        assert_eq!(media.state, AppState::Running, "{media:?}");
+        assert_ne!(
+            media.container_id.as_deref(),
+            Some(first.as_str()),
+            "recreated"
+        );
+        let details = run.inspect(media).await;
+        assert_eq!(details.shm_size, Some(1 << 30));
+        assert_eq!(
+            details.cap_add,
+            vec!["NET_ADMIN".to_owned(), "SYS_NICE".to_owned()]
+        );
+        assert_eq!(
+            status(&s, "plain").container_id,
+            plain_id,
+            "plain left alone"
+        );
     })
     .await;
 }
