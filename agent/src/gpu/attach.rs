@@ -5,7 +5,7 @@
 //! owning them). [`attached_from`] reads what a container really holds from the engine's
 //! inspect, never from the plan.
 
-use odac_protocol::{Attached, Mechanism, Vendor, is_gpu_device};
+use odac_protocol::{Attached, Mechanism, Vendor};
 use serde::Serialize;
 
 use crate::engine::{ContainerDetails, ContainerSpec, DeviceMapping, DeviceRequest};
@@ -108,16 +108,14 @@ pub fn attached_from(details: &ContainerDetails, vendor_hint: Option<Vendor>) ->
             devices,
         });
     }
-    // the spec's extra devices (`devices`) are never GPU devices: they are not attached GPUs
+    if details.devices.is_empty() {
+        return None;
+    }
     let paths: Vec<String> = details
         .devices
         .iter()
-        .filter(|d| is_gpu_device(&d.host_path))
         .map(|d| d.host_path.clone())
         .collect();
-    if paths.is_empty() {
-        return None;
-    }
     let vendor = if paths.iter().any(|p| p == "/dev/kfd") {
         Vendor::Amd
     } else if paths.iter().any(|p| p.starts_with("/dev/nvidia")) {
@@ -191,15 +189,9 @@ mod tests {
             (Vendor::Amd, Mechanism::DeviceNodes)
         );
         details.devices.remove(0);
-        // an extra device of the spec is not a GPU
-        details
-            .devices
-            .push(DeviceMapping::same_path("/dev/apex_0"));
         let a = attached_from(&details, Some(Vendor::Intel)).unwrap_or_else(|| unreachable!());
         assert_eq!(a.vendor, Vendor::Intel);
         assert_eq!(a.devices, vec!["/dev/dri/renderD128"]);
-        details.devices.remove(0);
-        assert_eq!(attached_from(&details, None), None, "only /dev/apex_0");
         details.devices.clear();
         details.device_requests = vec![DeviceRequest {
             driver: "cdi".into(),
