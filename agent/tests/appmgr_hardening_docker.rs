@@ -41,6 +41,7 @@ impl Run {
             poll_interval_ms: 200,
             policy: PolicyConfig {
                 allowed_bind_prefixes: vec![self.prefix()],
+                ..PolicyConfig::default()
             },
             extra_labels: BTreeMap::from([
                 ("odac.test".to_owned(), "1".to_owned()),

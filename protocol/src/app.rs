@@ -11,6 +11,9 @@ use serde::{Deserialize, Serialize};
 pub use crate::git_source::GitSource;
 use crate::gpu::{GpuRequest, deserialize_opt_gpu};
 use crate::image_ref::check_image_ref;
+use crate::host_access::{
+    HostAccess, ShmSize, SysctlValue, check_caps, check_devices, check_shm_size, check_sysctls,
+};
 use crate::limits::{
     MAX_CPUS, MAX_ENV, MAX_MEMORY_BYTES, MAX_PORTS, MAX_VOLUMES, MIN_CPUS, MIN_MEMORY_BYTES,
 };
@@ -81,6 +84,21 @@ pub struct AppSpec {
     /// (never logged, not part of the spec hash or of any view).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub registry_auth: Option<RegistryAuth>,
+    /// Size of `/dev/shm` (ODAC's `shmSize`): bytes, or `"512m"`, `"1.5GiB"`; 1 MiB to 64 GiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shm_size: Option<ShmSize>,
+    /// Capabilities to add, from an allowlist (`NET_ADMIN`, `NET_RAW`, `NET_BIND_SERVICE`,
+    /// `IPC_LOCK`, `SYS_NICE`); `CAP_` optional, any case.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub caps: Vec<String>,
+    /// Namespaced sysctls (`net.*`, `kernel.msg*`, `kernel.sem`, `kernel.shm*`,
+    /// `fs.mqueue.*`); values a string, a whole number or a boolean.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sysctls: BTreeMap<String, SysctlValue>,
+    /// Extra host device paths (`/dev/apex_0`), mapped at the same path; each must lie under
+    /// the agent's `[apps.policy] allowed_device_prefixes`; never a GPU device.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<String>,
 }
 
 /// A published port.
@@ -262,6 +280,18 @@ impl AppSpec {
             l.validate().map_err(|e| e.under("logs"))?;
         }
         Ok(())
+    }
+
+    /// Checks the host-access fields (`shm_size`, `caps`, `sysctls`, `devices`) and gives them
+    /// normalised. Not part of [`validate`](Self::validate): a frame carrying a bad one is
+    /// decoded, and the agent fails that app alone; a control plane calls both.
+    pub fn host_access(&self) -> Result<HostAccess, ValidationError> {
+        Ok(HostAccess {
+            shm_size_bytes: self.shm_size.as_ref().map(check_shm_size).transpose()?,
+            caps: check_caps(&self.caps)?,
+            sysctls: check_sysctls(&self.sysctls)?,
+            devices: check_devices(&self.devices)?,
+        })
     }
 
     fn validate_env(&self) -> Result<(), ValidationError> {

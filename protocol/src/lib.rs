@@ -13,6 +13,7 @@ mod error_message;
 mod git_source;
 mod gpu;
 mod gpu_stats;
+mod host_access;
 mod identity;
 mod image_ref;
 mod inventory;
@@ -35,6 +36,10 @@ pub use desired::DesiredState;
 pub use git_source::{GitScheme, GitSecret, MAX_SECRET};
 pub use gpu::{GpuCount, GpuCountValue, GpuOptionalValue, GpuRequest, GpuRuntime, GpuVendor};
 pub use gpu_stats::{AppGpuUsage, AppGpus, GpuSample, GpuStats, GpuStatsReport, MAX_STATS_GPUS};
+pub use host_access::{
+    ALLOWED_CAPS, ALLOWED_SYSCTLS, HostAccess, MAX_HOST_ACCESS_ENTRIES, MAX_SHM_BYTES,
+    MIN_SHM_BYTES, ShmSize, SysctlValue, is_gpu_device, parse_size, sysctl_allowed,
+};
 pub use identity::{AGENT_ID_HEADER, MAX_AGENT_ID, validate_agent_id};
 pub use image_ref::{IMAGE_PATTERN, MAX_IMAGE_NAME};
 pub use inventory::{AcceleratorVerdict, EngineInfo, GpuInfo, HostInfo, Inventory};

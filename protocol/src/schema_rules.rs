@@ -2,7 +2,8 @@
 //! from the types: ranges (`heartbeat_secs`, ports, memory, cpus, GPU counts), lengths and
 //! patterns (app names, ids, env names, images), list limits, the words `optional` accepts,
 //! and the exclusivity of `image` and `source` (`not`) with "at least one of `image`,
-//! `source`, `app`" (`anyOf`), the bounds of a health check and of log limits. The values come from [`crate::limits`], so the schema and the
+//! `source`, `app`" (`anyOf`), the bounds of a health check and of log limits, the
+//! capability allowlist, namespaced sysctl keys and plain non-GPU device paths. The values come from [`crate::limits`], so the schema and the
 //! validation code cannot drift apart silently; `tests/schema_rules.rs` runs a table of good
 //! and bad values through both. What JSON Schema cannot say (unique app names, the 16 KiB
 //! limit counted in bytes, the GPU runtime/vendor agreement, git URL rules) stays in the
@@ -13,6 +14,7 @@ use schemars::Schema;
 use serde_json::{Map, Value, json};
 
 use crate::gpu::GpuOptionalValue;
+use crate::host_access::{ALLOWED_CAPS, MAX_HOST_ACCESS_ENTRIES};
 use crate::limits::{
     MAX_APPS, MAX_COMMAND_ARGS, MAX_CPUS, MAX_ENV, MAX_GPU_COUNT, MAX_NAME, MAX_PORTS, MAX_VOLUMES,
     MIN_CPUS, MIN_MEMORY_BYTES,
@@ -86,6 +88,9 @@ pub fn tighten(schema: &mut Schema) {
         ("AppSpec", "command", json!({"maxItems": MAX_COMMAND_ARGS})),
         ("AppSpec", "ports", json!({"maxItems": MAX_PORTS})),
         ("AppSpec", "volumes", json!({"maxItems": MAX_VOLUMES})),
+        ("AppSpec", "caps", caps_rules()),
+        ("AppSpec", "sysctls", sysctls_rules()),
+        ("AppSpec", "devices", devices_rules()),
         ("PortMapping", "container", port.clone()),
         ("PortMapping", "host", port),
         ("VolumeMount", "source", json!({"pattern": "\\S"})),
@@ -164,6 +169,35 @@ pub fn tighten(schema: &mut Schema) {
             ]
         });
     }
+}
+
+/// `caps`: names of [`ALLOWED_CAPS`] in any case, `CAP_` optional.
+fn caps_rules() -> Value {
+    let names: Vec<String> = ALLOWED_CAPS.iter().map(|c| any_case(c)).collect();
+    json!({"maxItems": MAX_HOST_ACCESS_ENTRIES, "items": {"type": "string", "pattern": format!(
+        "^\\s*({})?({})\\s*$", any_case("cap_"), names.join("|"))}})
+}
+
+/// `sysctls`: the namespaced keys of `crate::host_access::sysctl_allowed`.
+fn sysctls_rules() -> Value {
+    let part = "[A-Za-z0-9_-]";
+    let rest = format!("([./]{part}+)*");
+    let keys = format!(
+        "^(net\\.{part}+{rest}|kernel\\.msg{part}*{rest}|kernel\\.sem|kernel\\.shm{part}*{rest}|fs\\.mqueue\\.{part}+{rest})$"
+    );
+    json!({"maxProperties": MAX_HOST_ACCESS_ENTRIES, "propertyNames": {"pattern": keys}})
+}
+
+/// `devices`: plain paths under `/dev/`, each once, never a GPU device.
+fn devices_rules() -> Value {
+    json!({"maxItems": MAX_HOST_ACCESS_ENTRIES, "uniqueItems": true, "items": {
+        "type": "string",
+        "pattern": "^/dev(/[^/:,\\s\\u0000-\\u001f\\u007f-\\u009f]+)+$",
+        "not": {"anyOf": [
+            {"pattern": "/\\.\\.?(/|$)"},
+            {"pattern": "^/dev/(nvidia[^/]*|dri|kfd)(/|$)"}
+        ]}
+    }})
 }
 
 /// The schema of property `field` of an object schema (created empty if missing).

@@ -4,7 +4,7 @@
 //! both, so a control plane that validates against the schema refuses what the agent would.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use odac_protocol::{decode_agent, decode_control};
+use odac_protocol::{ControlMessage, decode_agent, decode_control};
 use serde_json::{Value, json};
 
 fn validator(file: &str) -> jsonschema::Validator {
@@ -425,6 +425,149 @@ fn control_table() -> Vec<(&'static str, Value, bool)> {
             false,
         ),
         (
+            "shm_size 512m",
+            upsert(app(json!({"shm_size": "512m"}))),
+            true,
+        ),
+        (
+            "shm_size 1.5GiB",
+            upsert(app(json!({"shm_size": "1.5GiB"}))),
+            true,
+        ),
+        (
+            "shm_size in bytes",
+            upsert(app(json!({"shm_size": 1_048_576}))),
+            true,
+        ),
+        (
+            "shm_size \"512\" without a unit",
+            upsert(app(json!({"shm_size": "512"}))),
+            false,
+        ),
+        (
+            "shm_size below 1 MiB",
+            upsert(app(json!({"shm_size": 1_048_575}))),
+            false,
+        ),
+        (
+            "shm_size above 64 GiB",
+            upsert(app(json!({"shm_size": 68_719_476_737_u64}))),
+            false,
+        ),
+        (
+            "shm_size 512 parsecs",
+            upsert(app(json!({"shm_size": "512pc"}))),
+            false,
+        ),
+        (
+            "shm_size an array",
+            upsert(app(json!({"shm_size": ["512m"]}))),
+            false,
+        ),
+        (
+            "caps of the allowlist in any spelling",
+            upsert(app(
+                json!({"caps": ["net_admin", "CAP_NET_RAW", "Sys_Nice", "IPC_LOCK", "NET_BIND_SERVICE"]}),
+            )),
+            true,
+        ),
+        (
+            "caps SYS_ADMIN",
+            upsert(app(json!({"caps": ["SYS_ADMIN"]}))),
+            false,
+        ),
+        ("caps of a number", upsert(app(json!({"caps": [1]}))), false),
+        (
+            "device of a number",
+            upsert(app(json!({"devices": [1]}))),
+            false,
+        ),
+        ("caps ALL", upsert(app(json!({"caps": ["ALL"]}))), false),
+        (
+            "caps CAP_SYS_MODULE",
+            upsert(app(json!({"caps": ["CAP_SYS_MODULE"]}))),
+            false,
+        ),
+        (
+            "namespaced sysctls of every kind of value",
+            upsert(app(
+                json!({"sysctls": {"net.ipv4.ip_forward": true, "net.core.somaxconn": 1024,
+                "kernel.shmmax": "68719476736", "kernel.msgmax": "65536", "kernel.sem": "250 32000 100 128",
+                "fs.mqueue.msg_max": "10"}}),
+            )),
+            true,
+        ),
+        (
+            "sysctl kernel.core_pattern",
+            upsert(app(json!({"sysctls": {"kernel.core_pattern": "|/x"}}))),
+            false,
+        ),
+        (
+            "sysctl vm.swappiness",
+            upsert(app(json!({"sysctls": {"vm.swappiness": 10}}))),
+            false,
+        ),
+        (
+            "sysctl net..x",
+            upsert(app(json!({"sysctls": {"net..x": 1}}))),
+            false,
+        ),
+        (
+            "sysctl value 1.5",
+            upsert(app(json!({"sysctls": {"net.core.somaxconn": 1.5}}))),
+            false,
+        ),
+        (
+            "sysctl value blank",
+            upsert(app(json!({"sysctls": {"net.core.somaxconn": " "}}))),
+            false,
+        ),
+        (
+            "sysctl value with a newline",
+            upsert(app(json!({"sysctls": {"net.core.somaxconn": "1\n2"}}))),
+            false,
+        ),
+        (
+            "devices",
+            upsert(app(json!({"devices": ["/dev/apex_0", "/dev/bus/usb"]}))),
+            true,
+        ),
+        (
+            "device /dev/nvidia0",
+            upsert(app(json!({"devices": ["/dev/nvidia0"]}))),
+            false,
+        ),
+        (
+            "device /dev/dri/renderD128",
+            upsert(app(json!({"devices": ["/dev/dri/renderD128"]}))),
+            false,
+        ),
+        (
+            "device /dev/kfd",
+            upsert(app(json!({"devices": ["/dev/kfd"]}))),
+            false,
+        ),
+        (
+            "device /dev/../etc/shadow",
+            upsert(app(json!({"devices": ["/dev/../etc/shadow"]}))),
+            false,
+        ),
+        (
+            "device /etc/shadow",
+            upsert(app(json!({"devices": ["/etc/shadow"]}))),
+            false,
+        ),
+        (
+            "device /dev/a:b",
+            upsert(app(json!({"devices": ["/dev/a:b"]}))),
+            false,
+        ),
+        (
+            "device twice",
+            upsert(app(json!({"devices": ["/dev/null", "/dev/null"]}))),
+            false,
+        ),
+        (
             "257 apps",
             json!({"type": "desired_state", "seq": 1, "generation": 1,
             "apps": many(257, |i| json!({"name": format!("app-{i}"), "image": "x"}))}),
@@ -514,8 +657,17 @@ fn check(
 
 #[test]
 fn control_messages_schema_and_decoder_agree() {
+    // the host-access fields are decoded whatever they hold: the agent checks them per app
+    // (`AppSpec::host_access`) and fails that app alone, as a control plane refuses them
     check(control_table(), "control-message.schema.json", |b| {
-        decode_control(b).map(|_| ()).map_err(|e| e.to_string())
+        let apps = match decode_control(b).map_err(|e| e.to_string())? {
+            ControlMessage::AppUpsert(m) => vec![m.app],
+            ControlMessage::DesiredState(m) => m.apps,
+            _ => Vec::new(),
+        };
+        apps.iter()
+            .try_for_each(|a| a.host_access().map(|_| ()))
+            .map_err(|e| format!("app refused: {e}"))
     });
 }
 

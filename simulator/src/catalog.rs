@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
-use odac_protocol::{AppSpec, GpuRequest, PortMapping, VolumeMount};
+use odac_protocol::{AppSpec, GpuRequest, PortMapping, RestartPolicy, ShmSize, VolumeMount};
 use serde::{Deserialize, Serialize};
 
 /// Image tag of the demo app, built locally by `odac-sim demo`.
@@ -42,6 +42,20 @@ pub struct CatalogEntry {
     /// A locally built image: never pulled, never rewritten to a mirror.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub local: bool,
+    /// Command and arguments, used when the app gives none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    /// Restart policy, used when the app gives none (`never` for one-shot examples).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart: Option<RestartPolicy>,
+    /// Size of `/dev/shm`, used when the app gives none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shm_size: Option<ShmSize>,
+    /// Host devices the app can use when the host has them (a Coral TPU): never added on
+    /// their own, since the host's `[apps.policy] allowed_device_prefixes` must allow them;
+    /// the app's `devices` names the ones to map.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub optional_devices: Vec<String>,
 }
 
 /// Every catalog entry (an unreadable embedded catalog is empty; a unit test keeps it valid).
@@ -108,7 +122,8 @@ impl CatalogEntry {
     }
 
     /// Fill what `spec` leaves out from the entry: image (when neither image nor source is
-    /// given), ports, volumes, env entries and the GPU intent.
+    /// given), ports, volumes, env entries, command, restart policy, `/dev/shm` size and the
+    /// GPU intent. Optional devices are not added.
     pub fn apply(&self, spec: &mut AppSpec, mirror: Option<&str>) {
         if spec.image.is_none() && spec.source.is_none() {
             spec.image = Some(self.image_on(mirror));
@@ -124,6 +139,15 @@ impl CatalogEntry {
         }
         if spec.gpu.is_none() {
             spec.gpu.clone_from(&self.gpu);
+        }
+        if spec.command.is_empty() {
+            spec.command.clone_from(&self.command);
+        }
+        if spec.restart.is_none() {
+            spec.restart = self.restart;
+        }
+        if spec.shm_size.is_none() {
+            spec.shm_size.clone_from(&self.shm_size);
         }
     }
 }
@@ -142,6 +166,10 @@ mod tests {
             spec.app = Some(e.name.clone());
             e.apply(&mut spec, None);
             assert_eq!(spec.validate(), Ok(()), "{}", e.name);
+            assert!(spec.host_access().is_ok(), "{}", e.name);
+            // the optional devices pass the protocol's device rules (never a GPU)
+            spec.devices.clone_from(&e.optional_devices);
+            assert!(spec.host_access().is_ok(), "{}", e.name);
             assert!(
                 e.local || e.image.contains(':'),
                 "{} has a pinned tag",
@@ -152,7 +180,7 @@ mod tests {
         assert_eq!(ollama.as_deref(), Some("ollama/ollama:0.6.2"));
         assert_eq!(lookup("demo").map(|e| e.image.as_str()), Some(DEMO_IMAGE));
         assert!(lookup("nope").is_none());
-        assert_eq!(names(), "ollama, jellyfin, demo");
+        assert_eq!(names(), "ollama, jellyfin, demo, frigate, ffmpeg");
     }
 
     #[test]
@@ -170,6 +198,44 @@ mod tests {
         );
         let demo = lookup("demo").cloned().unwrap_or_else(|| unreachable!());
         assert_eq!(demo.image_on(Some("127.0.0.1:5000")), DEMO_IMAGE);
+    }
+
+    #[test]
+    fn frigate_and_ffmpeg_bring_what_they_need() {
+        let mut spec = AppSpec::new("nvr", "x");
+        spec.image = None;
+        let frigate = lookup("frigate").cloned().unwrap_or_else(|| unreachable!());
+        frigate.apply(&mut spec, None);
+        let access = spec.host_access().unwrap_or_default();
+        assert_eq!(access.shm_size_bytes, Some(512 << 20));
+        assert!(
+            access.devices.is_empty(),
+            "a Coral device is never added on its own"
+        );
+        assert_eq!(frigate.optional_devices, ["/dev/apex_0", "/dev/bus/usb"]);
+        assert!(spec.gpu.as_ref().is_some_and(|g| g.is_optional()));
+        assert_eq!(
+            spec.image.as_deref(),
+            Some("ghcr.io/blakeblackshear/frigate:0.14.1")
+        );
+        // the app's own shm_size wins
+        let mut own = AppSpec::new("nvr", "x");
+        own.shm_size = Some(ShmSize("2g".into()));
+        frigate.apply(&mut own, None);
+        assert_eq!(own.shm_size, Some(ShmSize("2g".into())));
+
+        let ffmpeg = lookup("ffmpeg").cloned().unwrap_or_else(|| unreachable!());
+        let mut job = AppSpec::new("transcode", "x");
+        job.image = None;
+        ffmpeg.apply(&mut job, None);
+        assert!(job.command.iter().any(|a| a == "h264_nvenc"), "{job:?}");
+        assert_eq!(job.restart, Some(RestartPolicy::Never));
+        let gpu = job.gpu.clone().unwrap_or_default();
+        assert!(
+            !gpu.is_optional(),
+            "a required NVIDIA GPU: refused before any start"
+        );
+        assert_eq!(gpu.effective_vendor(), Some(odac_protocol::Vendor::Nvidia));
     }
 
     #[test]

@@ -86,7 +86,7 @@ fn odac_payload_resolves_the_catalog_and_is_kept_as_sent() {
         .iter()
         .map(|e| e["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["ollama", "jellyfin", "demo"]);
+    assert_eq!(names, ["ollama", "jellyfin", "demo", "frigate", "ffmpeg"]);
     // the entry's port, volume and env fill what the payload left out
     assert_eq!(v["spec"]["ports"], json!([{"container": 11434}]));
     assert_eq!(
@@ -129,6 +129,73 @@ fn validation_errors_name_the_protocol_field() {
         Some(r#"{"name":"a","image":"x","gpu":{"runtime":"nvidia","count":0}}"#),
     );
     assert_eq!(e["error"], "gpu.count: 0 is out of range 1..=64");
+}
+
+#[test]
+fn host_access_fields_are_checked_and_odac_shm_size_is_taken() {
+    let sim = Sim::start();
+    let _a = sim.agent("agt_a", profile(3, "a"));
+    let app = |extra: &str| format!(r#"{{"name":"media","image":"x",{extra}}}"#);
+    for (extra, field, words) in [
+        (
+            r#""caps":["SYS_ADMIN"]"#,
+            "caps[0]",
+            "caps may only be NET_ADMIN, NET_RAW, NET_BIND_SERVICE, IPC_LOCK, SYS_NICE",
+        ),
+        (
+            r#""caps":["net_raw","ALL"]"#,
+            "caps[1]",
+            "\"ALL\" is not allowed",
+        ),
+        (r#""shmSize":"512""#, "shm_size", "has no unit"),
+        (r#""shm_size":"65g""#, "shm_size", "out of range"),
+        (
+            r#""shm_size":"512m","shmSize":"512m""#,
+            "shm_size",
+            "not both",
+        ),
+        (
+            r#""sysctls":{"kernel.core_pattern":"|/x"}"#,
+            "sysctls.kernel.core_pattern",
+            "not a namespaced sysctl",
+        ),
+        (r#""devices":["/dev/nvidia0"]"#, "devices[0]", "gpu device"),
+    ] {
+        let body = app(extra);
+        let (s, e) = sim.call("POST", "/api/apps", Some(&body));
+        assert_eq!((s, e["field"].as_str()), (400, Some(field)), "{body}: {e}");
+        let error = e["error"].as_str().unwrap_or_default();
+        assert!(error.contains(words), "{body}: {error}");
+    }
+    let body = app(
+        r#""shmSize":"512m","caps":["net_admin"],"sysctls":{"net.ipv4.ip_forward":true},"devices":["/dev/apex_0"]"#,
+    );
+    let (s, v) = sim.call("POST", "/api/apps", Some(&body));
+    assert_eq!(s, 201, "{v}");
+    assert_eq!(v["spec"]["shm_size"], "512m");
+    assert_eq!(v["spec"].get("shmSize"), None);
+    assert_eq!(v["spec"]["caps"], json!(["net_admin"]));
+    assert_eq!(v["spec"]["sysctls"], json!({"net.ipv4.ip_forward": true}));
+    assert_eq!(v["spec"]["devices"], json!(["/dev/apex_0"]));
+    // the catalog's Frigate brings its /dev/shm size; its Coral device only when asked for
+    let (s, v) = sim.call(
+        "POST",
+        "/api/apps",
+        Some(r#"{"name":"nvr","app":"frigate"}"#),
+    );
+    assert_eq!(s, 201, "{v}");
+    assert_eq!(v["spec"]["shm_size"], "512m");
+    assert_eq!(v["spec"].get("devices"), None);
+    let (s, v) = sim.call(
+        "POST",
+        "/api/apps",
+        Some(r#"{"name":"nvr2","app":"frigate","shmSize":"1g","devices":["/dev/apex_0"]}"#),
+    );
+    assert_eq!(s, 201, "{v}");
+    assert_eq!(
+        (v["spec"]["shm_size"].clone(), v["spec"]["devices"].clone()),
+        (json!("1g"), json!(["/dev/apex_0"]))
+    );
 }
 
 #[test]

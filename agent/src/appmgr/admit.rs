@@ -1,28 +1,30 @@
-//! The policy's verdict on an app in a pass: the spec's own checks ([`policy`]), then its
+//! The policy's verdict on an app in a pass: the spec's own checks ([`policy`]: host access,
+//! devices, binds), then its
 //! host binds against the writable binds of every container of the engine and of the other
 //! desired apps ([`binds::conflicts`](super::binds::conflicts)), read once per pass.
 
 use odac_protocol::AppSpec;
 
-use super::binds::{HostBind, HostUse, conflicts, uses_of};
+use super::binds::{HostUse, conflicts, uses_of};
 use super::error::PolicyViolation;
 use super::pass::Pass;
-use super::policy;
+use super::policy::{self, Admitted};
 use crate::engine::EngineError;
 
 impl Pass<'_> {
-    /// The policy's verdict on `spec` with its binds resolved; the outer error is an
-    /// unreachable engine.
+    /// The policy's verdict on `spec` with its binds resolved and its host access checked;
+    /// the outer error is an unreachable engine.
     pub(super) async fn check_policy(
         &mut self,
         spec: &AppSpec,
-    ) -> Result<Result<Vec<HostBind>, PolicyViolation>, EngineError> {
-        let binds = match policy::check(spec, &self.config.policy) {
-            Ok(binds) => binds,
+    ) -> Result<Result<Admitted, PolicyViolation>, EngineError> {
+        let admitted = match policy::check(spec, &self.config.policy) {
+            Ok(admitted) => admitted,
             Err(v) => return Ok(Err(v)),
         };
+        let binds = &admitted.binds;
         if binds.is_empty() {
-            return Ok(Ok(binds));
+            return Ok(Ok(admitted));
         }
         if self.engine_binds.is_none() {
             let listed = match self.engine.list_all().await {
@@ -46,6 +48,6 @@ impl Pass<'_> {
                 .filter(|(app, _)| *app != spec.name)
                 .map(|(_, u)| u.clone()),
         );
-        Ok(conflicts(&binds, &others).map(|()| binds))
+        Ok(conflicts(binds, &others).map(|()| admitted))
     }
 }

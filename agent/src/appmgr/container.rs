@@ -1,5 +1,6 @@
 //! From an app spec to the engine's container spec (without GPU devices: the plan adds those):
-//! container name `<instance>_<app>`, env, command, ports, resources, labels, and volumes —
+//! container name `<instance>_<app>`, env, command, ports, resources, labels, the host access
+//! the policy admitted (`/dev/shm`, capabilities, sysctls, extra devices), and volumes —
 //! a named volume `models` of app `ollama` becomes the engine volume `<instance>_ollama_models`,
 //! created before the container and kept across recreations and removals.
 //!
@@ -11,10 +12,10 @@
 
 use std::collections::BTreeMap;
 
-use odac_protocol::{AppSpec, PortProtocol};
+use odac_protocol::{AppSpec, HostAccess, PortProtocol};
 
 use super::labels::{self, Identity};
-use crate::engine::{Bind, ContainerSpec, PortMapping};
+use crate::engine::{Bind, ContainerSpec, DeviceMapping, PortMapping};
 
 /// What separates instance, app and volume in engine names; no instance or app name has it.
 pub const SEPARATOR: char = '_';
@@ -119,6 +120,20 @@ pub fn container_spec(
         nano_cpus: spec.resources.cpus.map(|c| (c * 1e9).round() as i64),
         ..ContainerSpec::default()
     }
+}
+
+/// Give the container the host access the policy admitted: `/dev/shm` size, capabilities,
+/// sysctls and extra devices (same path, `rwm`). Every capability granted is logged.
+pub fn apply_host_access(container: &mut ContainerSpec, app: &str, access: &HostAccess) {
+    container.shm_size = access.shm_size_bytes.and_then(|b| i64::try_from(b).ok());
+    for cap in &access.caps {
+        tracing::info!(app = %app, capability = %cap, "granting a capability to the app's container");
+    }
+    container.cap_add = access.caps.clone();
+    container.sysctls = access.sysctls.clone();
+    container
+        .devices
+        .extend(access.devices.iter().map(DeviceMapping::same_path));
 }
 
 #[cfg(test)]

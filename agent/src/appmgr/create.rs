@@ -7,7 +7,6 @@
 
 use odac_protocol::{AppSpec, AppStatus, Fallback, FallbackTier, Mechanism, Reason};
 
-use super::binds::HostBind;
 use super::build::Built;
 use super::clip::clip;
 use super::container::{self, container_spec};
@@ -17,7 +16,7 @@ use super::fallback::{StartOutcome, run_on_cpu, start_plain, start_with_gpu_fall
 use super::image::ImageReady;
 use super::labels::{self, Identity};
 use super::pass::{AppMemory, Hold, Pass};
-use super::policy;
+use super::policy::{self, Admitted};
 use super::refusals::Asker;
 use crate::engine::ContainerSpec;
 use crate::engine::{ContainerSummary, EngineError};
@@ -32,7 +31,7 @@ impl Pass<'_> {
         spec: &AppSpec,
         identity: &Identity,
         built: Option<&Built>,
-        binds: &[HostBind],
+        admitted: &Admitted,
     ) -> Result<AppStatus, EngineError> {
         let plan = spec
             .gpu
@@ -58,7 +57,7 @@ impl Pass<'_> {
         {
             return Ok(*status);
         }
-        let mut base = self.base_spec(spec, &image, built, binds);
+        let mut base = self.base_spec(spec, &image, built, admitted);
         if let Some(Plan::Refuse {
             reason,
             fix,
@@ -127,14 +126,14 @@ impl Pass<'_> {
         None
     }
 
-    /// The container spec without GPU: image, checked binds, hardening, health probe, log
-    /// rotation and the commit it was built from.
+    /// The container spec without GPU: image, checked binds, host access, hardening, health
+    /// probe, log rotation and the commit it was built from.
     fn base_spec(
         &self,
         spec: &AppSpec,
         image: &str,
         built: Option<&Built>,
-        binds: &[HostBind],
+        admitted: &Admitted,
     ) -> ContainerSpec {
         let mut base = container_spec(
             &self.config.instance,
@@ -144,11 +143,12 @@ impl Pass<'_> {
             &self.config.extra_labels,
         );
         // the engine mounts the paths the policy resolved and checked
-        for bind in binds {
+        for bind in &admitted.binds {
             if let Some(b) = base.binds.get_mut(bind.index) {
                 b.source = bind.source.display().to_string();
             }
         }
+        container::apply_host_access(&mut base, &spec.name, &admitted.access);
         base.security_opt = self.config.security_opt();
         base.pids_limit = self.config.pids_limit();
         base.healthcheck = diagnosis::health_probe(spec);

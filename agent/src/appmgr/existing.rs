@@ -2,7 +2,7 @@
 //! runs, and the crash-loop restarts when it exited (unless its restart policy makes the exit
 //! final, [`diagnosis`](super::diagnosis)).
 
-use odac_protocol::{AppSpec, AppState, AppStatus, FallbackTier};
+use odac_protocol::{AppSpec, AppState, AppStatus, Attached, FallbackTier};
 
 use super::clip::clip;
 use super::crashbook;
@@ -48,7 +48,7 @@ impl Pass<'_> {
         rec.retry = None;
         let mut status = self.base_status(spec);
         status.container_id = Some(details.id.clone());
-        status.gpu.attached = attached_from(&details, labels::vendor(&details.labels));
+        status.gpu.attached = gpu_attached(&details, spec);
         status.gpu.fallback = labels::fallback(&details.labels);
         if let Some(commit) = details.labels.get(labels::GIT_COMMIT) {
             status.commit = Some(commit.clone());
@@ -205,6 +205,19 @@ impl Pass<'_> {
         rec.digest = Some((details.image_id.clone(), digest.clone()));
         Ok((Some(details.image_id.clone()), digest))
     }
+}
+
+/// The GPUs a container holds, read from inspect: its devices less the spec's extra host
+/// devices (`devices`, never a GPU), so a Coral TPU is not taken for an attached GPU.
+fn gpu_attached(details: &ContainerDetails, spec: &AppSpec) -> Option<Attached> {
+    let vendor = labels::vendor(&details.labels);
+    if spec.devices.is_empty() {
+        return attached_from(details, vendor);
+    }
+    let mut held = details.clone();
+    held.devices
+        .retain(|d| !spec.devices.contains(&d.host_path));
+    attached_from(&held, vendor)
 }
 
 /// The exit of a stopped container that its restart policy does not restart (`on_failure`,

@@ -185,6 +185,34 @@ mod tests {
     }
 
     #[test]
+    fn host_access_is_in_the_spec_hash() {
+        let plain = AppSpec::new("web", "busybox");
+        let base = spec_hash(&plain);
+        let changed = |f: &dyn Fn(&mut AppSpec)| {
+            let mut a = plain.clone();
+            f(&mut a);
+            spec_hash(&a)
+        };
+        let shm = changed(&|a| a.shm_size = Some(odac_protocol::ShmSize("512m".into())));
+        assert_ne!(shm, base);
+        assert_ne!(
+            changed(&|a| a.shm_size = Some(odac_protocol::ShmSize("1g".into()))),
+            shm
+        );
+        assert_ne!(changed(&|a| a.caps = vec!["NET_ADMIN".into()]), base);
+        assert_ne!(changed(&|a| a.devices = vec!["/dev/null".into()]), base);
+        assert_ne!(
+            changed(&|a| {
+                a.sysctls.insert(
+                    "net.ipv4.ip_forward".into(),
+                    odac_protocol::SysctlValue(true.into()),
+                );
+            }),
+            base
+        );
+    }
+
+    #[test]
     fn labels_round_trip() {
         let spec = AppSpec::new("web", "busybox");
         let id = Identity::of(&spec);

@@ -1,14 +1,17 @@
 //! Local policy: what an app spec may ask of this host, decided by the agent's configuration,
-//! not by the control plane. Host bind mounts only under the configured prefixes (none by
-//! default). Privileged mode, host networking and the host PID namespace cannot be asked for
-//! at all (neither the spec nor the engine seam can express them), and devices come only from
-//! the GPU plan: [`check_container`] re-checks the final container spec as a second line.
-//! What a host bind resolves to on this host, and who else can write around it, is
-//! [`binds`](super::binds)' part.
+//! not by the control plane. The spec's host-access fields are checked again whatever the
+//! control plane did ([`AppSpec::host_access`]: `shm_size`, the capability allowlist,
+//! namespaced sysctls, device paths), host bind mounts only under the configured prefixes and
+//! extra host devices only under `allowed_device_prefixes` (none of either by default; never
+//! a GPU device, not even through a link). Privileged mode, host networking and the host PID
+//! namespace cannot be asked for at all (neither the spec nor the engine seam can express
+//! them), and GPU devices come only from the GPU plan: [`check_container`] re-checks the
+//! final container spec as a second line. What a host bind resolves to on this host, and who
+//! else can write around it, is [`binds`](super::binds)' part.
 
 use std::path::{Component, Path};
 
-use odac_protocol::AppSpec;
+use odac_protocol::{AppSpec, HostAccess, is_gpu_device};
 
 use super::binds::{self, HostBind};
 use super::settings::PolicyConfig;
@@ -60,9 +63,75 @@ fn not_allowed(
     }
 }
 
-/// Check an app spec against the policy and resolve its host binds on this host (see
-/// [`binds::resolve`]): the binds to give the engine, with the paths it will mount.
-pub fn check(spec: &AppSpec, policy: &PolicyConfig) -> Result<Vec<HostBind>, PolicyViolation> {
+/// The configuration key that allows extra host devices.
+pub const DEVICE_PREFIXES_KEY: &str = "apps.policy.allowed_device_prefixes";
+
+/// What the policy admitted of an app: its host binds resolved, its host access checked.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Admitted {
+    /// The binds to give the engine, with the paths it will mount.
+    pub binds: Vec<HostBind>,
+    /// `/dev/shm` size, capabilities, sysctls and host devices, normalised.
+    pub access: HostAccess,
+}
+
+/// Whether a host device path lies under one of the allowed device prefixes, by whole
+/// components.
+fn device_allowed(path: &str, policy: &PolicyConfig) -> bool {
+    let path = Path::new(path);
+    policy
+        .allowed_device_prefixes
+        .iter()
+        .any(|prefix| prefix.is_absolute() && path.starts_with(prefix))
+}
+
+/// An extra host device of the spec: under an allowed prefix, and not a GPU device once its
+/// links are resolved (the engine follows them).
+fn check_device(i: usize, path: &str, policy: &PolicyConfig) -> Result<(), PolicyViolation> {
+    let field = format!("devices[{i}]");
+    if !device_allowed(path, policy) {
+        let allowed = if policy.allowed_device_prefixes.is_empty() {
+            "it allows no host devices".to_owned()
+        } else {
+            let list: Vec<String> = policy
+                .allowed_device_prefixes
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
+            format!("allowed prefixes: {}", list.join(", "))
+        };
+        return Err(PolicyViolation {
+            field,
+            message: format!(
+                "host device {path:?} is not allowed by the local policy {DEVICE_PREFIXES_KEY} ({allowed})"
+            ),
+        });
+    }
+    if let Ok(real) = std::fs::canonicalize(path)
+        && is_gpu_device(&real.to_string_lossy())
+    {
+        return Err(PolicyViolation {
+            field,
+            message: format!(
+                "host device {path:?} resolves to the gpu device {}: gpus come from the gpu intent only",
+                real.display()
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Check an app spec against the policy: its host-access fields (checked again, whatever the
+/// control plane did), its extra devices, and its host binds resolved on this host (see
+/// [`binds::resolve`]).
+pub fn check(spec: &AppSpec, policy: &PolicyConfig) -> Result<Admitted, PolicyViolation> {
+    let access = spec.host_access().map_err(|e| PolicyViolation {
+        field: e.field,
+        message: e.message,
+    })?;
+    for (i, device) in access.devices.iter().enumerate() {
+        check_device(i, device, policy)?;
+    }
     let mut out = Vec::new();
     for (i, v) in spec.volumes.iter().enumerate() {
         if v.target.contains([':', ',']) || v.target.chars().any(char::is_control) {
@@ -89,11 +158,12 @@ pub fn check(spec: &AppSpec, policy: &PolicyConfig) -> Result<Vec<HostBind>, Pol
             read_only: v.read_only,
         });
     }
-    Ok(out)
+    Ok(Admitted { binds: out, access })
 }
 
 /// Second line of defence on the container spec about to be created: binds under the allowed
-/// prefixes, device nodes only those the GPU plan chose.
+/// prefixes, device nodes only those the GPU plan chose or non-GPU ones under the allowed
+/// device prefixes.
 pub fn check_container(
     spec: &ContainerSpec,
     plan_devices: &[String],
@@ -108,7 +178,8 @@ pub fn check_container(
         }
     }
     for d in &spec.devices {
-        if !plan_devices.contains(&d.host_path) {
+        let extra = device_allowed(&d.host_path, policy) && !is_gpu_device(&d.host_path);
+        if !plan_devices.contains(&d.host_path) && !extra {
             return Err(PolicyViolation {
                 field: "gpu".into(),
                 message: format!("device {:?} was not chosen by the gpu plan", d.host_path),
@@ -151,9 +222,12 @@ mod tests {
         }
         assert_eq!(
             check(&AppSpec::new("web", "busybox"), &policy),
-            Ok(Vec::new())
+            Ok(Admitted::default())
         );
-        assert_eq!(check(&with_volume("named"), &policy), Ok(Vec::new()));
+        assert_eq!(
+            check(&with_volume("named"), &policy),
+            Ok(Admitted::default())
+        );
     }
 
     #[test]
@@ -166,11 +240,14 @@ mod tests {
         std::fs::create_dir_all(root.join("srv/database")).unwrap();
         let policy = PolicyConfig {
             allowed_bind_prefixes: vec![data.clone()],
+            ..PolicyConfig::default()
         };
         let at = |p: &str| root.join(p).display().to_string();
-        let ok = check(&with_volume(&at("srv/data")), &policy).unwrap();
+        let ok = check(&with_volume(&at("srv/data")), &policy).unwrap().binds;
         assert_eq!((ok[0].index, ok[0].source.clone()), (1, data.clone()));
-        let ok = check(&with_volume(&at("srv/data/models")), &policy).unwrap();
+        let ok = check(&with_volume(&at("srv/data/models")), &policy)
+            .unwrap()
+            .binds;
         assert_eq!(ok[0].source, data.join("models"));
         assert!(check(&with_volume(&at("srv/database")), &policy).is_err());
         assert!(check(&with_volume(&at("srv")), &policy).is_err());
@@ -196,5 +273,87 @@ mod tests {
         let policy = PolicyConfig::default();
         assert!(check_container(&spec, &["/dev/dri/renderD128".into()], &policy).is_ok());
         assert!(check_container(&spec, &[], &policy).is_err());
+    }
+
+    fn with_devices(devices: &[&str]) -> AppSpec {
+        let mut spec = AppSpec::new("web", "busybox");
+        spec.devices = devices.iter().map(|d| (*d).to_owned()).collect();
+        spec
+    }
+
+    #[test]
+    fn devices_need_the_device_policy_and_name_its_key() {
+        #![allow(clippy::unwrap_used)]
+        let none = PolicyConfig::default();
+        let e = check(&with_devices(&["/dev/null"]), &none).unwrap_err();
+        assert_eq!(e.field, "devices[0]");
+        assert!(
+            e.message
+                .contains("not allowed by the local policy apps.policy.allowed_device_prefixes"),
+            "{e}"
+        );
+        let policy = PolicyConfig {
+            allowed_device_prefixes: vec!["/dev/null".into(), "/dev/bus/usb".into()],
+            ..PolicyConfig::default()
+        };
+        let ok = check(
+            &with_devices(&["/dev/null", "/dev/bus/usb/001/002"]),
+            &policy,
+        )
+        .unwrap();
+        assert_eq!(ok.access.devices, ["/dev/null", "/dev/bus/usb/001/002"]);
+        // whole components only
+        let e = check(&with_devices(&["/dev/nullx"]), &policy).unwrap_err();
+        assert!(
+            e.message
+                .contains("allowed prefixes: /dev/null, /dev/bus/usb"),
+            "{e}"
+        );
+        // a gpu device is refused even under a prefix that covers it
+        let all = PolicyConfig {
+            allowed_device_prefixes: vec!["/dev".into()],
+            ..PolicyConfig::default()
+        };
+        let e = check(&with_devices(&["/dev/dri/renderD128"]), &all).unwrap_err();
+        assert!(e.message.contains("gpu device"), "{e}");
+        // and so is a link to one: the engine follows links
+        let tmp = tempfile::tempdir().unwrap();
+        let link = tmp.path().join("apex_0");
+        std::os::unix::fs::symlink("/dev/kfd", &link).unwrap();
+        let link_policy = PolicyConfig {
+            allowed_device_prefixes: vec![tmp.path().to_path_buf()],
+            ..PolicyConfig::default()
+        };
+        let field = |p: &str| check_device(0, p, &link_policy).map_err(|e| e.message);
+        if std::path::Path::new("/dev/kfd").exists() {
+            assert!(field(&link.display().to_string()).is_err());
+        }
+        assert_eq!(
+            field(&tmp.path().join("missing").display().to_string()),
+            Ok(())
+        );
+        // the second line takes the allowed devices and no gpu device outside the plan
+        let mut spec = ContainerSpec::default();
+        spec.devices
+            .push(crate::engine::DeviceMapping::same_path("/dev/null"));
+        assert!(check_container(&spec, &[], &policy).is_ok());
+        assert!(check_container(&spec, &[], &none).is_err());
+        spec.devices = vec![crate::engine::DeviceMapping::same_path("/dev/kfd")];
+        assert!(check_container(&spec, &[], &all).is_err());
+    }
+
+    #[test]
+    fn host_access_is_checked_again_naming_the_field() {
+        let mut spec = AppSpec::new("web", "busybox");
+        spec.caps = vec!["SYS_ADMIN".into()];
+        let e = check(&spec, &PolicyConfig::default()).err();
+        let e = e.map(|e| e.to_string()).unwrap_or_default();
+        assert!(
+            e.starts_with("caps[0]: \"SYS_ADMIN\" is not allowed: caps may only be NET_ADMIN"),
+            "{e}"
+        );
+        spec.caps = vec!["net_admin".into()];
+        let ok = check(&spec, &PolicyConfig::default()).map(|a| a.access.caps);
+        assert_eq!(ok, Ok(vec!["NET_ADMIN".to_owned()]));
     }
 }

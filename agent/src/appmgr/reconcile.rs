@@ -278,8 +278,8 @@ impl Pass<'_> {
         mut existing: Vec<ContainerSummary>,
     ) -> Result<AppStatus, EngineError> {
         let identity = Identity::of(spec);
-        let binds = self.check_policy(spec).await?;
-        if let Err(v) = &binds {
+        let admitted = self.check_policy(spec).await?;
+        if let Err(v) = &admitted {
             for c in &existing {
                 self.remove(&c.id).await?;
             }
@@ -331,9 +331,9 @@ impl Pass<'_> {
             rec.container_id = None;
             rec.guard = CrashGuard::default();
         }
-        let binds = binds.unwrap_or_default();
+        let admitted = admitted.unwrap_or_default();
         let status = self
-            .create(rec, spec, &identity, built.as_ref(), &binds)
+            .create(rec, spec, &identity, built.as_ref(), &admitted)
             .await?;
         Ok(with_build(status, built.as_ref()))
     }

@@ -132,6 +132,10 @@ pub struct PolicyConfig {
     /// Host directories under which bind mounts are allowed (whole path components:
     /// `/srv/data` allows `/srv/data/x`, not `/srv/database`). Empty: no bind mounts.
     pub allowed_bind_prefixes: Vec<PathBuf>,
+    /// Host device paths under which an app's `devices` may be mapped (whole path
+    /// components: `/dev/bus/usb` allows `/dev/bus/usb/001/002`). Empty: no extra devices. GPU
+    /// devices are never mapped from here, only from the GPU intent.
+    pub allowed_device_prefixes: Vec<PathBuf>,
 }
 
 /// Git sources: how long fetching and building may take, how many images of an app are

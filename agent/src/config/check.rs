@@ -173,6 +173,9 @@ pub(crate) fn apps(apps: &AppManagerConfig) -> Result<(), ConfigError> {
     for (i, p) in apps.policy.allowed_bind_prefixes.iter().enumerate() {
         absolute(&format!("apps.policy.allowed_bind_prefixes[{i}]"), p)?;
     }
+    for (i, p) in apps.policy.allowed_device_prefixes.iter().enumerate() {
+        absolute(&format!("apps.policy.allowed_device_prefixes[{i}]"), p)?;
+    }
     let cl = &apps.crash_loop;
     range(
         "apps.crash_loop.initial_backoff_ms",

@@ -129,6 +129,10 @@ fn fractions_and_relative_paths_in_the_file_are_refused() {
             "[apps.policy]\nallowed_bind_prefixes = [\"/srv\", \"data\"]\n",
             "apps.policy.allowed_bind_prefixes[1]",
         ),
+        (
+            "[apps.policy]\nallowed_device_prefixes = [\"dev/apex_0\"]\n",
+            "apps.policy.allowed_device_prefixes[0]",
+        ),
         ("[apps]\ninstance = \"Bad Name!\"\n", "apps.instance"),
         ("[apps]\nstate_dir = \"rel\"\n", "apps.state_dir"),
         (

@@ -98,6 +98,9 @@ pub(crate) fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
             maximum_retry_count: None,
         }),
         log_config: spec.log_rotation.as_ref().map(log_config),
+        shm_size: spec.shm_size,
+        cap_add: non_empty(spec.cap_add.clone()),
+        sysctls: (!spec.sysctls.is_empty()).then(|| hash_map(&spec.sysctls)),
         ..HostConfig::default()
     };
     ContainerCreateBody {
@@ -216,6 +219,9 @@ pub(crate) fn details(resp: ContainerInspectResponse) -> ContainerDetails {
         binds: host.binds.unwrap_or_default(),
         security_opt: host.security_opt.unwrap_or_default(),
         pids_limit: host.pids_limit,
+        shm_size: host.shm_size,
+        cap_add: host.cap_add.unwrap_or_default(),
+        sysctls: host.sysctls.unwrap_or_default().into_iter().collect(),
         health,
         image_id: resp.image.unwrap_or_default(),
     }
@@ -358,6 +364,9 @@ mod body_tests {
             }],
             group_add: vec!["44".into(), "105".into()],
             memory_bytes: Some(1 << 30),
+            shm_size: Some(536_870_912),
+            cap_add: vec!["NET_ADMIN".into()],
+            sysctls: BTreeMap::from([("net.ipv4.ip_forward".to_owned(), "1".to_owned())]),
             ..ContainerSpec::default()
         };
         let body = create_body(&spec);
@@ -381,6 +390,13 @@ mod body_tests {
             Some(Some("18080".to_owned()))
         );
         assert_eq!(host.memory, Some(1 << 30));
+        assert_eq!(host.shm_size, Some(536_870_912));
+        assert_eq!(host.cap_add, Some(vec!["NET_ADMIN".to_owned()]));
+        let sysctls = host.sysctls.clone().unwrap_or_default();
+        assert_eq!(
+            sysctls.get("net.ipv4.ip_forward").map(String::as_str),
+            Some("1")
+        );
         assert_eq!(host.privileged, None);
         assert_eq!(host.network_mode, None);
         assert_eq!(host.pid_mode, None);

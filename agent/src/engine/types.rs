@@ -137,6 +137,12 @@ pub struct ContainerSpec {
     pub healthcheck: Option<HealthProbe>,
     /// Log rotation of the json-file driver; `None`: the engine's default logging.
     pub log_rotation: Option<LogRotation>,
+    /// Size of `/dev/shm` in bytes; `None`: the engine's default (64 MiB).
+    pub shm_size: Option<i64>,
+    /// Capabilities added to the engine's default set (names without `CAP_`).
+    pub cap_add: Vec<String>,
+    /// Namespaced sysctls set in the container.
+    pub sysctls: BTreeMap<String, String>,
 }
 
 /// A container's state as the engine reports it.
@@ -235,6 +241,12 @@ pub struct ContainerDetails {
     pub health: Option<ContainerHealth>,
     /// Id (`sha256:…`) of the image the container was created from.
     pub image_id: String,
+    /// Size of `/dev/shm` in bytes as the engine reports it.
+    pub shm_size: Option<i64>,
+    /// Capabilities added, as the engine reports them.
+    pub cap_add: Vec<String>,
+    /// Sysctls set, as the engine reports them.
+    pub sysctls: BTreeMap<String, String>,
 }
 
 /// One line of `list_by_label`.

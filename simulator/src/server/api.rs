@@ -21,7 +21,8 @@ use crate::state::views::{AppView, HostView};
 
 type ApiResult<T> = Result<T, ApiError>;
 
-/// Parses a `POST /api/apps` body: an `AppSpec` plus an optional `host`.
+/// Parses a `POST /api/apps` body: an `AppSpec` plus an optional `host` (ODAC's `shmSize`
+/// taken for `shm_size`), its host-access fields checked.
 pub fn parse_create(body: &[u8]) -> ApiResult<(Option<String>, AppSpec)> {
     let mut value = parse_json(body)?;
     let Value::Object(map) = &mut value else {
@@ -41,6 +42,16 @@ pub fn parse_create(body: &[u8]) -> ApiResult<(Option<String>, AppSpec)> {
             ));
         }
     };
+    // ODAC's payload spells it `shmSize`
+    if let Some(shm) = map.remove("shmSize") {
+        if map.contains_key("shm_size") {
+            return Err(ApiError::bad_request(
+                "shm_size",
+                "shm_size: give either shm_size or shmSize, not both",
+            ));
+        }
+        map.insert("shm_size".to_owned(), shm);
+    }
     let mut spec: AppSpec = typed(value, "")?;
     if spec.registry_auth.is_some() {
         return Err(ApiError::bad_request(
@@ -57,6 +68,8 @@ pub fn parse_create(body: &[u8]) -> ApiResult<(Option<String>, AppSpec)> {
     }
     spec.gpu = gpu;
     resolve_catalog(&mut spec)?;
+    // `shm_size`, `caps`, `sysctls`, `devices`: the agent checks them again, per app
+    spec.host_access()?;
     Ok((host, spec))
 }
 

@@ -108,6 +108,9 @@ impl ContainerEngine for FakeEngine {
                 .collect(),
             security_opt: spec.security_opt.clone(),
             pids_limit: spec.pids_limit,
+            shm_size: spec.shm_size,
+            cap_add: spec.cap_add.clone(),
+            sysctls: spec.sysctls.clone(),
             image_id: fake_image_id(&spec.image, state.digests.get(&spec.image)),
             ..ContainerDetails::default()
         };
