@@ -8,8 +8,9 @@
 #   - extracted into a temp dir (dpkg-deb -x): the unit and the config are the ones in deploy/,
 #     the binary runs (`odac-agent version`), and the packaged unit passes check-unit.sh
 #     with the packaged binary.
-# Usage: deploy/check-deb.sh [--deb FILE | --profile NAME]   (without --deb: `cargo deb -p odac-agent
-#   --locked`, release profile unless --profile names another, e.g. `dev` in CI to reuse the test build)
+# Usage: deploy/check-deb.sh [--deb FILE | --profile NAME [--no-build]]   (without --deb: `cargo deb
+#   -p odac-agent --locked`, release profile unless --profile names another, e.g. `dev` in CI to
+#   reuse the test build; --no-build packages the binary already there instead of building it)
 # Needs cargo-deb (cargo install --locked cargo-deb) unless --deb is given, and dpkg-deb.
 set -euo pipefail
 
@@ -17,12 +18,14 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 deb=""
 profile="release"
+build=()
 
 while [ $# -gt 0 ]; do
   case "$1" in
     --deb) deb="${2:?--deb needs a file}"; shift 2 ;;
     --profile) profile="${2:?--profile needs a name}"; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    --no-build) build=(--no-build); shift ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "check-deb: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -36,7 +39,7 @@ trap 'rm -rf "$tmp"' EXIT
 if [ -z "$deb" ]; then
   command -v cargo-deb >/dev/null 2>&1 || fail "cargo-deb not found (cargo install --locked cargo-deb)"
   echo "check-deb: cargo deb -p odac-agent --profile $profile"
-  (cd "$repo" && cargo deb -p odac-agent --profile "$profile" --output "$tmp/out" -- --locked)
+  (cd "$repo" && cargo deb -p odac-agent --profile "$profile" ${build[@]+"${build[@]}"} --output "$tmp/out" -- --locked)
   deb=$(find "$tmp/out" -maxdepth 1 -name 'odac-agent_*.deb' | head -n 1)
   [ -n "$deb" ] || fail "cargo deb produced no odac-agent_*.deb"
 fi

@@ -828,3 +828,85 @@ fn every_rust_file_opens_with_a_module_doc() {
         offenders.join("\n  ")
     );
 }
+
+/// The words of `list` (a shell word list), without options.
+fn words(list: &str) -> BTreeSet<String> {
+    list.split_whitespace()
+        .filter(|w| !w.starts_with('-'))
+        .map(|w| {
+            w.trim_matches(|c| c == '`' || c == '"' || c == ';')
+                .to_owned()
+        })
+        .filter(|w| !w.is_empty())
+        .collect()
+}
+
+/// What `.ci/run` installs: its Debian packages (`for pkg in …; do`) and its cargo tools
+/// (`cargo install --locked NAME`).
+fn ci_installs(script: &str) -> (BTreeSet<String>, BTreeSet<String>) {
+    let debian = script
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("for pkg in "))
+        .and_then(|l| l.split(';').next())
+        .map(words)
+        .expect(".ci/run lists its Debian packages in `for pkg in …; do`");
+    let cargo = script
+        .lines()
+        .filter_map(|l| l.split("cargo install --locked ").nth(1))
+        .flat_map(words)
+        .collect();
+    (debian, cargo)
+}
+
+/// What the README's "All at once" line installs: `apt-get install …` and `cargo install
+/// --locked …`.
+fn readme_installs(readme: &str) -> (BTreeSet<String>, BTreeSet<String>) {
+    let start = readme
+        .find("All at once:")
+        .expect("README has an `All at once:` install line");
+    let text = &readme[start..];
+    let text = &text[..text.find("\n\n").unwrap_or(text.len())];
+    let after = |marker: &str| {
+        text.split(marker)
+            .nth(1)
+            .and_then(|t| t.split('`').next())
+            .map(words)
+            .unwrap_or_default()
+    };
+    (after("apt-get install "), after("cargo install --locked "))
+}
+
+#[test]
+fn readme_prerequisites_are_what_ci_installs() {
+    let root = workspace_root();
+    let (ci_debian, ci_cargo) = ci_installs(&fs::read_to_string(root.join(".ci/run")).unwrap());
+    let (readme_debian, readme_cargo) =
+        readme_installs(&fs::read_to_string(root.join("README.md")).unwrap());
+    // the machines CI runs on come with the engine; a newcomer installs it with the rest
+    let readme_debian: BTreeSet<String> = readme_debian
+        .into_iter()
+        .filter(|p| p != "docker.io")
+        .collect();
+    assert_eq!(
+        readme_debian, ci_debian,
+        "README's `All at once` apt-get line vs .ci/run's packages"
+    );
+    assert_eq!(
+        readme_cargo, ci_cargo,
+        "README's `All at once` cargo line vs .ci/run's cargo tools"
+    );
+}
+
+#[test]
+fn the_install_lists_are_read_from_their_lines() {
+    let (debian, cargo) = ci_installs(
+        "for pkg in git procps; do\ncommand -v x || cargo install --locked cargo-nextest\n",
+    );
+    assert_eq!(debian, words("git procps"));
+    assert_eq!(cargo, words("cargo-nextest"));
+    let (debian, cargo) = readme_installs(
+        "All at once: `apt-get install docker.io git` and\n`cargo install --locked a b`.\n\nnext",
+    );
+    assert_eq!(debian, words("docker.io git"));
+    assert_eq!(cargo, words("a b"));
+}
