@@ -223,15 +223,15 @@ fn api_refusals_exit_1_with_the_apis_message() {
     for (args, msg) in [
         (
             vec!["app", "gpu", "nope", "--off"],
-            "error: unknown app \"nope\"\n",
+            "error: unknown app \"nope\"; no apps known yet\n",
         ),
         (
             vec!["app", "restart", "nope"],
-            "error: unknown app \"nope\"\n",
+            "error: unknown app \"nope\"; no apps known yet\n",
         ),
         (
             vec!["app", "remove", "nope"],
-            "error: unknown app \"nope\"\n",
+            "error: unknown app \"nope\"; no apps known yet\n",
         ),
         (
             vec!["app", "create", "-n", "Bad_Name", "--image", "x"],
@@ -247,7 +247,7 @@ fn api_refusals_exit_1_with_the_apis_message() {
             vec![
                 "app", "create", "-n", "a", "--image", "x", "--host", "ghost",
             ],
-            "error: unknown host \"ghost\"\n",
+            "error: unknown host \"ghost\"; known hosts: a\n",
         ),
     ] {
         let o = sim.odac(&args);

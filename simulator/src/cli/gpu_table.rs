@@ -1,6 +1,7 @@
 //! `odac host show HOST`: the host's summary line and one row per GPU with its current
 //! figures (utilisation, VRAM, temperature, power, clock) from the host's latest `gpu_stats`
-//! report, and the apps that hold it; then one row per app and GPU with what the app uses of
+//! report, and the apps that hold it (from that report, or from the apps' statuses before the
+//! first); then one row per app and GPU with what the app uses of
 //! it (NVIDIA: its processes' utilisation and VRAM, `0% 0` when it holds the GPU but runs
 //! nothing on it).
 
@@ -10,7 +11,7 @@ use super::args::HostShowArgs;
 use super::client::{Client, ClientError, segment};
 use super::table::render;
 use crate::state::gpu_history::HostGpuStats;
-use crate::state::views::HostView;
+use crate::state::views::{AppView, HostView};
 
 /// Prints the host and its GPUs.
 pub fn show(client: &Client, args: &HostShowArgs) -> Result<(), ClientError> {
@@ -25,7 +26,13 @@ pub fn show(client: &Client, args: &HostShowArgs) -> Result<(), ClientError> {
     }
     let unexpected = |e: serde_json::Error| ClientError::new(format!("unexpected answer: {e}"));
     let host: HostView = serde_json::from_value(host_json).map_err(unexpected)?;
-    let stats: HostGpuStats = serde_json::from_value(stats_json).map_err(unexpected)?;
+    let mut stats: HostGpuStats = serde_json::from_value(stats_json).map_err(unexpected)?;
+    if stats.apps.is_empty() {
+        // no gpu_stats report (yet): which app holds which GPU follows from the apps' statuses
+        let apps: Vec<AppView> =
+            serde_json::from_value(client.get("/api/apps")?).map_err(unexpected)?;
+        stats.apps = held_by_apps(&host, &apps);
+    }
     super::term::print(&render_host(&host, &stats));
     Ok(())
 }
@@ -114,6 +121,20 @@ pub fn render_host(host: &HostView, stats: &HostGpuStats) -> String {
         ));
     }
     out
+}
+
+/// The GPUs each app of `host` holds, read from the devices attached to its container and
+/// mapped to the inventory's GPU ids (the agent's own mapping).
+fn held_by_apps(host: &HostView, apps: &[AppView]) -> Vec<odac_protocol::AppGpus> {
+    let Some(inventory) = host.inventory.as_deref() else {
+        return Vec::new();
+    };
+    let statuses: Vec<odac_protocol::AppStatus> = apps
+        .iter()
+        .filter(|a| a.host == host.id)
+        .filter_map(|a| a.status.clone())
+        .collect();
+    odac_agent::telemetry::apps::app_gpus(&statuses, &inventory.gpus)
 }
 
 /// The per-app usage rows (nothing when the host reports none).

@@ -216,9 +216,47 @@ fn gpu(client: &Client, args: &GpuArgs) -> Result<(), ClientError> {
 
 fn execute(cli: &Cli) -> Result<(), ClientError> {
     let client = Client::new(&cli.api, cli.ca_file.as_deref(), cli.token.clone())?;
+    dispatch(cli, &client).map_err(|e| with_known_names(&client, e))
+}
+
+/// An unknown app or host, with the names the control plane knows: a typo is one look away.
+fn with_known_names(client: &Client, e: ClientError) -> ClientError {
+    let (path, what) = if e.message.starts_with("unknown app ") {
+        ("/api/apps", "apps")
+    } else if e.message.starts_with("unknown host ") {
+        ("/api/hosts", "hosts")
+    } else {
+        return e;
+    };
+    let listed = client.get(path).ok();
+    let names: Vec<String> = listed
+        .as_ref()
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|v| match what {
+            "apps" => v["name"].as_str().map(str::to_owned),
+            _ => v["id"].as_str().map(|id| match v["hostname"].as_str() {
+                Some(h) if !h.is_empty() && h != id => format!("{h} ({id})"),
+                _ => id.to_owned(),
+            }),
+        })
+        .collect();
+    let known = match (listed.is_some(), names.is_empty()) {
+        (false, _) => return e,
+        (true, true) => format!("no {what} known yet"),
+        (true, false) => format!("known {what}: {}", names.join(", ")),
+    };
+    ClientError {
+        message: format!("{}; {known}", e.message),
+        ..e
+    }
+}
+
+fn dispatch(cli: &Cli, client: &Client) -> Result<(), ClientError> {
     match &cli.command {
-        Command::App(AppCommand::Create(args)) => create(&client, args)?,
-        Command::App(AppCommand::Gpu(args)) => gpu(&client, args)?,
+        Command::App(AppCommand::Create(args)) => create(client, args)?,
+        Command::App(AppCommand::Gpu(args)) => gpu(client, args)?,
         Command::App(AppCommand::List(args)) => {
             let v = client.get("/api/apps")?;
             if args.json {
@@ -249,9 +287,9 @@ fn execute(cli: &Cli) -> Result<(), ClientError> {
             term::print(&diagnosis::show(&v));
         }
         Command::App(AppCommand::Logs(a)) => {
-            logs::logs(&client, a, &mut std::io::stdout(), &mut std::io::stderr())?;
+            logs::logs(client, a, &mut std::io::stdout(), &mut std::io::stderr())?;
         }
-        Command::Registry(command) => registry::run(&client, command)?,
+        Command::Registry(command) => registry::run(client, command)?,
         Command::Host(HostCommand::List(args)) => {
             let v = client.get("/api/hosts")?;
             if args.json {
@@ -261,7 +299,7 @@ fn execute(cli: &Cli) -> Result<(), ClientError> {
                 term::print(&table::hosts(&hosts));
             }
         }
-        Command::Host(HostCommand::Show(args)) => gpu_table::show(&client, args)?,
+        Command::Host(HostCommand::Show(args)) => gpu_table::show(client, args)?,
     }
     Ok(())
 }
