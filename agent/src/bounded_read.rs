@@ -3,7 +3,8 @@
 //! `O_NONBLOCK`, so a FIFO or a device never blocks the opening thread; anything but a
 //! regular file is refused by its kind ("is a fifo", "is a directory") before a byte is read;
 //! at most a given number of bytes is read, and a longer file is refused, so a huge file never
-//! fills memory. A regular file on a stuck file system can still block a read: callers on the
+//! fills memory. The agent's other inputs outside its state dir (the token file, the TLS
+//! files) go through it too. A regular file on a stuck file system can still block a read: callers on the
 //! async runtime also move the read off its workers (`spawn_blocking`, `block_in_place`).
 
 use std::io::Read;
@@ -13,9 +14,9 @@ use std::path::Path;
 /// Why a bounded read failed. Messages name the file's kind or size, never its content.
 #[derive(Debug, thiserror::Error)]
 pub enum BoundedReadError {
-    /// Nothing at the path.
+    /// Nothing at the path (the OS error, for callers that pass it on).
     #[error("not found")]
-    NotFound,
+    NotFound(std::io::Error),
     /// Something other than a regular file at the path.
     #[error("is {kind}, not a regular file")]
     NotRegular {
@@ -56,7 +57,7 @@ pub fn read_regular(path: &Path, limit: u64) -> Result<Vec<u8>, BoundedReadError
         .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)
         .open(path)
         .map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => BoundedReadError::NotFound,
+            std::io::ErrorKind::NotFound => BoundedReadError::NotFound(e),
             _ => BoundedReadError::Io(e),
         })?;
     let meta = file.metadata().map_err(BoundedReadError::Io)?;
@@ -76,6 +77,16 @@ pub fn read_regular(path: &Path, limit: u64) -> Result<Vec<u8>, BoundedReadError
         return Err(BoundedReadError::TooLarge { limit });
     }
     Ok(bytes)
+}
+
+/// [`read_regular`] with its refusals as [`std::io::Error`]s (`NotFound` kept as such; a file
+/// of another kind or over the limit `InvalidInput` with the reason), for callers whose errors
+/// carry an `io::Error`: the token file, the TLS files.
+pub fn read_regular_io(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    read_regular(path, limit).map_err(|e| match e {
+        BoundedReadError::Io(e) | BoundedReadError::NotFound(e) => e,
+        other => std::io::Error::new(std::io::ErrorKind::InvalidInput, other.to_string()),
+    })
 }
 
 #[cfg(test)]
@@ -104,7 +115,11 @@ mod tests {
         assert_eq!(read_regular(&big, 2048).unwrap().len(), 2048);
         assert!(matches!(
             read_regular(&dir.path().join("none"), 1),
-            Err(BoundedReadError::NotFound)
+            Err(BoundedReadError::NotFound(_))
         ));
+        let e = read_regular_io(&fifo, 1024).unwrap_err();
+        assert_eq!(e.to_string(), "is a fifo, not a regular file");
+        let e = read_regular_io(&dir.path().join("none"), 1).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
     }
 }

@@ -79,7 +79,7 @@ pub fn load_or_create(state_dir: &Path) -> Result<String, IdentityError> {
                 why: format!("it {e}"),
             })
         }
-        Err(BoundedReadError::NotFound) => {
+        Err(BoundedReadError::NotFound(_)) => {
             let id = uuid::Uuid::new_v4().to_string();
             write_atomically(&path, &id).map_err(|source| IdentityError::Write {
                 path: path.clone(),

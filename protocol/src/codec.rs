@@ -1,6 +1,10 @@
 //! Decoding and encoding frames. Decoding checks the size limit before parsing, parses JSON,
 //! dispatches on `type` (an unknown type is its own error), deserialises the payload with the
 //! path of any bad field, and validates. It never panics, whatever the input.
+//!
+//! An object with the same key twice is refused (`invalid`, naming the key's path): JSON
+//! parsers disagree on which of the two counts (first or last), so a frame that one reader of
+//! the wire sees one way must not be applied another way here.
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -150,8 +154,26 @@ fn split(frame: &[u8]) -> Result<(String, Value), DecodeError> {
     if frame.len() > MAX_FRAME_BYTES {
         return Err(DecodeError::TooLarge { size: frame.len() });
     }
-    let value: Value =
-        serde_json::from_slice(frame).map_err(|e| DecodeError::Malformed(e.to_string()))?;
+    let duplicate = std::cell::RefCell::new(None);
+    let mut de = serde_json::Deserializer::from_slice(frame);
+    let parsed = serde::de::DeserializeSeed::deserialize(
+        Strict {
+            path: String::new(),
+            duplicate: &duplicate,
+        },
+        &mut de,
+    )
+    .and_then(|v| de.end().map(|()| v));
+    let value = match (parsed, duplicate.into_inner()) {
+        (Ok(v), _) => v,
+        (Err(_), Some(path)) => {
+            return Err(DecodeError::Invalid(ValidationError::new(
+                path,
+                "is a duplicate key (readers disagree on which one counts)",
+            )));
+        }
+        (Err(e), None) => return Err(DecodeError::Malformed(e.to_string())),
+    };
     let kind = match &value {
         Value::Object(map) => match map.get("type") {
             Some(Value::String(t)) => t.clone(),
@@ -171,6 +193,87 @@ fn split(frame: &[u8]) -> Result<(String, Value), DecodeError> {
         }
     };
     Ok((kind, value))
+}
+
+/// A JSON value parsed like `serde_json::Value`, refusing an object with a key twice: the
+/// path of the second one goes to `duplicate` (the parse then fails).
+struct Strict<'a> {
+    path: String,
+    duplicate: &'a std::cell::RefCell<Option<String>>,
+}
+
+impl Strict<'_> {
+    fn child(&self, path: String) -> Self {
+        Strict {
+            path,
+            duplicate: self.duplicate,
+        }
+    }
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Strict<'_> {
+    type Value = Value;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Strict<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut out = Vec::new();
+        while let Some(v) =
+            seq.next_element_seed(self.child(format!("{}[{}]", self.path, out.len())))?
+        {
+            out.push(v);
+        }
+        Ok(Value::Array(out))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = serde_json::Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let path = if self.path.is_empty() {
+                key.clone()
+            } else {
+                format!("{}.{key}", self.path)
+            };
+            if out.contains_key(&key) {
+                *self.duplicate.borrow_mut() = Some(path);
+                return Err(serde::de::Error::custom("duplicate key"));
+            }
+            let v = map.next_value_seed(self.child(path))?;
+            out.insert(key, v);
+        }
+        Ok(Value::Object(out))
+    }
 }
 
 /// Deserialises a payload, naming the path of a bad field.

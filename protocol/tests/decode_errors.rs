@@ -255,3 +255,31 @@ fn error_replies() {
         None
     );
 }
+
+#[test]
+fn a_duplicate_key_is_refused_naming_its_path() {
+    for (frame, path) in [
+        (
+            r#"{"type":"app_upsert","seq":1,"generation":1,"app":{"name":"a","image":"x","image":"evil"}}"#,
+            "app.image",
+        ),
+        (
+            r#"{"type":"desired_state","seq":1,"generation":1,"apps":[{"name":"a","image":"x","env":{"A":"1","A":"2"}}]}"#,
+            "apps[0].env.A",
+        ),
+        (
+            r#"{"type":"ack","type":"ack","seq":1}"#,
+            "type",
+        ),
+    ] {
+        let e = decode_control(frame.as_bytes()).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::Invalid, "{frame}: {e}");
+        assert!(
+            e.reply_text().starts_with(&format!("{path}: is a duplicate key")),
+            "{frame}: {e}"
+        );
+    }
+    // the same key in two objects is fine
+    let ok = r#"{"type":"desired_state","seq":1,"generation":1,"apps":[{"name":"a","image":"x"},{"name":"b","image":"x"}]}"#;
+    assert!(decode_control(ok.as_bytes()).is_ok());
+}

@@ -117,7 +117,7 @@ impl Credentials {
     fn read_docker_config(&self, path: &Path, host: &str) -> Option<RegistryAuth> {
         let text = match read_regular(path, MAX_DOCKER_CONFIG) {
             Ok(t) => t,
-            Err(BoundedReadError::NotFound) => return None,
+            Err(BoundedReadError::NotFound(_)) => return None,
             Err(e) => {
                 self.warn_once(path.display().to_string(), || {
                     format!(

@@ -85,7 +85,7 @@ impl Store {
         use crate::bounded_read::{BoundedReadError, read_regular};
         let bytes = match read_regular(path, MAX_STATE_FILE) {
             Ok(b) => b,
-            Err(BoundedReadError::NotFound) => return Ok(None),
+            Err(BoundedReadError::NotFound(_)) => return Ok(None),
             Err(e @ (BoundedReadError::NotRegular { .. } | BoundedReadError::TooLarge { .. })) => {
                 return Err(self.move_aside(path, e.to_string())?);
             }

@@ -114,7 +114,7 @@ fn private_roots(path: &Path) -> Result<RootCertStore, TlsConfigError> {
 }
 
 fn read(key: &'static str, path: &Path) -> Result<Vec<u8>, TlsConfigError> {
-    std::fs::read(path).map_err(|source| TlsConfigError::Read {
+    crate::bounded_read::read_regular_io(path, 1024 * 1024).map_err(|source| TlsConfigError::Read {
         key,
         path: path.to_owned(),
         source,

@@ -49,7 +49,11 @@ impl Token {
                 mode,
             });
         }
-        let text = std::fs::read_to_string(path).map_err(|source| TokenError::Read {
+        let read = crate::bounded_read::read_regular_io(path, 64 * 1024).and_then(|bytes| {
+            String::from_utf8(bytes)
+                .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not utf-8 text"))
+        });
+        let text = read.map_err(|source| TokenError::Read {
             path: path.to_owned(),
             source,
         })?;
@@ -146,6 +150,32 @@ mod tests {
         assert!(!err.contains("s3cr3t"), "{err}");
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
         assert_eq!(Token::from_file(&path).unwrap().expose(), "s3cr3t-value");
+    }
+
+    #[test]
+    fn a_fifo_or_directory_as_token_file_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("token");
+        let status = std::process::Command::new("mkfifo")
+            .args(["-m", "600"])
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(Token::from_file(&fifo).unwrap_err().to_string());
+        });
+        // the old read_to_string waited for a writer for ever
+        let err = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("no answer: the read blocked");
+        assert!(err.contains("is a fifo, not a regular file"), "{err}");
+        let sub = dir.path().join("d");
+        std::fs::create_dir(&sub).unwrap();
+        std::fs::set_permissions(&sub, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let err = Token::from_file(&sub).unwrap_err().to_string();
+        assert!(err.contains("is a directory"), "{err}");
     }
 
     #[test]
