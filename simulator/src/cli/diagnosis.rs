@@ -3,11 +3,13 @@
 //! (`running (unhealthy)`), and `odac app show NAME`: state, health with the failing check's
 //! output, the GPU request, the devices attached and the fallback with its detail (the note
 //! of a learned refusal: "the engine was not asked again") and fix, the crash (reason, exit
-//! code, OOM kill, next retry) and the last lines of output. A pull, build or policy failure is
-//! the app's own `reason` (never a `gpu reason`), with a fix that names the command to run (a
+//! code, OOM kill, next retry), the host access the spec asks for (`/dev/shm`, capabilities,
+//! sysctls, devices) and the last lines of output. A pull, build or policy failure is the
+//! app's own `reason` (never a `gpu reason`), with a fix that names the command to run (a
 //! refused registry login: `odac registry login HOST`) and when the agent tries again.
 
-use odac_protocol::{AppStatus, CrashInfo, FallbackTier, Reason};
+use odac_protocol::{AppSpec, AppStatus, CrashInfo, FallbackTier, Reason};
+use serde_json::Value;
 
 use crate::clock::{now_ms, rfc3339};
 use crate::state::views::AppView;
@@ -113,6 +115,34 @@ fn relative(ms: u64, now: u64) -> String {
     format!("in {secs}s")
 }
 
+/// The spec's host access as asked for, e.g. `shm_size 512m, caps net_admin, sysctls
+/// net.ipv4.ip_forward=true, devices /dev/apex_0`; `None` without any.
+fn host_access(spec: &AppSpec) -> Option<String> {
+    let text = |v: &Value| match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let mut parts = Vec::new();
+    if let Some(shm) = &spec.shm_size {
+        parts.push(format!("shm_size {}", text(&shm.0)));
+    }
+    if !spec.caps.is_empty() {
+        parts.push(format!("caps {}", spec.caps.join(" ")));
+    }
+    if !spec.sysctls.is_empty() {
+        let kv: Vec<String> = spec
+            .sysctls
+            .iter()
+            .map(|(k, v)| format!("{k}={}", text(&v.0)))
+            .collect();
+        parts.push(format!("sysctls {}", kv.join(" ")));
+    }
+    if !spec.devices.is_empty() {
+        parts.push(format!("devices {}", spec.devices.join(" ")));
+    }
+    (!parts.is_empty()).then(|| parts.join(", "))
+}
+
 /// `odac app show NAME`.
 pub fn show(a: &AppView) -> String {
     let mut out = String::new();
@@ -129,6 +159,9 @@ pub fn show(a: &AppView) -> String {
     let status = a.status.as_ref();
     line("state", &a.state);
     line("image", a.image.as_deref().unwrap_or("-"));
+    if let Some(access) = host_access(&a.spec) {
+        line("host access", &access);
+    }
     if let Some(s) = status {
         line("restarts", &s.restart_count.to_string());
         if let Some(h) = &s.health {
@@ -239,7 +272,7 @@ pub fn show(a: &AppView) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use odac_protocol::{AppSpec, AppState, CrashReason, HealthReport, HealthState};
+    use odac_protocol::{AppState, CrashReason, HealthReport, HealthState, ShmSize, SysctlValue};
 
     fn view(status: AppStatus) -> AppView {
         AppView {
@@ -352,6 +385,25 @@ mod tests {
         );
         let text = show(&view(s));
         assert!(text.contains("health check  model not loaded\n"), "{text}");
+        assert!(!text.contains("host access"), "{text}");
         assert_eq!(relative(10, 20), "now");
+    }
+
+    #[test]
+    fn host_access_is_shown_as_asked_for() {
+        let mut v = view(AppStatus::default());
+        v.spec.shm_size = Some(ShmSize("512m".into()));
+        v.spec.caps = vec!["net_admin".into(), "CAP_SYS_NICE".into()];
+        v.spec
+            .sysctls
+            .insert("net.ipv4.ip_forward".into(), SysctlValue(true.into()));
+        v.spec.devices = vec!["/dev/apex_0".into()];
+        let text = show(&v);
+        assert!(
+            text.contains(
+                "host access   shm_size 512m, caps net_admin CAP_SYS_NICE, sysctls net.ipv4.ip_forward=true, devices /dev/apex_0\n"
+            ),
+            "{text}"
+        );
     }
 }
