@@ -218,6 +218,7 @@ pub(crate) fn details(resp: ContainerInspectResponse) -> ContainerDetails {
         pids_limit: host.pids_limit,
         health,
         image_id: resp.image.unwrap_or_default(),
+        env: config.env.unwrap_or_default(),
     }
 }
 

@@ -235,6 +235,8 @@ pub struct ContainerDetails {
     pub health: Option<ContainerHealth>,
     /// Id (`sha256:…`) of the image the container was created from.
     pub image_id: String,
+    /// The process environment (`KEY=VALUE`): the image's merged with the container's.
+    pub env: Vec<String>,
 }
 
 /// One line of `list_by_label`.

@@ -108,6 +108,7 @@ impl ContainerEngine for FakeEngine {
                 .collect(),
             security_opt: spec.security_opt.clone(),
             pids_limit: spec.pids_limit,
+            env: Self::process_env(&state, spec),
             image_id: fake_image_id(&spec.image, state.digests.get(&spec.image)),
             ..ContainerDetails::default()
         };
@@ -422,6 +423,7 @@ impl ContainerEngine for FakeEngine {
                     )]
                 })
                 .unwrap_or_default(),
+            env: state.image_env.get(reference).cloned().unwrap_or_default(),
         })
     }
 }
