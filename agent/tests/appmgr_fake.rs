@@ -199,7 +199,8 @@ async fn nvidia_runtime_request_uses_explicit_ids_and_gpu_capability() {
     assert_eq!(r.driver, "nvidia");
     assert_eq!(r.count, None);
     assert_eq!(r.device_ids.len(), 2);
-    assert_eq!(r.capabilities, vec![vec!["gpu".to_owned()]]);
+    // the toolkit's default set, asked for explicitly
+    assert_eq!(r.capabilities, vec![vec!["gpu", "compute", "utility"]]);
     assert_eq!(s.state, AppState::Running, "{s:?}");
     assert_eq!(s.gpu.attached.unwrap().devices, r.device_ids);
     assert_eq!(labels::gpus(&spec.labels).len(), 2);

@@ -44,6 +44,10 @@ pub struct HostInfo {
     pub cpus: u32,
     /// Total memory in bytes.
     pub memory_bytes: u64,
+    /// The CUDA driver API version the host's NVIDIA driver supports, e.g. `12.4` (what
+    /// `nvidia-smi` prints as "CUDA Version"); absent without an NVIDIA driver.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_version: Option<String>,
 }
 
 /// One GPU.
@@ -135,6 +139,7 @@ impl Inventory {
         ] {
             check_string(f, v)?;
         }
+        check_opt_string("host.cuda_version", h.cuda_version.as_ref())?;
         let max_gpus = usize::try_from(MAX_GPU_COUNT).unwrap_or(usize::MAX);
         if self.gpus.len() > max_gpus {
             return Err(ValidationError::new(

@@ -34,7 +34,11 @@ pub use app::{AppSpec, GitSource, PortMapping, PortProtocol, Resources, VolumeMo
 pub use codec::{DecodeError, Encode, decode_agent, decode_control, encode, error_reply};
 pub use desired::DesiredState;
 pub use git_source::{GitScheme, GitSecret, MAX_SECRET};
-pub use gpu::{GpuCount, GpuCountValue, GpuOptionalValue, GpuRequest, GpuRuntime, GpuVendor};
+pub use gpu::{
+    ALL_CAPABILITIES, DRIVER_CAPABILITIES_ENV, DriverCapabilities, DriverCapability,
+    GpuCapabilitiesValue, GpuCount, GpuCountValue, GpuOptionalValue, GpuRequest, GpuRuntime,
+    GpuVendor,
+};
 pub use gpu_stats::{AppGpuUsage, AppGpus, GpuSample, GpuStats, GpuStatsReport, MAX_STATS_GPUS};
 pub use host_access::{
     ALLOWED_CAPS, ALLOWED_SYSCTLS, HostAccess, MAX_HOST_ACCESS_ENTRIES, MAX_SHM_BYTES,

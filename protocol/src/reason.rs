@@ -39,11 +39,14 @@ pub enum Reason {
     BuildFailed,
     /// The app's image could not be pulled from its registry.
     ImagePullFailed,
+    /// The image's `NVIDIA_REQUIRE_*` (a CUDA or driver version) needs a newer NVIDIA driver
+    /// than the host has; the detail names the requirement and the host's versions.
+    DriverTooOld,
 }
 
 impl Reason {
     /// Every reason code, in wire order.
-    pub const ALL: [Reason; 12] = [
+    pub const ALL: [Reason; 13] = [
         Reason::Disabled,
         Reason::NoDevice,
         Reason::NoDriver,
@@ -56,6 +59,7 @@ impl Reason {
         Reason::PolicyDenied,
         Reason::BuildFailed,
         Reason::ImagePullFailed,
+        Reason::DriverTooOld,
     ];
 
     /// The wire code, e.g. `no_container_runtime`.
@@ -73,6 +77,7 @@ impl Reason {
             Reason::PolicyDenied => "policy_denied",
             Reason::BuildFailed => "build_failed",
             Reason::ImagePullFailed => "image_pull_failed",
+            Reason::DriverTooOld => "driver_too_old",
         }
     }
 
@@ -100,6 +105,9 @@ impl Reason {
             Reason::PolicyDenied => "the host's local policy forbids what the app spec asks for",
             Reason::BuildFailed => "the app's image could not be built from its git source",
             Reason::ImagePullFailed => "the app's image could not be pulled from its registry",
+            Reason::DriverTooOld => {
+                "the image needs a newer NVIDIA driver (CUDA version) than this host has"
+            }
         }
     }
 
@@ -163,6 +171,11 @@ impl Reason {
             (Reason::ImagePullFailed, _) => Some(
                 "read the registry's words in the detail: check the image name and tag, the \
                  registry credentials (odac registry login) and the engine's free disk space",
+            ),
+            (Reason::DriverTooOld, _) => Some(
+                "install the NVIDIA driver branch the detail names (each branch supports one \
+                 CUDA version: 535 → 12.2, 550 → 12.4, 570 → 12.8), or use an image built for \
+                 the host's CUDA version",
             ),
         }
     }

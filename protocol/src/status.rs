@@ -147,6 +147,13 @@ pub struct Attached {
     /// Concrete devices: CDI names, NVIDIA UUIDs or indexes, or device node paths.
     #[serde(default)]
     pub devices: Vec<String>,
+    /// The driver capabilities the container gets (`compute`, `utility`, `video`, …), read
+    /// back from the engine: for NVIDIA the set given to the toolkit (the request's, else the
+    /// image's `NVIDIA_DRIVER_CAPABILITIES`, else `compute,utility`); for AMD and Intel
+    /// device nodes `compute,video` (the render node with the `video`/`render` groups serves
+    /// both). Absent in statuses of older agents.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capabilities: Vec<String>,
 }
 
 /// A fallback: the GPU was not attached, and why.

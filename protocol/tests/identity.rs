@@ -49,13 +49,28 @@ fn gpu_request() -> impl Strategy<Value = GpuRequest> {
         ])
         .prop_map(|s| GpuOptionalValue::Text(s.to_owned())),
     ]);
-    (runtime, prop::option::of(vendor()), count, optional)
-        .prop_map(|(runtime, vendor, count, optional)| GpuRequest {
-            runtime,
-            vendor: vendor.map(GpuVendor::Known),
-            count,
-            optional,
-        })
+    let capabilities = prop::option::of(prop_oneof![
+        select(vec!["video,compute", "all", "utility"])
+            .prop_map(|s| GpuCapabilitiesValue::new(serde_json::Value::from(s))),
+        select(vec![vec!["video"], vec!["compute", "graphics"]])
+            .prop_map(|v| GpuCapabilitiesValue::new(serde_json::Value::from(v))),
+    ]);
+    (
+        runtime,
+        prop::option::of(vendor()),
+        count,
+        optional,
+        capabilities,
+    )
+        .prop_map(
+            |(runtime, vendor, count, optional, capabilities)| GpuRequest {
+                runtime,
+                vendor: vendor.map(GpuVendor::Known),
+                count,
+                optional,
+                capabilities,
+            },
+        )
         .prop_filter("valid, non-empty request", |g| {
             !g.is_empty() && g.validate().is_ok()
         })
@@ -185,6 +200,7 @@ fn inventory() -> impl Strategy<Value = Inventory> {
             arch,
             cpus,
             memory_bytes,
+            cuda_version: (cpus % 2 == 0).then(|| "12.4".to_owned()),
         },
     );
     let gpu = (
@@ -308,6 +324,11 @@ fn app_status() -> impl Strategy<Value = AppStatus> {
         .prop_map(|(vendor, mechanism, devices)| Attached {
             vendor,
             mechanism,
+            capabilities: if vendor == Vendor::Nvidia {
+                vec!["compute".into(), "video".into()]
+            } else {
+                vec![]
+            },
             devices,
         });
     let fallback = (

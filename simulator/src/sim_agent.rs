@@ -13,8 +13,8 @@ use backon::{BackoffBuilder, ExponentialBuilder};
 use odac_agent::gpu::{Allocations, Plan, assessment_from_inventory, resolve};
 use odac_protocol::{
     Ack, AgentMessage, AppSpec, AppState, AppStatus, AppStatusReport, Attached, ControlMessage,
-    ErrorMessage, Fallback, FallbackTier, GpuRequest, GpuStatus, Inventory, InventoryReport,
-    Reason,
+    DriverCapabilities, ErrorMessage, Fallback, FallbackTier, GpuRequest, GpuStatus, Inventory,
+    InventoryReport, Reason,
 };
 use tokio::sync::watch;
 
@@ -91,6 +91,11 @@ pub fn status_for(spec: &AppSpec, inv: &Inventory, generation: u64) -> AppStatus
                     vendor: a.vendor,
                     mechanism: a.mechanism,
                     devices: a.devices,
+                    capabilities: odac_agent::gpu::attach::capabilities_for(
+                        a.vendor,
+                        a.mechanism,
+                        &DriverCapabilities::effective(gpu.driver_capabilities().as_ref(), &[]),
+                    ),
                 });
             }
             Plan::Cpu { reason, detail } => st.gpu.fallback = Some(preflight(reason, detail)),

@@ -402,3 +402,71 @@ fn help_has_a_line_for_every_flag_and_no_dangling_env() {
         assert!(stdout(&o).contains(flag), "{flag}");
     }
 }
+
+/// NVIDIA driver capabilities: `--capabilities video,compute` and `--video` reach the stored
+/// request, a bad name is refused by the CLI (exit 2) and by the API (400 naming
+/// `gpu.capabilities`), and `odac app list` shows the attached set in short form.
+#[test]
+fn capabilities_flags_reach_the_request_and_the_attached_column() {
+    let sim = Sim::start();
+    let _a = sim_agent(&sim, "nv-caps", NVIDIA);
+    let o = sim.odac(&["app", "create", "-n", "enc", "--image", "busybox"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+
+    let o = sim.odac(&[
+        "app",
+        "gpu",
+        "enc",
+        "--nvidia",
+        "--capabilities",
+        "video,compute",
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(
+        requested(&sim, "enc"),
+        json!({"runtime": "nvidia", "capabilities": ["compute", "video"]})
+    );
+    let o = sim.odac(&["app", "gpu", "enc", "--nvidia", "--video"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(
+        requested(&sim, "enc"),
+        json!({"runtime": "nvidia", "capabilities": ["compute", "utility", "video"]})
+    );
+    let o = sim.odac(&["app", "gpu", "enc", "--nvidia", "--capabilities", "vidoe"]);
+    assert_eq!(code(&o), 2, "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains("unknown capability \"vidoe\""),
+        "{}",
+        stderr(&o)
+    );
+
+    let (s, v) = sim.call(
+        "PUT",
+        "/api/apps/enc/gpu",
+        Some(r#"{"runtime":"nvidia","capabilities":["video","hdr"]}"#),
+    );
+    assert_eq!(
+        (s, v["field"].clone()),
+        (400, json!("gpu.capabilities")),
+        "{v}"
+    );
+    let (s, v) = sim.call(
+        "PUT",
+        "/api/apps/enc/gpu",
+        Some(r#"{"runtime":"nvidia","capabilities":"video,compute,utility"}"#),
+    );
+    assert_eq!(s, 200, "{v}");
+
+    assert_eq!(code(&sim.odac(&["app", "restart", "enc"])), 0);
+    sim.wait_api("/api/apps/enc", |a| {
+        a["attached"]["capabilities"] == json!(["compute", "utility", "video"])
+    });
+    let o = sim.odac(&["app", "list"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let line = stdout(&o)
+        .lines()
+        .find(|l| l.starts_with("enc "))
+        .map(str::to_owned)
+        .unwrap_or_default();
+    assert!(line.contains("[compute,utility,video]"), "{}", stdout(&o));
+}

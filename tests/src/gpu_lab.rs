@@ -48,11 +48,24 @@ pub struct HookLine {
     pub container: String,
     /// `NVIDIA_VISIBLE_DEVICES`, split on commas.
     pub visible: Vec<String>,
+    /// The driver capabilities the hook honoured (its `capabilities=` field), split on commas;
+    /// empty for lines without one.
+    pub capabilities: Vec<String>,
 }
 
 fn value<'a>(line: &'a str, key: &str) -> Option<&'a str> {
     line.split_whitespace()
         .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
+}
+
+/// A comma-separated field, split.
+fn list(field: Option<&str>) -> Vec<String> {
+    field
+        .unwrap_or_default()
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 impl Lab {
@@ -146,12 +159,8 @@ impl Lab {
                 Some(HookLine {
                     kind: kind.to_owned(),
                     container: value(l, "container")?.to_owned(),
-                    visible: value(l, "NVIDIA_VISIBLE_DEVICES")
-                        .unwrap_or_default()
-                        .split(',')
-                        .filter(|s| !s.is_empty())
-                        .map(str::to_owned)
-                        .collect(),
+                    visible: list(value(l, "NVIDIA_VISIBLE_DEVICES")),
+                    capabilities: list(value(l, "capabilities")),
                 })
             })
             .collect())

@@ -1,11 +1,12 @@
 //! Creating an app's container: the held refusals (policy, pre-flight, a required GPU the
 //! engine refused) that are not retried until the spec or the plan changes, the retry of
 //! other failures on the crash-loop backoff, named volumes ([`volumes`](super::volumes)), the GPU plan applied to the
-//! container spec, and [`start_with_gpu_fallback`] (or, for devices the engine refused
+//! container spec (completed with what the image's environment says, [`crate::gpu::image`]),
+//! and [`start_with_gpu_fallback`] (or, for devices the engine refused
 //! before, the [`refusals`](super::refusals) learned). Every GPU fallback decision is also an
 //! event (once per decision: held refusals are not repeated).
 
-use odac_protocol::{AppSpec, AppStatus, Fallback, FallbackTier, Mechanism, Reason};
+use odac_protocol::{AppSpec, AppStatus, Fallback, FallbackTier, Mechanism, Reason, Vendor};
 
 use super::build::Built;
 use super::clip::clip;
@@ -20,7 +21,10 @@ use super::policy::{self, Admitted};
 use super::refusals::Asker;
 use crate::engine::ContainerSpec;
 use crate::engine::{ContainerSummary, EngineError};
+use crate::gpu::image as gpu_image;
+use crate::gpu::require::HostNvidia;
 use crate::gpu::{Attachment, Plan, resolve_with};
+use crate::inventory::cuda::cuda_for_driver;
 use crate::inventory::inventory_hash;
 
 impl Pass<'_> {
@@ -58,6 +62,9 @@ impl Pass<'_> {
             return Ok(*status);
         }
         let mut base = self.base_spec(spec, &image, built, admitted);
+        // holds compare the pre-flight plan, which the next pass computes before the image
+        let preflight_plan = plan.clone();
+        let plan = self.with_image(spec, &image, plan).await?;
         if let Some(Plan::Refuse {
             reason,
             fix,
@@ -74,7 +81,7 @@ impl Pass<'_> {
                 &spec.name,
                 format!("required gpu refused at pre-flight ({reason}): {detail}; nothing created"),
             );
-            return Ok(hold(rec, identity, plan, status));
+            return Ok(hold(rec, identity, preflight_plan, status));
         }
         match self.ensure_volumes(spec).await {
             Ok(names) => container::use_volumes(&mut base, spec, &names),
@@ -87,7 +94,41 @@ impl Pass<'_> {
             Ok(outcome) => outcome,
             Err(denied) => return Ok(*denied),
         };
-        self.settle(rec, spec, identity, plan, outcome).await
+        let plans = (preflight_plan, plan);
+        self.settle(rec, spec, identity, plans, outcome).await
+    }
+
+    /// `plan` completed with what the image's environment says (an NVIDIA attachment only:
+    /// the image is inspected for nothing else): driver capabilities, and `driver_too_old`
+    /// for requirements the host's driver cannot meet. An image the engine cannot describe
+    /// counts as one without environment.
+    async fn with_image(
+        &self,
+        spec: &AppSpec,
+        image: &str,
+        plan: Option<Plan>,
+    ) -> Result<Option<Plan>, EngineError> {
+        let (Some(intent), Some(Plan::Attach(att))) = (&spec.gpu, &plan) else {
+            return Ok(plan);
+        };
+        if att.vendor != Vendor::Nvidia {
+            return Ok(plan);
+        }
+        let image_env = match self.engine.image_info(image).await {
+            Ok(info) => info.env,
+            Err(e) if e.is_unavailable() => return Err(e),
+            Err(e) => {
+                tracing::debug!(app = %spec.name, image, error = %e, "the image's environment could not be read");
+                Vec::new()
+            }
+        };
+        let env = gpu_image::process_env(&image_env, &spec.env);
+        let driver = self.assessment.scan.nvidia.driver_version.clone();
+        let host = HostNvidia {
+            cuda: driver.as_deref().and_then(cuda_for_driver),
+            driver,
+        };
+        Ok(plan.map(|p| gpu_image::with_image(p, intent, &env, &host)))
     }
 
     /// The status to report without trying now: a held failure for the same identity and
@@ -237,13 +278,14 @@ impl Pass<'_> {
     }
 
     /// What a start came to: a running container (watched as an existing one), a held
-    /// refusal of a required GPU, or a failure retried on the backoff.
+    /// refusal of a required GPU, or a failure retried on the backoff. `plans` are the
+    /// pre-flight plan (what a hold compares) and the plan the start was made with.
     async fn settle(
         &mut self,
         rec: &mut AppMemory,
         spec: &AppSpec,
         identity: &Identity,
-        plan: Option<Plan>,
+        (preflight_plan, plan): (Option<Plan>, Option<Plan>),
         outcome: StartOutcome,
     ) -> Result<AppStatus, EngineError> {
         let (id, error, fallback) = match outcome {
@@ -269,7 +311,7 @@ impl Pass<'_> {
                     error.engine_message()
                 )),
             );
-            return Ok(hold(rec, identity, plan, status));
+            return Ok(hold(rec, identity, preflight_plan, status));
         }
         rec.container_id = id.clone();
         let mut status =

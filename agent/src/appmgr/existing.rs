@@ -2,7 +2,7 @@
 //! runs, and the crash-loop restarts when it exited (unless its restart policy makes the exit
 //! final, [`diagnosis`](super::diagnosis)).
 
-use odac_protocol::{AppSpec, AppState, AppStatus, Attached, FallbackTier};
+use odac_protocol::{AppSpec, AppState, AppStatus, Attached, FallbackTier, Reason};
 
 use super::clip::clip;
 use super::crashbook;
@@ -155,12 +155,15 @@ impl Pass<'_> {
         }
     }
 
-    /// An app that fell back to the CPU at pre-flight could now get its GPU.
+    /// An app that fell back to the CPU at pre-flight could now get its GPU. Not for
+    /// `driver_too_old`: that fallback comes from the image, which the host's resolve does
+    /// not see (a new driver changes the inventory, and the app is recreated on restart).
     fn gpu_became_available(&self, spec: &AppSpec, status: &AppStatus) -> bool {
         let (Some(intent), Some(fb)) = (&spec.gpu, &status.gpu.fallback) else {
             return false;
         };
         fb.tier == FallbackTier::Preflight
+            && fb.reason != Reason::DriverTooOld
             && matches!(
                 resolve_with(
                     intent,

@@ -224,6 +224,7 @@ pub(crate) fn details(resp: ContainerInspectResponse) -> ContainerDetails {
         sysctls: host.sysctls.unwrap_or_default().into_iter().collect(),
         health,
         image_id: resp.image.unwrap_or_default(),
+        env: config.env.unwrap_or_default(),
     }
 }
 

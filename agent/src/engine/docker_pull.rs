@@ -76,6 +76,7 @@ impl DockerEngine {
         Ok(ImageInfo {
             id: inspected.id.unwrap_or_default(),
             repo_digests: inspected.repo_digests.unwrap_or_default(),
+            env: inspected.config.and_then(|c| c.env).unwrap_or_default(),
         })
     }
 

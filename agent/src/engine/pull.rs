@@ -87,6 +87,8 @@ pub struct ImageInfo {
     pub id: String,
     /// Repo digests (`repo@sha256:…`); empty for images never pulled or pushed.
     pub repo_digests: Vec<String>,
+    /// The image's environment (`KEY=VALUE`, from its config).
+    pub env: Vec<String>,
 }
 
 /// Split an image reference into repository and tag-or-digest: `a/b:1` → (`a/b`, `1`),

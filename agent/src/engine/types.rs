@@ -247,6 +247,8 @@ pub struct ContainerDetails {
     pub cap_add: Vec<String>,
     /// Sysctls set, as the engine reports them.
     pub sysctls: BTreeMap<String, String>,
+    /// The process environment (`KEY=VALUE`): the image's merged with the container's.
+    pub env: Vec<String>,
 }
 
 /// One line of `list_by_label`.

@@ -1,12 +1,16 @@
 //! From a plan to engine requests, and back: [`Attachment::apply`] writes the device requests,
 //! device mappings and numeric group ids of an attachment into a container spec (CDI:
 //! `driver "cdi"` with fully-qualified ids and no count; NVIDIA runtime: `driver "nvidia"` with
-//! explicit ids and capabilities `[["gpu"]]`; device nodes: one mapping per node plus the GIDs
-//! owning them). [`attached_from`] reads what a container really holds from the engine's
-//! inspect, never from the plan.
+//! explicit ids and capabilities `[["gpu", <driver capabilities>…]]`; device nodes: one
+//! mapping per node plus the GIDs owning them). Every NVIDIA path also sets the container's
+//! `NVIDIA_DRIVER_CAPABILITIES` to the attachment's effective set, so the toolkit mounts the
+//! libraries of exactly that set whatever the image says. [`attached_from`] reads what a
+//! container really holds from the engine's inspect, never from the plan.
 
-use odac_protocol::{Attached, Mechanism, Vendor};
-use serde::Serialize;
+use odac_protocol::{
+    Attached, DRIVER_CAPABILITIES_ENV, DriverCapabilities, DriverCapability, Mechanism, Vendor,
+};
+use serde::{Serialize, Serializer};
 
 use crate::engine::{ContainerDetails, ContainerSpec, DeviceMapping, DeviceRequest};
 
@@ -24,11 +28,44 @@ pub struct Attachment {
     pub gpus: Vec<String>,
     /// Numeric group ids owning the device nodes (device nodes only), sorted.
     pub group_add: Vec<u32>,
+    /// The NVIDIA driver capabilities the container gets (see
+    /// [`DriverCapabilities::effective`]); pre-flight sets the intent's or the default, the
+    /// app manager the image's once the image is there.
+    #[serde(serialize_with = "capability_names")]
+    pub capabilities: DriverCapabilities,
+}
+
+fn capability_names<S: Serializer>(c: &DriverCapabilities, s: S) -> Result<S::Ok, S::Error> {
+    c.names().serialize(s)
+}
+
+/// The capabilities a status shows for an attachment: NVIDIA through the toolkit (CDI or the
+/// runtime) gets `effective`; NVIDIA device nodes alone get no driver library; AMD and Intel
+/// device nodes (render node plus the `video`/`render` groups) serve compute and video.
+pub fn capabilities_for(
+    vendor: Vendor,
+    mechanism: Mechanism,
+    effective: &DriverCapabilities,
+) -> Vec<String> {
+    match (vendor, mechanism) {
+        (Vendor::Nvidia, Mechanism::DeviceNodes) => Vec::new(),
+        (Vendor::Nvidia, _) => effective.names(),
+        (Vendor::Amd | Vendor::Intel, _) => [DriverCapability::Compute, DriverCapability::Video]
+            .into_iter()
+            .collect::<DriverCapabilities>()
+            .names(),
+    }
 }
 
 impl Attachment {
     /// The engine request for this attachment, added to `spec`.
     pub fn apply(&self, spec: &mut ContainerSpec) {
+        if self.vendor == Vendor::Nvidia && self.mechanism != Mechanism::DeviceNodes {
+            spec.env.insert(
+                DRIVER_CAPABILITIES_ENV.into(),
+                self.capabilities.to_string(),
+            );
+        }
         match self.mechanism {
             Mechanism::Cdi => spec.device_requests.push(DeviceRequest {
                 driver: "cdi".into(),
@@ -38,7 +75,11 @@ impl Attachment {
             Mechanism::NvidiaRuntime => spec.device_requests.push(DeviceRequest {
                 driver: "nvidia".into(),
                 device_ids: self.devices.clone(),
-                capabilities: vec![vec!["gpu".into()]],
+                capabilities: vec![
+                    std::iter::once("gpu".to_owned())
+                        .chain(self.capabilities.names())
+                        .collect(),
+                ],
                 ..DeviceRequest::default()
             }),
             Mechanism::DeviceNodes => {
@@ -81,6 +122,7 @@ pub fn attached_from(details: &ContainerDetails, vendor_hint: Option<Vendor>) ->
             vendor,
             mechanism: Mechanism::Cdi,
             devices: r.device_ids.clone(),
+            capabilities: capabilities_for(vendor, Mechanism::Cdi, &from_env(details)),
         });
     }
     let gpu_request = details.device_requests.iter().find(|r| {
@@ -98,14 +140,31 @@ pub fn attached_from(details: &ContainerDetails, vendor_hint: Option<Vendor>) ->
         } else {
             r.device_ids.clone()
         };
+        // moby's nvidia driver puts the request's driver capabilities last in the process
+        // environment, so they win over the container's and the image's
+        let requested = DriverCapabilities::parse(
+            r.capabilities
+                .iter()
+                .flatten()
+                .map(String::as_str)
+                .filter(|c| DriverCapability::from_name(c).is_some()),
+        )
+        .unwrap_or_default();
+        let effective = if requested.names().is_empty() {
+            from_env(details)
+        } else {
+            requested
+        };
+        let vendor = if r.driver == "nvidia" || r.driver.is_empty() {
+            Vendor::Nvidia
+        } else {
+            vendor_hint.unwrap_or(Vendor::Nvidia)
+        };
         return Some(Attached {
-            vendor: if r.driver == "nvidia" || r.driver.is_empty() {
-                Vendor::Nvidia
-            } else {
-                vendor_hint.unwrap_or(Vendor::Nvidia)
-            },
+            vendor,
             mechanism: Mechanism::NvidiaRuntime,
             devices,
+            capabilities: capabilities_for(vendor, Mechanism::NvidiaRuntime, &effective),
         });
     }
     if details.devices.is_empty() {
@@ -127,7 +186,14 @@ pub fn attached_from(details: &ContainerDetails, vendor_hint: Option<Vendor>) ->
         vendor,
         mechanism: Mechanism::DeviceNodes,
         devices: paths,
+        capabilities: capabilities_for(vendor, Mechanism::DeviceNodes, &from_env(details)),
     })
+}
+
+/// The set the toolkit reads from the container's environment (the image's merged with the
+/// container's, as inspect shows it).
+fn from_env(details: &ContainerDetails) -> DriverCapabilities {
+    DriverCapabilities::effective(None, &details.env)
 }
 
 #[cfg(test)]
@@ -141,6 +207,7 @@ mod tests {
             devices: devices.iter().map(|d| (*d).to_owned()).collect(),
             gpus: vec!["0000:01:00.0".into()],
             group_add: vec![44, 109],
+            capabilities: DriverCapabilities::parse(["video", "compute"]).unwrap_or_default(),
         }
     }
 
@@ -159,13 +226,29 @@ mod tests {
             }]
         );
         assert!(spec.devices.is_empty() && spec.group_add.is_empty());
+        assert_eq!(
+            spec.env
+                .get("NVIDIA_DRIVER_CAPABILITIES")
+                .map(String::as_str),
+            Some("compute,video"),
+            "cdi: the toolkit reads the set from the environment"
+        );
 
         let mut spec = ContainerSpec::default();
         attachment(Mechanism::NvidiaRuntime, &["GPU-1"]).apply(&mut spec);
         assert_eq!(spec.device_requests[0].driver, "nvidia");
         assert_eq!(spec.device_requests[0].count, None);
         assert_eq!(spec.device_requests[0].device_ids, vec!["GPU-1"]);
-        assert_eq!(spec.device_requests[0].capabilities, vec![vec!["gpu"]]);
+        assert_eq!(
+            spec.device_requests[0].capabilities,
+            vec![vec!["gpu", "compute", "video"]]
+        );
+        assert_eq!(
+            spec.env
+                .get("NVIDIA_DRIVER_CAPABILITIES")
+                .map(String::as_str),
+            Some("compute,video")
+        );
 
         let mut spec = ContainerSpec::default();
         attachment(Mechanism::DeviceNodes, &["/dev/kfd", "/dev/dri/renderD128"]).apply(&mut spec);
@@ -173,6 +256,45 @@ mod tests {
         assert_eq!(spec.devices.len(), 2);
         assert_eq!(spec.devices[1].container_path, "/dev/dri/renderD128");
         assert_eq!(spec.group_add, vec!["44", "109"]);
+        assert!(spec.env.is_empty(), "no nvidia toolkit for device nodes");
+    }
+
+    #[test]
+    fn capabilities_are_read_back_from_inspect() {
+        let mut details = ContainerDetails {
+            device_requests: vec![DeviceRequest {
+                driver: "nvidia".into(),
+                device_ids: vec!["GPU-1".into()],
+                capabilities: vec![vec!["gpu".into()]],
+                ..DeviceRequest::default()
+            }],
+            ..ContainerDetails::default()
+        };
+        let caps = |d: &ContainerDetails| {
+            attached_from(d, None)
+                .map(|a| a.capabilities)
+                .unwrap_or_default()
+        };
+        assert_eq!(
+            caps(&details),
+            vec!["compute", "utility"],
+            "the toolkit's default"
+        );
+        details.env = vec!["NVIDIA_DRIVER_CAPABILITIES=all".into()];
+        assert_eq!(caps(&details).len(), 6, "the image's own all");
+        details.device_requests[0].capabilities = vec![vec!["gpu".into(), "video".into()]];
+        assert_eq!(caps(&details), vec!["video"], "the request's set wins");
+        details.device_requests[0].driver = "cdi".into();
+        details.device_requests[0].device_ids = vec!["nvidia.com/gpu=0".into()];
+        details.env = vec!["NVIDIA_DRIVER_CAPABILITIES=compute,video".into()];
+        assert_eq!(caps(&details), vec!["compute", "video"]);
+        details.device_requests.clear();
+        details.devices = vec![DeviceMapping::same_path("/dev/dri/renderD128")];
+        assert_eq!(
+            caps(&details),
+            vec!["compute", "video"],
+            "intel render node"
+        );
     }
 
     #[test]

@@ -6,12 +6,16 @@
 //! reason), attach (vendor, mechanism, concrete devices) or refuse (required intent, with the
 //! reason and the fix). [`allocate()`] picks concrete GPUs, [`attach`] turns an attachment into
 //! engine requests and reads back what a container really holds, [`reason`] phrases the fixes,
-//! [`from_inventory`] rebuilds an assessment from a wire inventory (for fake agents).
+//! [`from_inventory`] rebuilds an assessment from a wire inventory (for fake agents), and
+//! [`image`] completes a plan with what the image's environment says (driver capabilities,
+//! and its `NVIDIA_REQUIRE_*` constraints evaluated by [`require`]).
 
 pub mod allocate;
 pub mod attach;
 pub mod from_inventory;
+pub mod image;
 pub mod reason;
+pub mod require;
 pub mod resolve;
 
 pub use allocate::{Allocations, Insufficient, allocate};

@@ -10,10 +10,12 @@
 //!   registered, AMD and Intel to device nodes); the NVIDIA runtime with explicit device ids
 //!   (UUIDs where known); device nodes (AMD: `/dev/kfd` plus each GPU's card and render nodes;
 //!   Intel: card and render) with the numeric GIDs owning them (never group 0).
+//! - The attachment carries the intent's driver capabilities, else `compute,utility`; the
+//!   image's own set is known only once the image is there ([`super::image`]).
 //! - When the host cannot serve the intent: `optional` → [`Plan::Cpu`] with the reason,
 //!   else [`Plan::Refuse`] with the reason and the fix.
 
-use odac_protocol::{GpuCount, GpuRequest, Mechanism, Reason, Vendor};
+use odac_protocol::{DriverCapabilities, GpuCount, GpuRequest, Mechanism, Reason, Vendor};
 use serde::{Deserialize, Serialize};
 
 use super::allocate::{Allocations, allocate};
@@ -100,7 +102,11 @@ pub fn resolve_with(
         auto(assessment, allocations, count, &options.vendor_order)
     };
     match outcome {
-        Ok(attachment) => Plan::Attach(attachment),
+        Ok(mut attachment) => {
+            attachment.capabilities =
+                DriverCapabilities::effective(intent.driver_capabilities().as_ref(), &[]);
+            Plan::Attach(attachment)
+        }
         Err(miss) if intent.is_optional() => Plan::Cpu {
             reason: miss.reason,
             detail: detail(miss.reason, &miss.evidence),
@@ -232,6 +238,7 @@ fn try_vendor(
         devices,
         gpus: chosen.iter().map(|g| g.id()).collect(),
         group_add,
+        capabilities: DriverCapabilities::default(),
     })
 }
 

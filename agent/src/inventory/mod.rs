@@ -11,6 +11,7 @@ mod amd;
 pub mod assess;
 pub mod cdi;
 pub mod change;
+pub mod cuda;
 pub mod details;
 pub mod doctor;
 pub(crate) mod fsread;

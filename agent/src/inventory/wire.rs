@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use odac_protocol::{AcceleratorVerdict, EngineInfo, GpuInfo, HostInfo, Inventory};
 
+use super::cuda::cuda_for_driver;
 use super::model::{HostScan, Vendor};
 use super::verdict::{VendorVerdict, gpu_passable};
 use crate::engine::EngineCapabilities;
@@ -24,6 +25,12 @@ pub fn to_inventory(
         arch: h.arch.clone(),
         cpus: h.cpus.unwrap_or(0),
         memory_bytes: h.memory_bytes.unwrap_or(0),
+        cuda_version: scan
+            .nvidia
+            .driver_version
+            .as_deref()
+            .and_then(cuda_for_driver)
+            .map(|c| c.to_string()),
     };
     let gpus = scan
         .gpus

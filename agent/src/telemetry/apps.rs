@@ -68,6 +68,7 @@ mod tests {
                     vendor,
                     mechanism: Mechanism::DeviceNodes,
                     devices: devices.iter().map(|d| d.to_string()).collect(),
+                    capabilities: vec![],
                 }),
                 ..GpuStatus::default()
             },

@@ -1,9 +1,15 @@
 //! GPU intent in an app spec, wire-compatible with ODAC: the request type with its validation
-//! (`request`) and the lenient, spelling-preserving field values (`fields`).
+//! (`request`), the lenient, spelling-preserving field values (`fields`) and the NVIDIA driver
+//! capabilities with the toolkit's rule for the effective set (`capabilities`).
 
+mod capabilities;
 mod fields;
 mod request;
 
+pub use capabilities::{
+    ALL_CAPABILITIES, DRIVER_CAPABILITIES_ENV, DriverCapabilities, DriverCapability,
+    GpuCapabilitiesValue,
+};
 pub use fields::{GpuCountValue, GpuOptionalValue, GpuRuntime, GpuVendor};
 pub(crate) use request::deserialize_opt_gpu;
 pub use request::{GpuCount, GpuRequest};

@@ -1,4 +1,5 @@
-//! `GpuRequest`: the GPU intent of an app, `{"runtime", "vendor", "count", "optional"}`.
+//! `GpuRequest`: the GPU intent of an app, `{"runtime", "vendor", "count", "optional",
+//! "capabilities"}`.
 //! Deserialisation never fails on a bad field value; [`GpuRequest::validate`] reports it with
 //! the field named (`gpu.count: 0 is out of range 1..=64`). `null` and `{}` mean "no GPU".
 
@@ -8,6 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
+use super::capabilities::{DriverCapabilities, GpuCapabilitiesValue};
 use super::fields::{GpuCountValue, GpuOptionalValue, GpuRuntime, GpuVendor};
 use crate::limits::MAX_GPU_COUNT;
 use crate::validation::ValidationError;
@@ -29,6 +31,10 @@ pub struct GpuRequest {
     /// Whether the app may run on the CPU when no GPU can be had.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub optional: Option<GpuOptionalValue>,
+    /// NVIDIA driver capabilities (`["video", "compute"]` or `"video,compute"`); absent means
+    /// the image's `NVIDIA_DRIVER_CAPABILITIES`, else `compute,utility`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capabilities: Option<GpuCapabilitiesValue>,
 }
 
 /// How many GPUs a request wants, once validated.
@@ -81,6 +87,20 @@ impl GpuRequest {
             && self.vendor.is_none()
             && self.count.is_none()
             && self.optional.is_none()
+            && self.capabilities.is_none()
+    }
+
+    /// Sets `capabilities` to a list of names.
+    #[must_use]
+    pub fn with_capabilities(mut self, set: &DriverCapabilities) -> Self {
+        self.capabilities = Some(GpuCapabilitiesValue::from_set(set));
+        self
+    }
+
+    /// The driver capabilities asked for; `None` when absent or invalid (validation rejects
+    /// invalid ones).
+    pub fn driver_capabilities(&self) -> Option<DriverCapabilities> {
+        self.capabilities.as_ref().and_then(|c| c.parse().ok())
     }
 
     /// The vendor asked for, from `runtime` or else `vendor`; `None` means auto (any vendor
@@ -156,8 +176,8 @@ impl GpuRequest {
         }
     }
 
-    /// Checks every field; errors are named `gpu.runtime`, `gpu.vendor`, `gpu.count` and
-    /// `gpu.optional`. An empty request (no GPU) is valid.
+    /// Checks every field; errors are named `gpu.runtime`, `gpu.vendor`, `gpu.count`,
+    /// `gpu.optional` and `gpu.capabilities`. An empty request (no GPU) is valid.
     pub fn validate(&self) -> Result<(), ValidationError> {
         if let Some(GpuRuntime::Invalid(v)) = &self.runtime {
             return Err(ValidationError::new(
@@ -189,6 +209,9 @@ impl GpuRequest {
         }
         self.try_count()?;
         let optional = self.try_optional()?;
+        if let Some(c) = &self.capabilities {
+            c.parse()?;
+        }
         if !self.is_empty() && from_runtime.is_none() && from_vendor.is_none() && !optional {
             return Err(ValidationError::new(
                 "gpu.runtime",

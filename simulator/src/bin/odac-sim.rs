@@ -144,6 +144,10 @@ enum Command {
         /// The `nvidia` runtime: not registered, registered, or registered as the default.
         #[arg(long, value_enum, default_value_t)]
         nvidia_runtime: odac_simulator::gpu_lab::NvidiaRuntime,
+        /// The NVIDIA driver version the lab shows, e.g. 535.183.01 (CUDA 12.2); the hook
+        /// refuses images whose NVIDIA_REQUIRE_CUDA its CUDA version cannot meet.
+        #[arg(long, value_name = "VERSION", default_value = odac_simulator::gpu_lab::host_root::NVIDIA_DRIVER, value_parser = odac_simulator::gpu_lab::host_root::parse_driver)]
+        nvidia_driver: String,
         /// Stop (as on SIGTERM) when the process that started the lab exits.
         #[arg(long)]
         stop_with_parent: bool,
@@ -290,12 +294,14 @@ async fn main_async(cli: Cli) -> anyhow::Result<()> {
             dir,
             gpus,
             nvidia_runtime,
+            nvidia_driver,
             stop_with_parent,
         } => {
             let config = odac_simulator::gpu_lab::LabConfig {
                 dir,
                 gpus,
                 nvidia_runtime,
+                nvidia_driver,
                 stop_with_parent,
             };
             odac_simulator::gpu_lab::run(&config).await?;

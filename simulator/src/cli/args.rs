@@ -176,6 +176,26 @@ pub struct GpuFlags {
     /// named).
     #[arg(long)]
     pub optional: bool,
+    /// NVIDIA driver capabilities, comma-separated: compute, utility, video, graphics,
+    /// display, compat32 or all (default: the image's NVIDIA_DRIVER_CAPABILITIES, else
+    /// compute,utility).
+    #[arg(long, value_name = "LIST", value_parser = parse_capabilities)]
+    pub capabilities: Option<odac_protocol::DriverCapabilities>,
+    /// Shorthand for hardware video encode/decode (NVENC/NVDEC): adds video to
+    /// --capabilities, or asks for compute,utility,video.
+    #[arg(long)]
+    pub video: bool,
+}
+
+/// Parses `--capabilities`.
+pub fn parse_capabilities(s: &str) -> Result<odac_protocol::DriverCapabilities, String> {
+    match odac_protocol::DriverCapabilities::parse_list(s) {
+        Ok(set) if set.names().is_empty() => Err("names no capability".into()),
+        Ok(set) => Ok(set),
+        Err(name) => Err(format!(
+            "unknown capability {name:?} (expected compute, utility, video, graphics, display, compat32 or all)"
+        )),
+    }
 }
 
 impl GpuFlags {
@@ -194,7 +214,25 @@ impl GpuFlags {
 
     /// Whether any GPU flag was given.
     pub fn any(&self) -> bool {
-        self.nvidia || self.amd || self.intel || self.auto || self.count.is_some() || self.optional
+        self.nvidia
+            || self.amd
+            || self.intel
+            || self.auto
+            || self.count.is_some()
+            || self.optional
+            || self.capabilities.is_some()
+            || self.video
+    }
+
+    /// The driver capabilities asked for by `--capabilities` and `--video`.
+    pub fn driver_capabilities(&self) -> Option<odac_protocol::DriverCapabilities> {
+        let video = odac_protocol::DriverCapability::Video;
+        match (&self.capabilities, self.video) {
+            (Some(set), video_too) if video_too => Some(set.clone().with(video)),
+            (Some(set), _) => Some(set.clone()),
+            (None, true) => Some(odac_protocol::DriverCapabilities::toolkit_default().with(video)),
+            (None, false) => None,
+        }
     }
 }
 
@@ -227,7 +265,7 @@ pub struct CreateArgs {
         short = 'f',
         long = "file",
         value_name = "FILE|-",
-        conflicts_with_all = ["name", "image", "url", "app", "branch", "nvidia", "amd", "intel", "auto", "count", "optional"]
+        conflicts_with_all = ["name", "image", "url", "app", "branch", "nvidia", "amd", "intel", "auto", "count", "optional", "capabilities", "video"]
     )]
     pub file: Option<String>,
     /// Host id or host name to place the app on (optional when one host is connected).
@@ -247,6 +285,6 @@ pub struct GpuArgs {
     #[command(flatten)]
     pub gpu: GpuFlags,
     /// Remove the GPU request (the app runs on the CPU after its next restart).
-    #[arg(long, conflicts_with_all = ["nvidia", "amd", "intel", "auto", "count", "optional"])]
+    #[arg(long, conflicts_with_all = ["nvidia", "amd", "intel", "auto", "count", "optional", "capabilities", "video"])]
     pub off: bool,
 }

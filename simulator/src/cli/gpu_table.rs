@@ -1,7 +1,8 @@
 //! `odac host show HOST`: the host's summary line and one row per GPU with its current
 //! figures (utilisation, VRAM, temperature, power, clock) from the host's latest `gpu_stats`
 //! report, and the apps that hold it (from that report, or from the apps' statuses before the
-//! first); then one row per app and GPU with what the app uses of
+//! first), after the NVIDIA driver and the CUDA version it supports when the host has one;
+//! then one row per app and GPU with what the app uses of
 //! it (NVIDIA: its processes' utilisation and VRAM, `0% 0` when it holds the GPU but runs
 //! nothing on it).
 
@@ -37,6 +38,19 @@ pub fn show(client: &Client, args: &HostShowArgs) -> Result<(), ClientError> {
     Ok(())
 }
 
+/// `nvidia driver 535.183.01, cuda 12.2`: the host's NVIDIA driver and the CUDA version it
+/// supports (what an image's `NVIDIA_REQUIRE_CUDA` is checked against).
+fn nvidia_line(inv: &odac_protocol::Inventory) -> Option<String> {
+    let cuda = inv.host.cuda_version.as_deref()?;
+    let driver = inv
+        .gpus
+        .iter()
+        .filter(|g| g.vendor == odac_protocol::Vendor::Nvidia)
+        .find_map(|g| g.driver_version.as_deref())
+        .unwrap_or("-");
+    Some(format!("nvidia driver {driver}, cuda {cuda}\n"))
+}
+
 /// The text `show` prints.
 pub fn render_host(host: &HostView, stats: &HostGpuStats) -> String {
     let mut out = format!(
@@ -52,6 +66,9 @@ pub fn render_host(host: &HostView, stats: &HostGpuStats) -> String {
         host.engine
     );
     let inventory = host.inventory.as_deref();
+    if let Some(line) = inventory.and_then(nvidia_line) {
+        out.push_str(&line);
+    }
     let ids: Vec<String> = match inventory {
         Some(inv) if !inv.gpus.is_empty() => {
             inv.gpus.iter().map(|g| g.pci_address.clone()).collect()
@@ -197,5 +214,30 @@ mod tests {
         assert_eq!(lines[1], ["llm", "0000:3b:00.0", "0%", "0"], "{text}");
         assert_eq!(lines[2], ["vision", "0000:5e:00.0", "-", "300"], "{text}");
         assert!(render_usage(&HostGpuStats::default()).is_empty());
+    }
+
+    #[test]
+    fn the_nvidia_driver_and_its_cuda_version_are_shown() {
+        let mut inv = odac_protocol::Inventory::default();
+        assert_eq!(nvidia_line(&inv), None);
+        inv.host.cuda_version = Some("12.2".into());
+        inv.gpus.push(odac_protocol::GpuInfo {
+            vendor: odac_protocol::Vendor::Nvidia,
+            pci_address: "0000:01:00.0".into(),
+            vendor_id: "0x10de".into(),
+            device_id: "0x2204".into(),
+            model: "RTX 3090".into(),
+            driver: Some("nvidia".into()),
+            driver_version: Some("535.183.01".into()),
+            vram_bytes: None,
+            card_node: None,
+            render_node: None,
+            uuid: None,
+            passable: true,
+        });
+        assert_eq!(
+            nvidia_line(&inv).as_deref(),
+            Some("nvidia driver 535.183.01, cuda 12.2\n")
+        );
     }
 }

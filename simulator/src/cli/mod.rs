@@ -26,7 +26,12 @@ pub use self::args::{
 use self::client::{Client, ClientError, segment};
 use crate::state::views::{AppView, HostView};
 
-fn gpu_json(runtime: &str, count: Option<Count>, optional: bool) -> Value {
+fn gpu_json(
+    runtime: &str,
+    count: Option<Count>,
+    optional: bool,
+    capabilities: Option<odac_protocol::DriverCapabilities>,
+) -> Value {
     let mut m = Map::new();
     m.insert("runtime".into(), json!(runtime));
     match count {
@@ -41,6 +46,9 @@ fn gpu_json(runtime: &str, count: Option<Count>, optional: bool) -> Value {
     if optional {
         m.insert("optional".into(), json!(true));
     }
+    if let Some(set) = capabilities {
+        m.insert("capabilities".into(), json!(set.names()));
+    }
     Value::Object(m)
 }
 
@@ -48,7 +56,12 @@ impl GpuFlags {
     /// The GPU request these flags make (`auto` without a vendor flag: the control plane
     /// detects the vendor, or with --optional the agent does at every start).
     pub fn request(&self) -> Value {
-        gpu_json(self.runtime(), self.count, self.optional)
+        gpu_json(
+            self.runtime(),
+            self.count,
+            self.optional,
+            self.driver_capabilities(),
+        )
     }
 }
 

@@ -67,16 +67,30 @@ pub fn request(g: Option<&GpuRequest>) -> String {
     if g.is_optional() {
         parts.push("optional".to_owned());
     }
+    if let Some(set) = g.driver_capabilities() {
+        parts.push(format!("caps={}", set.short()));
+    }
     parts.join(" ")
 }
 
-/// Attached devices, e.g. `nvidia: GPU-…` or `-`.
+/// Attached devices with the driver capabilities in short form, e.g.
+/// `nvidia: GPU-… [compute,utility,video]`, `nvidia: GPU-… [all]` or `-`.
 pub fn attached(a: Option<&Attached>) -> String {
-    match a {
-        Some(a) if a.devices.is_empty() => a.vendor.to_string(),
-        Some(a) => format!("{}: {}", a.vendor, a.devices.join(",")),
-        None => "-".to_owned(),
+    let Some(a) = a else {
+        return "-".to_owned();
+    };
+    let mut cell = if a.devices.is_empty() {
+        a.vendor.to_string()
+    } else {
+        format!("{}: {}", a.vendor, a.devices.join(","))
+    };
+    if !a.capabilities.is_empty() {
+        let set =
+            odac_protocol::DriverCapabilities::parse(a.capabilities.iter().map(String::as_str));
+        let short = set.map_or_else(|_| a.capabilities.join(","), |s| s.short());
+        cell.push_str(&format!(" [{short}]"));
     }
+    cell
 }
 
 /// The commit an app runs, shortened to 12 hex digits, or `-`.
@@ -361,5 +375,27 @@ mod tests {
         assert_eq!(request(None), "-");
         let g: GpuRequest = serde_json::from_str(r#"{"optional":true}"#).unwrap();
         assert_eq!(request(Some(&g)), "auto optional");
+        let g: GpuRequest =
+            serde_json::from_str(r#"{"runtime":"nvidia","capabilities":"video,compute"}"#).unwrap();
+        assert_eq!(request(Some(&g)), "nvidia caps=compute,video");
+    }
+
+    #[test]
+    fn attached_shows_capabilities_in_short_form() {
+        let mut a = odac_protocol::Attached {
+            vendor: odac_protocol::Vendor::Nvidia,
+            mechanism: odac_protocol::Mechanism::NvidiaRuntime,
+            devices: vec!["GPU-1".into()],
+            capabilities: vec!["compute".into(), "utility".into(), "video".into()],
+        };
+        assert_eq!(attached(Some(&a)), "nvidia: GPU-1 [compute,utility,video]");
+        a.capabilities = odac_protocol::DriverCapabilities::all().names();
+        assert_eq!(attached(Some(&a)), "nvidia: GPU-1 [all]");
+        a.capabilities.clear();
+        assert_eq!(
+            attached(Some(&a)),
+            "nvidia: GPU-1",
+            "older agents say nothing"
+        );
     }
 }

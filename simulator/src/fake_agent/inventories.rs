@@ -18,6 +18,7 @@ fn host(hostname: &str, cpus: u32, mem_gib: u64) -> HostInfo {
         arch: "x86_64".to_owned(),
         cpus,
         memory_bytes: mem_gib * GIB,
+        cuda_version: None,
     }
 }
 

@@ -14,8 +14,25 @@ use super::gpus::{LabGpu, LabGpus, LabVendor};
 pub const RENDER_GID: u32 = 4610;
 /// Group owning card nodes (like `video`).
 pub const VIDEO_GID: u32 = 4044;
-/// The NVIDIA driver version the tree shows.
-const NVIDIA_DRIVER: &str = "550.54.14";
+/// The NVIDIA driver version the tree shows unless told otherwise (a 550 branch: CUDA 12.4).
+pub const NVIDIA_DRIVER: &str = "550.54.14";
+
+/// Parses `--nvidia-driver`: a dotted numeric version whose branch (major) the CUDA table
+/// knows, e.g. `535.183.01`.
+pub fn parse_driver(s: &str) -> Result<String, String> {
+    let numeric = !s.is_empty()
+        && s.split('.')
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    if !numeric {
+        return Err(format!("{s:?} is not a driver version such as 535.183.01"));
+    }
+    match odac_agent::inventory::cuda::cuda_for_driver(s) {
+        Some(_) => Ok(s.to_owned()),
+        None => Err(format!(
+            "driver {s} is older than the 450 branch (CUDA 11.0)"
+        )),
+    }
+}
 
 /// Character devices every `/dev` needs (the engine and runc use them): name, major, minor.
 const BASE_NODES: [(&str, u32, u32); 6] = [
@@ -61,7 +78,7 @@ fn mknod(path: &Path, major: u32, minor: u32, mode: &str, gid: u32) -> Result<()
 }
 
 /// Builds the tree under `root` (created); returns the GPUs it describes.
-pub fn build(root: &Path, gpus: &LabGpus) -> Result<Vec<LabGpu>, LabError> {
+pub fn build(root: &Path, gpus: &LabGpus, driver: &str) -> Result<Vec<LabGpu>, LabError> {
     let devices = gpus.devices();
     write(
         root,
@@ -88,7 +105,7 @@ pub fn build(root: &Path, gpus: &LabGpus) -> Result<Vec<LabGpu>, LabError> {
         pci_device(root, gpu)?;
     }
     if gpus.nvidia > 0 {
-        nvidia(root, &devices)?;
+        nvidia(root, &devices, driver)?;
     }
     if gpus.amd > 0 {
         amd(root, &devices)?;
@@ -155,17 +172,13 @@ fn pci_device(root: &Path, gpu: &LabGpu) -> Result<(), LabError> {
 }
 
 /// The NVIDIA driver's procfs and module, `/dev/nvidia*`, and the devices file of the hook.
-fn nvidia(root: &Path, devices: &[LabGpu]) -> Result<(), LabError> {
+fn nvidia(root: &Path, devices: &[LabGpu], driver: &str) -> Result<(), LabError> {
     write(
         root,
         "proc/driver/nvidia/version",
-        &format!("NVRM version: NVIDIA UNIX x86_64 Kernel Module  {NVIDIA_DRIVER}  (gpu-lab)\n"),
+        &format!("NVRM version: NVIDIA UNIX x86_64 Kernel Module  {driver}  (gpu-lab)\n"),
     )?;
-    write(
-        root,
-        "sys/module/nvidia/version",
-        &format!("{NVIDIA_DRIVER}\n"),
-    )?;
+    write(root, "sys/module/nvidia/version", &format!("{driver}\n"))?;
     let dev = root.join("dev");
     mknod(&dev.join("nvidiactl"), 1, 3, "666", 0)?;
     mknod(&dev.join("nvidia-uvm"), 1, 3, "666", 0)?;

@@ -30,6 +30,9 @@ pub struct LabConfig {
     pub gpus: LabGpus,
     /// Whether the `nvidia` runtime stand-in is registered, and as the default.
     pub nvidia_runtime: NvidiaRuntime,
+    /// The NVIDIA driver version the host root shows and the hook checks
+    /// `NVIDIA_REQUIRE_*` against (with the CUDA version of its branch).
+    pub nvidia_driver: String,
     /// Stop as on SIGTERM when the process that started the lab goes away (tests use it so a
     /// killed test run leaves no lab behind).
     pub stop_with_parent: bool,
@@ -90,8 +93,8 @@ fn prepare_dir(dir: &Path) -> Result<(PathBuf, bool), LabError> {
 }
 
 /// Everything but the engine: host root, stand-ins, the hook's devices file.
-fn build_files(paths: &LabPaths, gpus: &LabGpus) -> Result<EnginePaths, LabError> {
-    let devices = host_root::build(&paths.host_root, gpus)?;
+fn build_files(paths: &LabPaths, gpus: &LabGpus, driver: &str) -> Result<EnginePaths, LabError> {
+    let devices = host_root::build(&paths.host_root, gpus, driver)?;
     let bin = host_root::bin_dir(&paths.host_root);
     std::fs::create_dir_all(&bin).map_err(|e| LabError::io("create", &bin, e))?;
     standins::write(&paths.dir, &bin)?;
@@ -102,6 +105,11 @@ fn build_files(paths: &LabPaths, gpus: &LabGpus) -> Result<EnginePaths, LabError
         .collect();
     let file = paths.dir.join("nvidia-devices");
     std::fs::write(&file, list).map_err(|e| LabError::io("write", &file, e))?;
+    let cuda = odac_agent::inventory::cuda::cuda_for_driver(driver)
+        .map_or_else(|| "0.0".to_owned(), |c| c.to_string());
+    let file = paths.dir.join(standins::DRIVER_FILE);
+    std::fs::write(&file, format!("{driver} {cuda}\n"))
+        .map_err(|e| LabError::io("write", &file, e))?;
     std::fs::write(&paths.hook_log, "").map_err(|e| LabError::io("write", &paths.hook_log, e))?;
     Ok(EnginePaths {
         dir: paths.dir.clone(),
@@ -147,7 +155,7 @@ pub fn banner(paths: &LabPaths, docker_host: &str, pid: u32) -> String {
 pub async fn run(config: &LabConfig) -> Result<(), LabError> {
     let (dir, created) = prepare_dir(&config.dir)?;
     let paths = LabPaths::new(&dir);
-    let started = match build_files(&paths, &config.gpus) {
+    let started = match build_files(&paths, &config.gpus, &config.nvidia_driver) {
         Ok(engine_paths) => {
             let docker_host = engine_paths.docker_host();
             LabEngine::start(engine_paths, config.nvidia_runtime)

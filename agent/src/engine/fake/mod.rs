@@ -59,6 +59,8 @@ struct State {
     data_root: Option<String>,
     /// Pulls report one progress line, then never another nor an end (a stalled registry).
     stall_pulls: bool,
+    /// Environment of images added with [`FakeEngine::add_image_with_env`], by reference.
+    image_env: BTreeMap<String, Vec<String>>,
 }
 
 /// An in-memory container engine; see the module documentation.
@@ -109,6 +111,26 @@ impl FakeEngine {
     /// Add an image as if it had been imported.
     pub fn add_image(&self, image: &str) {
         self.lock().images.insert(image.to_owned());
+    }
+
+    /// Add an image whose config sets `env` (`KEY=VALUE`): `image_info` reports it and
+    /// containers of the image see it before their own.
+    pub fn add_image_with_env(&self, image: &str, env: &[&str]) {
+        let mut state = self.lock();
+        state.images.insert(image.to_owned());
+        let env = env.iter().map(|e| (*e).to_owned()).collect();
+        state.image_env.insert(image.to_owned(), env);
+    }
+
+    /// A container's environment: the image's, then the spec's.
+    fn process_env(state: &State, spec: &ContainerSpec) -> Vec<String> {
+        let image = state
+            .image_env
+            .get(&spec.image)
+            .cloned()
+            .unwrap_or_default();
+        let own = spec.env.iter().map(|(k, v)| format!("{k}={v}"));
+        image.into_iter().chain(own).collect()
     }
 
     /// Put `image` in the fake registry with `digest` (`sha256:…`); with `credentials`

@@ -111,6 +111,7 @@ impl ContainerEngine for FakeEngine {
             shm_size: spec.shm_size,
             cap_add: spec.cap_add.clone(),
             sysctls: spec.sysctls.clone(),
+            env: Self::process_env(&state, spec),
             image_id: fake_image_id(&spec.image, state.digests.get(&spec.image)),
             ..ContainerDetails::default()
         };
@@ -428,6 +429,7 @@ impl ContainerEngine for FakeEngine {
                     )]
                 })
                 .unwrap_or_default(),
+            env: state.image_env.get(reference).cloned().unwrap_or_default(),
         })
     }
 
