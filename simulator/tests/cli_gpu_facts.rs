@@ -31,6 +31,7 @@ fn host_show_lists_the_apps_per_gpu_and_app_show_the_devices() {
             vendor: Vendor::Nvidia,
             mechanism: Mechanism::Cdi,
             devices: vec!["nvidia.com/gpu=0".into()],
+            capabilities: vec!["compute".into(), "utility".into()],
         });
         sim.rt
             .block_on(c.send(&AgentMessage::AppStatus(AppStatusReport {
