@@ -10,10 +10,10 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::git_source::GitSource;
 use crate::gpu::{GpuRequest, deserialize_opt_gpu};
-use crate::image_ref::check_image_ref;
 use crate::host_access::{
     HostAccess, ShmSize, SysctlValue, check_caps, check_devices, check_shm_size, check_sysctls,
 };
+use crate::image_ref::check_image_ref;
 use crate::limits::{
     MAX_CPUS, MAX_ENV, MAX_MEMORY_BYTES, MAX_PORTS, MAX_VOLUMES, MIN_CPUS, MIN_MEMORY_BYTES,
 };
