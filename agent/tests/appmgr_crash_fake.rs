@@ -126,6 +126,25 @@ async fn a_crash_explains_itself_apart_from_the_gpu() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn clean_exits_under_always_are_restarted_without_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = fake();
+    let m = open(&fake, dir.path());
+    set(&m, vec![app("tick", None)]).await;
+    let id = once(&m).await.container_id.unwrap();
+    for round in 0..3 {
+        fake.exit_container(&id, 0);
+        let s = once(&m).await;
+        assert_eq!(s.state, AppState::Restarting, "round {round}: {s:?}");
+        let crash = s.crash.clone().unwrap();
+        assert_eq!(crash.reason, CrashReason::Exited, "round {round}: {s:?}");
+        assert!(crash.next_retry_at_ms.is_some(), "restarted under `always`");
+        tokio::time::advance(Duration::from_secs(10)).await;
+        assert_eq!(once(&m).await.state, AppState::Running, "round {round}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
 async fn an_oom_kill_is_its_own_reason() {
     let dir = tempfile::tempdir().unwrap();
     let fake = fake();

@@ -4,7 +4,8 @@
 //! options every container gets (the spec's health check; json-file log rotation capped by
 //! the agent's `[apps]` limits, which a spec may lower but never raise).
 //!
-//! The restart policy decides what an exit means: under `always` every exit is restarted;
+//! The restart policy decides what an exit means: under `always` every exit is restarted (a
+//! clean one is `exited`, never a crash or a crash loop; a non-zero one is `crashed`);
 //! under `on_failure` an exit 0 and under `never` any exit is final, `exited` for an exit 0
 //! and `failed` otherwise.
 
@@ -133,10 +134,11 @@ pub(crate) fn crash_info(
 ) -> CrashInfo {
     let reason = if exit.oom_killed {
         CrashReason::OomKilled
+    } else if exit.exit_code == Some(0) {
+        // a clean exit is no crash, however often `always` restarts it
+        CrashReason::Exited
     } else if guard.in_crash_loop() {
         CrashReason::CrashLoop
-    } else if exit.exit_code == Some(0) {
-        CrashReason::Exited
     } else {
         // a non-zero exit, or none read (killed by a signal): a crash, whatever the policy
         CrashReason::Crashed
@@ -246,6 +248,11 @@ mod tests {
         assert_eq!(
             crash_info(&exit(137, true), &guard, None).reason,
             CrashReason::OomKilled
+        );
+        assert_eq!(
+            crash_info(&exit(0, false), &guard, None).reason,
+            CrashReason::Exited,
+            "exits 0 again and again under `always`: restarted, never a crash loop"
         );
     }
 

@@ -235,6 +235,14 @@ fn final_exit(rec: &AppMemory, spec: &AppSpec, details: &ContainerDetails) -> Op
     })
 }
 
+/// Whether the container's last exit, as first seen, was clean (0, no OOM kill): under
+/// `always` it is restarted on the backoff but is no crash loop.
+fn clean_exit(rec: &AppMemory, details: &ContainerDetails) -> bool {
+    rec.last_exit
+        .as_ref()
+        .is_some_and(|e| e.container_id == details.id && e.exit_code == Some(0) && !e.oom_killed)
+}
+
 /// Fill the state, restart counters, error, health or crash of the container's status.
 fn report(
     status: &mut AppStatus,
@@ -250,7 +258,7 @@ fn report(
         diagnosis::final_state(exit)
     } else if rec.last_error.is_some() && details.status == ContainerState::Created {
         AppState::Failed
-    } else if rec.guard.in_crash_loop() {
+    } else if rec.guard.in_crash_loop() && !clean_exit(rec, details) {
         AppState::CrashLoop
     } else {
         AppState::Restarting

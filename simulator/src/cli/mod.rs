@@ -10,6 +10,7 @@ pub mod flags;
 pub mod gpu_table;
 pub mod logs;
 pub mod registry;
+pub mod show;
 pub mod table;
 pub mod term;
 
@@ -297,7 +298,7 @@ fn dispatch(cli: &Cli, client: &Client) -> Result<(), ClientError> {
         Command::App(AppCommand::Show(a)) => {
             let v: AppView =
                 serde_json::from_value(client.get(&app_path(&a.name))?).map_err(unexpected)?;
-            term::print(&diagnosis::show(&v));
+            term::print(&show::show(&v));
         }
         Command::App(AppCommand::Logs(a)) => {
             logs::logs(client, a, &mut std::io::stdout(), &mut std::io::stderr())?;
