@@ -267,15 +267,13 @@ fn a_duplicate_key_is_refused_naming_its_path() {
             r#"{"type":"desired_state","seq":1,"generation":1,"apps":[{"name":"a","image":"x","env":{"A":"1","A":"2"}}]}"#,
             "apps[0].env.A",
         ),
-        (
-            r#"{"type":"ack","type":"ack","seq":1}"#,
-            "type",
-        ),
+        (r#"{"type":"ack","type":"ack","seq":1}"#, "type"),
     ] {
         let e = decode_control(frame.as_bytes()).unwrap_err();
         assert_eq!(e.code(), ErrorCode::Invalid, "{frame}: {e}");
         assert!(
-            e.reply_text().starts_with(&format!("{path}: is a duplicate key")),
+            e.reply_text()
+                .starts_with(&format!("{path}: is a duplicate key")),
             "{frame}: {e}"
         );
     }
