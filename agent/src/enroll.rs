@@ -165,10 +165,13 @@ pub fn enroll(args: &Enrollment) -> Result<Enrolled, EnrollError> {
     let base = BaseUrl::parse(&args.cp)?;
     let ca = match &args.ca_file {
         Some(path) => {
-            let pem = std::fs::read(path).map_err(|source| EnrollError::ReadCa {
-                path: path.clone(),
-                source,
-            })?;
+            let pem =
+                crate::bounded_read::read_regular_io(path, 1024 * 1024).map_err(|source| {
+                    EnrollError::ReadCa {
+                        path: path.clone(),
+                        source,
+                    }
+                })?;
             let certs = client::parse_ca(&pem, path)?;
             Some((pem, certs))
         }
@@ -197,11 +200,15 @@ pub fn enroll(args: &Enrollment) -> Result<Enrolled, EnrollError> {
         atomic_file::Staged::create(&token_path, 0o600).map_err(prepare(&token_path))?;
     let config_stage =
         atomic_file::Staged::create(&config_path, 0o644).map_err(prepare(&config_path))?;
-    let old_config = match std::fs::read_to_string(&config_path) {
-        Ok(text) => Some(text),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(source) => return Err(prepare(&config_path)(source)),
-    };
+    let old_config =
+        match crate::bounded_read::read_regular_io(&config_path, 1024 * 1024).and_then(|bytes| {
+            String::from_utf8(bytes)
+                .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not utf-8 text"))
+        }) {
+            Ok(text) => Some(text),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(source) => return Err(prepare(&config_path)(source)),
+        };
 
     let token = client::redeem(&base, &args.code, ca.as_ref().map(|(_, c)| c.clone()))?;
 

@@ -1,6 +1,9 @@
 //! Property tests: decoding never panics, whatever the input — arbitrary bytes, arbitrary JSON
 //! frames built from the protocol's own keys and values, and golden examples with a random
-//! spot replaced — 10,000 cases each. A frame that does decode must re-encode to itself.
+//! spot replaced — 10,000 cases each. A frame that does decode must re-encode to itself. Plus
+//! a stable smoke run of the decoders' fuzz target (`protocol/fuzz`, cargo-fuzz on nightly):
+//! 100,000 byte-level mutations of the golden examples (flips, inserts, deletions, duplicated
+//! slices that repeat keys, truncations) from a fixed seed.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::PathBuf;
@@ -244,4 +247,63 @@ proptest! {
         }
         check_decode(v.to_string().as_bytes());
     }
+}
+
+/// xorshift64*: a fixed, dependency-free byte source for the smoke run.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+/// One to four byte-level mutations of `bytes`.
+fn mutate(rng: &mut Rng, mut bytes: Vec<u8>) -> Vec<u8> {
+    for _ in 0..=rng.below(4) {
+        let at = rng.below(bytes.len() + 1);
+        match rng.below(5) {
+            0 if at < bytes.len() => bytes[at] ^= 1 << rng.below(8),
+            1 => {
+                let alphabet = b"{}[]\",:0aA\x01\xff";
+                bytes.insert(at, alphabet[rng.below(alphabet.len())]);
+            }
+            2 => {
+                let end = (at + rng.below(16)).min(bytes.len());
+                bytes.drain(at..end);
+            }
+            3 => {
+                // repeat a slice in place: often the same key twice in one object
+                let end = (at + rng.below(40)).min(bytes.len());
+                let slice = bytes[at..end].to_vec();
+                bytes.splice(at..at, slice);
+            }
+            _ => bytes.truncate(at),
+        }
+    }
+    bytes
+}
+
+#[test]
+fn smoke_run_of_the_fuzz_target_over_100_000_mutated_frames() {
+    let examples: Vec<Vec<u8>> = golden()
+        .iter()
+        .map(|v| v.to_string().into_bytes())
+        .collect();
+    let mut rng = Rng(0x0dac_2026_1205_0032);
+    let mut decoded = 0u32;
+    for _ in 0..100_000 {
+        let base = examples[rng.below(examples.len())].clone();
+        let bytes = mutate(&mut rng, base);
+        check_decode(&bytes);
+        decoded += u32::from(decode_agent(&bytes).is_ok() || decode_control(&bytes).is_ok());
+    }
+    // the mutations are small: some frames still decode, so both paths ran
+    assert!(decoded > 100, "{decoded} of 100000 decoded");
 }

@@ -194,3 +194,88 @@ fn challenges_parse_and_space_is_checked() {
     assert!(e.contains("1500 MB free") && e.contains("1000 MB"), "{e}");
     assert!(free_bytes(Path::new("/")).is_ok_and(|b| b > 0));
 }
+
+/// A registry on 127.0.0.1 that answers every manifest request 401 with a bearer challenge
+/// (its realm hands out a token that never works) and echoes the request in the body; counts
+/// requests.
+async fn refusing_registry() -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let realm = format!("http://{addr}/token");
+    let seen = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = Arc::clone(&seen);
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut buf = [0u8; 4096];
+            let n = s.read(&mut buf).await.unwrap_or(0);
+            let head = String::from_utf8_lossy(&buf[..n]).to_string();
+            let answer = if head.starts_with("GET /token") {
+                let body = r#"{"token":"never-good"}"#;
+                format!(
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
+                    body.len()
+                )
+            } else {
+                format!(
+                    "HTTP/1.1 401 X\r\nwww-authenticate: Bearer realm=\"{realm}\",service=\"r\"\r\ncontent-length: {}\r\n\r\n{head}",
+                    head.len()
+                )
+            };
+            let _ = s.write_all(answer.as_bytes()).await;
+            let _ = s.shutdown().await;
+        }
+    });
+    (addr, seen)
+}
+
+#[tokio::test]
+async fn a_401_loop_ends_after_one_token_and_never_shows_the_credentials() {
+    let (addr, seen) = refusing_registry().await;
+    let auth = RegistryAuth {
+        username: "odac".into(),
+        password: "s3cret-pw".into(),
+        ..RegistryAuth::default()
+    };
+    let e = compressed_size(&format!("{addr}/odac/x:1"), Some(&auth))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Precheck::Unknown(_)), "{e:?}");
+    let e = e.to_string();
+    assert!(e.contains("1: http 401"), "{e}");
+    assert!(
+        !e.contains("s3cret") && !e.contains("b2RhYzpzM2NyZXQtcHc="),
+        "{e}"
+    );
+    // manifest, token, manifest: then it stops
+    assert_eq!(seen.load(std::sync::atomic::Ordering::SeqCst), 3);
+}
+
+#[tokio::test]
+async fn basic_credentials_never_go_to_a_plain_http_realm_off_loopback() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    tokio::spawn(async move {
+        let (mut s, _) = listener.accept().await.unwrap();
+        let mut buf = [0u8; 4096];
+        let _ = s.read(&mut buf).await;
+        let answer = "HTTP/1.1 401 X\r\nwww-authenticate: Bearer realm=\"http://192.0.2.1/token\",service=\"r\"\r\ncontent-length: 0\r\n\r\n";
+        let _ = s.write_all(answer.as_bytes()).await;
+        let _ = s.shutdown().await;
+    });
+    let auth = RegistryAuth {
+        username: "odac".into(),
+        password: "pw".into(),
+        ..RegistryAuth::default()
+    };
+    let started = std::time::Instant::now();
+    let e = compressed_size(&format!("{addr}/odac/x:1"), Some(&auth))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("credentials are not sent"), "{e}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "no connection tried"
+    );
+}
