@@ -52,7 +52,7 @@ fn host_show_lists_the_apps_per_gpu_and_app_show_the_devices() {
     let show = stdout(&sim.odac(&["app", "show", "a2"]));
     assert!(show.contains("gpu request   nvidia count=1"), "{show}");
     assert!(
-        show.contains("gpu attached  nvidia: nvidia.com/gpu=0\n"),
+        show.contains("gpu attached  nvidia: nvidia.com/gpu=0 [compute,utility]\n"),
         "{show}"
     );
 }

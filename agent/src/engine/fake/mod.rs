@@ -25,7 +25,8 @@ pub use calls::{EngineCall, Op};
 use super::capabilities::EngineCapabilities;
 use super::error::EngineError;
 use super::types::{
-    ContainerDetails, ContainerHealth, ContainerSpec, ContainerState, ImageSummary,
+    ContainerDetails, ContainerHealth, ContainerSpec, ContainerState, ContainerSummary,
+    ImageSummary,
 };
 use crate::lock::lock;
 
@@ -272,5 +273,17 @@ impl FakeEngine {
             .containers
             .get_mut(&key)
             .ok_or_else(|| EngineError::NotFound(format!("No such container: {id_or_name}")))
+    }
+}
+
+/// A container as the engine's listing shows it, with the host binds the listing reports.
+pub(super) fn summary(c: &FakeContainer, binds: Vec<String>) -> ContainerSummary {
+    ContainerSummary {
+        id: c.details.id.clone(),
+        name: c.details.name.clone(),
+        image: c.details.image.clone(),
+        labels: c.details.labels.clone(),
+        state: c.details.status,
+        binds,
     }
 }

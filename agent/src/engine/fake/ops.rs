@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use futures_util::StreamExt;
 
 use super::devices::refuse_request;
-use super::{EngineCall, FakeContainer, FakeEngine};
+use super::{EngineCall, FakeContainer, FakeEngine, summary};
 use crate::engine::api::ContainerEngine;
 use crate::engine::capabilities::EngineCapabilities;
 use crate::engine::error::EngineError;
@@ -435,17 +435,5 @@ impl ContainerEngine for FakeEngine {
 
     async fn data_root(&self) -> Result<Option<String>, EngineError> {
         Ok(self.lock().data_root.clone())
-    }
-}
-
-/// A container as the engine's listing shows it, with the host binds the listing reports.
-fn summary(c: &FakeContainer, binds: Vec<String>) -> ContainerSummary {
-    ContainerSummary {
-        id: c.details.id.clone(),
-        name: c.details.name.clone(),
-        image: c.details.image.clone(),
-        labels: c.details.labels.clone(),
-        state: c.details.status,
-        binds,
     }
 }
