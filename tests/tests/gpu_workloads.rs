@@ -298,16 +298,16 @@ fn cuda_requirements_are_checked_before_any_create() {
     finish(stack, lab);
 }
 
-/// `min_vram_mib` on the lab's AMD GPUs (64 GiB each, from sysfs `mem_info_vram_total`):
-/// 100000 MiB → `failed` / `insufficient_vram` naming the need and the best GPU's total, no
-/// container; 8000 → attached.
+/// `min_vram_mib` on the lab's AMD GPUs, 16 GiB each (`--vram-mib 16384`, read from sysfs
+/// `mem_info_vram_total`): 20000 MiB → `failed` / `insufficient_vram` naming the need and
+/// the best GPU's total, no container; 8000 → attached.
 #[test]
 fn min_vram_picks_only_gpus_with_enough_memory() {
     const SCENARIO: &str = "gpulab-vram";
     require_docker!(SCENARIO);
-    let (stack, lab) = stack_on_lab(SCENARIO, "amd:2", &[]);
+    let (stack, lab) = stack_on_lab(SCENARIO, "amd:2", &["--vram-mib", "16384"]);
     let body = |name: &str, mib: u32| json!({"name": name, "image": lab.image, "gpu": {"runtime": "amd", "count": 1, "min_vram_mib": mib}});
-    stack.sim.create_app(&body("big", 100_000)).unwrap();
+    stack.sim.create_app(&body("big", 20_000)).unwrap();
     let big = stack
         .wait_app("big", WAIT, "failed with insufficient_vram", |a| {
             a.state == "failed" && a.reason == Some(Reason::InsufficientVram)
@@ -319,7 +319,7 @@ fn min_vram_picks_only_gpus_with_enough_memory() {
         .and_then(|s| s.last_error.clone())
         .unwrap_or_default();
     assert!(
-        error.contains("100000 MiB") && error.contains("65520 MiB total"),
+        error.contains("20000 MiB") && error.contains("16384 MiB total"),
         "{error}"
     );
     let made = lab

@@ -1,5 +1,6 @@
 //! NVIDIA facts for the inventory that only NVML has: each GPU's VRAM size (procfs does not
-//! tell it) and, when procfs gave none, the driver version. NVML is loaded on first need, only
+//! tell it), the CUDA driver API version (NVML's figure replaces the one the inventory
+//! derived from the driver branch) and, when procfs gave none, the driver version. NVML is loaded on first need, only
 //! when the inventory has an NVIDIA GPU bound to `nvidia`; without the library the inventory is
 //! left as the scan made it and the reason is logged once.
 
@@ -69,6 +70,9 @@ impl NvmlFacts {
             return inventory;
         };
         let driver = nvml.driver_version();
+        if let Some(cuda) = nvml.cuda_version() {
+            inventory.host.cuda_version = Some(cuda);
+        }
         for g in inventory
             .gpus
             .iter_mut()
@@ -104,7 +108,8 @@ mod tests {
                 sample: GpuSample::default(),
             }],
             Some("550.54.15"),
-        );
+        )
+        .with_cuda("12.5");
         let mut facts = NvmlFacts::with_loader(Box::new(move || Ok(Box::new(fake.clone()))));
         let inv = Inventory {
             gpus: vec![
@@ -116,6 +121,11 @@ mod tests {
         let inv = facts.fill(inv);
         assert_eq!(inv.gpus[0].vram_bytes, Some(42_949_672_960));
         assert_eq!(inv.gpus[0].driver_version.as_deref(), Some("550.54.15"));
+        assert_eq!(
+            inv.host.cuda_version.as_deref(),
+            Some("12.5"),
+            "nvml's figure"
+        );
         assert_eq!(inv.gpus[1].vram_bytes, None);
     }
 
