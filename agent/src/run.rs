@@ -98,9 +98,10 @@ pub async fn run_with(
     );
 
     // local work first: the agent is useful without the control plane
-    let first = assess(&config.host_root, engine.as_ref()).await;
-    manager.offer_facts(first.clone());
+    let mut first = assess(&config.host_root, engine.as_ref()).await;
     let mut nvml_facts = crate::telemetry::NvmlFacts::default();
+    nvml_facts.fill_scan(&mut first.scan);
+    manager.offer_facts(first.clone());
     let first = nvml_facts.fill(first.inventory());
     let hostname = non_empty(&first.host.hostname)
         .unwrap_or("unknown")
@@ -217,10 +218,11 @@ async fn inventory_loop(
             () = shutdown.cancelled() => return,
             () = tokio::time::sleep(every) => {}
         }
-        let assessment = tokio::select! {
+        let mut assessment = tokio::select! {
             () = shutdown.cancelled() => return,
             a = assess(&root, engine.as_ref()) => a,
         };
+        nvml_facts.fill_scan(&mut assessment.scan);
         let inventory = nvml_facts.fill(assessment.inventory());
         manager.offer_facts(assessment);
         tx.send_replace(Some(Arc::new(inventory)));

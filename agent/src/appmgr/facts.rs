@@ -39,6 +39,24 @@ impl Facts {
         }
     }
 
+    /// Gives the GPUs of `scan` whose VRAM size it lacks the size the latest facts had (of
+    /// any age): NVIDIA sizes come from NVML, which only the inventory loop reads.
+    pub(super) fn keep_vram(&self, scan: &mut crate::inventory::HostScan) {
+        let slot = self.slot();
+        let Some((_, latest)) = slot.as_ref() else {
+            return;
+        };
+        for (id, known) in &latest.scan.gpu_details {
+            let Some(bytes) = known.vram_bytes else {
+                continue;
+            };
+            if scan.gpus.iter().any(|g| g.id() == *id) {
+                let details = scan.gpu_details.entry(id.clone()).or_default();
+                details.vram_bytes = details.vram_bytes.or(Some(bytes));
+            }
+        }
+    }
+
     pub(super) fn forget(&self) {
         *self.slot() = None;
     }

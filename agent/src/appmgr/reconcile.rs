@@ -142,7 +142,9 @@ impl Reconciler {
                 caps.error.unwrap_or_else(|| "engine did not answer".into()),
             ));
         }
-        let assessment = Assessment::new(input.host.scan(), caps);
+        let mut scan = input.host.scan();
+        input.facts.keep_vram(&mut scan);
+        let assessment = Assessment::new(scan, caps);
         input.facts.offer(assessment.clone());
         Ok(assessment)
     }
