@@ -297,6 +297,19 @@ impl AppControl for ManagerControl {
         self.0.statuses()
     }
 
+    fn offer_gpu_samples(&self, samples: &[odac_protocol::GpuSample]) {
+        let free = samples
+            .iter()
+            .filter_map(|s| {
+                let free = s.vram_total_mib?.checked_sub(s.vram_used_mib?)?;
+                Some((s.id.clone(), free))
+            })
+            .collect::<std::collections::BTreeMap<_, _>>();
+        if !free.is_empty() {
+            self.0.offer_free_vram(free);
+        }
+    }
+
     fn subscribe(&self) -> broadcast::Receiver<AppStatus> {
         self.0.subscribe()
     }

@@ -198,4 +198,23 @@ async fn nvml_vram_offered_by_the_inventory_loop_reaches_placement() {
     );
     let small = statuses.iter().find(|s| s.name == "small").unwrap();
     assert_eq!(small.state, AppState::Running, "{small:?}");
+
+    // a telemetry reading of free VRAM counts instead of the total while it is fresh
+    let free = odac_agent::inventory::scan(&fixture())
+        .gpus
+        .iter()
+        .map(|g| (g.id(), 1024))
+        .collect::<std::collections::BTreeMap<_, _>>();
+    m.offer_free_vram(free);
+    let later = app(
+        "later",
+        PLAIN,
+        r#"{"runtime":"nvidia","count":1,"min_vram_mib":8000}"#,
+    );
+    m.upsert(2, later).await.unwrap();
+    let statuses = m.reconcile_once().await;
+    let later = statuses.iter().find(|s| s.name == "later").unwrap();
+    assert_eq!(later.state, AppState::Failed, "{later:?}");
+    let error = later.last_error.clone().unwrap_or_default();
+    assert!(error.contains("MiB free"), "{error}");
 }

@@ -301,6 +301,31 @@ fn min_vram_picks_only_gpus_with_enough_memory() {
         Plan::Attach(att) => assert_eq!(att.gpus.len(), 2),
         other => panic!("{other:?}"),
     }
+    // a fresh telemetry reading of free VRAM is what counts where there is one
+    a.free_vram_mib.insert(ids[1].clone(), 4096);
+    match resolve(
+        &intent(r#"{"runtime":"amd","count":1,"min_vram_mib":20000}"#),
+        &a,
+        &none,
+    ) {
+        Plan::Refuse { reason, detail, .. } => {
+            assert_eq!(reason, Reason::InsufficientVram);
+            assert!(detail.contains("the best has 16384 MiB total"), "{detail}");
+        }
+        other => panic!("{other:?}"),
+    }
+    for id in &ids {
+        a.free_vram_mib.insert(id.clone(), 2048);
+    }
+    match resolve(
+        &intent(r#"{"runtime":"amd","count":1,"min_vram_mib":8000}"#),
+        &a,
+        &none,
+    ) {
+        Plan::Refuse { detail, .. } => assert!(detail.contains("2048 MiB free"), "{detail}"),
+        other => panic!("{other:?}"),
+    }
+    a.free_vram_mib.clear();
     // unknown sizes are not ruled out
     a.scan.gpu_details.clear();
     assert!(matches!(

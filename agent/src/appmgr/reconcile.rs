@@ -134,7 +134,7 @@ impl Reconciler {
         if input.quiet
             && let Some(a) = input.facts.fresh(Instant::now())
         {
-            return Ok(a);
+            return Ok(input.facts.with_free_vram(a, Instant::now()));
         }
         let caps: EngineCapabilities = input.engine.capabilities().await;
         if !caps.reachable {
@@ -146,7 +146,7 @@ impl Reconciler {
         input.facts.keep_vram(&mut scan);
         let assessment = Assessment::new(scan, caps);
         input.facts.offer(assessment.clone());
-        Ok(assessment)
+        Ok(input.facts.with_free_vram(assessment, Instant::now()))
     }
 
     async fn pass_inner(&mut self, input: &PassInput<'_>) -> Result<Vec<AppStatus>, EngineError> {

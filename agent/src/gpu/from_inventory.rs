@@ -79,6 +79,7 @@ pub fn assessment_from_inventory(inv: &Inventory) -> Assessment {
         scan,
         engine,
         verdicts,
+        free_vram_mib: BTreeMap::new(),
     }
 }
 

@@ -259,16 +259,22 @@ fn try_vendor(
     })
 }
 
-/// A GPU's total VRAM in MiB, where the scan knows it (AMD and Intel sysfs).
-fn vram_mib(a: &Assessment, gpu: &Gpu) -> Option<u64> {
+/// A GPU's VRAM in MiB and which figure it is: free, from a fresh telemetry reading, else
+/// the total the scan knows (AMD and Intel sysfs, NVIDIA NVML).
+fn vram_mib(a: &Assessment, gpu: &Gpu) -> Option<(u64, &'static str)> {
+    let id = gpu.id();
+    if let Some(free) = a.free_vram_mib.get(&id) {
+        return Some((*free, "free"));
+    }
     a.scan
         .gpu_details
-        .get(&gpu.id())
+        .get(&id)
         .and_then(|d| d.vram_bytes)
-        .map(|b| b / (1024 * 1024))
+        .map(|b| (b / (1024 * 1024), "total"))
 }
 
-/// The GPUs of `usable` with at least `min` MiB of total VRAM (or of unknown size); the
+/// The GPUs of `usable` with at least `min` MiB of VRAM (free where a fresh reading says,
+/// else total; a GPU of unknown size is kept); the
 /// evidence of `insufficient_vram` when fewer than `count` remain of GPUs that exist.
 fn with_vram<'a>(
     a: &Assessment,
@@ -280,7 +286,7 @@ fn with_vram<'a>(
     let fits: Vec<&Gpu> = usable
         .iter()
         .copied()
-        .filter(|g| vram_mib(a, g).is_none_or(|v| v >= u64::from(min)))
+        .filter(|g| vram_mib(a, g).is_none_or(|(v, _)| v >= u64::from(min)))
         .collect();
     let wanted = match count {
         GpuCount::All => 1,
@@ -291,9 +297,12 @@ fn with_vram<'a>(
     }
     let best = usable.iter().filter_map(|g| vram_mib(a, g)).max();
     Err(format!(
-        "{min} MiB of VRAM needed (gpu.min_vram_mib) on {wanted} {vendor} gpu(s), {} have it; the best has {} MiB total",
+        "{min} MiB of VRAM needed (gpu.min_vram_mib) on {wanted} {vendor} gpu(s), {} have it; the best has {}",
         fits.len(),
-        best.map_or_else(|| "an unknown size of".to_owned(), |b| b.to_string())
+        best.map_or_else(
+            || "an unknown size".to_owned(),
+            |(mib, figure)| format!("{mib} MiB {figure}")
+        )
     ))
 }
 

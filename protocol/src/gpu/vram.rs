@@ -23,7 +23,7 @@ impl JsonSchema for GpuVramValue {
 
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         schemars::json_schema!({
-            "description": "Least total VRAM in MiB a GPU must have to be chosen: a whole number 1..=1048576 (or the same digits in a string). Absent: any GPU.",
+            "description": "Least VRAM in MiB a GPU must have to be chosen (free, where the agent has a telemetry reading younger than 30 s, else total): a whole number 1..=1048576 (or the same digits in a string). Absent: any GPU.",
             "oneOf": [
                 {"type": "integer", "minimum": 1, "maximum": 1048576},
                 {"type": "string", "pattern": "^\\s*[0-9]+\\s*$"}
