@@ -98,9 +98,10 @@ pub async fn run_with(
     );
 
     // local work first: the agent is useful without the control plane
-    let first = assess(&config.host_root, engine.as_ref()).await;
-    manager.offer_facts(first.clone());
+    let mut first = assess(&config.host_root, engine.as_ref()).await;
     let mut nvml_facts = crate::telemetry::NvmlFacts::default();
+    nvml_facts.fill_scan(&mut first.scan);
+    manager.offer_facts(first.clone());
     let first = nvml_facts.fill(first.inventory());
     let hostname = non_empty(&first.host.hostname)
         .unwrap_or("unknown")
@@ -217,10 +218,11 @@ async fn inventory_loop(
             () = shutdown.cancelled() => return,
             () = tokio::time::sleep(every) => {}
         }
-        let assessment = tokio::select! {
+        let mut assessment = tokio::select! {
             () = shutdown.cancelled() => return,
             a = assess(&root, engine.as_ref()) => a,
         };
+        nvml_facts.fill_scan(&mut assessment.scan);
         let inventory = nvml_facts.fill(assessment.inventory());
         manager.offer_facts(assessment);
         tx.send_replace(Some(Arc::new(inventory)));
@@ -293,6 +295,19 @@ impl AppControl for ManagerControl {
 
     fn statuses(&self) -> Vec<AppStatus> {
         self.0.statuses()
+    }
+
+    fn offer_gpu_samples(&self, samples: &[odac_protocol::GpuSample]) {
+        let free = samples
+            .iter()
+            .filter_map(|s| {
+                let free = s.vram_total_mib?.checked_sub(s.vram_used_mib?)?;
+                Some((s.id.clone(), free))
+            })
+            .collect::<std::collections::BTreeMap<_, _>>();
+        if !free.is_empty() {
+            self.0.offer_free_vram(free);
+        }
     }
 
     fn subscribe(&self) -> broadcast::Receiver<AppStatus> {

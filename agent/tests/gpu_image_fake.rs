@@ -157,3 +157,64 @@ async fn an_unmet_cuda_requirement_is_refused_before_any_create() {
         assert!(opt_specs[0].device_requests.is_empty());
     }
 }
+
+/// NVIDIA VRAM comes from NVML, which only the inventory loop reads: the sizes it offered are
+/// kept for the app manager's own scans, so `min_vram_mib` sees 16 GiB GPUs as too small.
+#[tokio::test]
+async fn nvml_vram_offered_by_the_inventory_loop_reaches_placement() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_fake, m) = setup(dir.path());
+    let caps = engine_from_info_file(&fixture().join("docker-info.json")).unwrap();
+    let mut scan = odac_agent::inventory::scan(&fixture());
+    let ids: Vec<String> = scan.gpus.iter().map(|g| g.id()).collect();
+    for id in ids {
+        scan.gpu_details.entry(id).or_default().vram_bytes = Some(16 * 1024 * 1024 * 1024);
+    }
+    m.offer_facts(odac_agent::inventory::Assessment::new(scan, caps));
+    m.set_desired(DesiredState {
+        generation: 1,
+        apps: vec![
+            app(
+                "llm",
+                PLAIN,
+                r#"{"runtime":"nvidia","count":1,"min_vram_mib":20000}"#,
+            ),
+            app(
+                "small",
+                PLAIN,
+                r#"{"runtime":"nvidia","count":1,"min_vram_mib":8000}"#,
+            ),
+        ],
+    })
+    .await
+    .unwrap();
+    let statuses = m.reconcile_once().await;
+    let llm = statuses.iter().find(|s| s.name == "llm").unwrap();
+    assert_eq!(llm.state, AppState::Failed, "{llm:?}");
+    let error = llm.last_error.clone().unwrap_or_default();
+    assert!(
+        error.starts_with("insufficient_vram: ") && error.contains("16384 MiB total"),
+        "{error}"
+    );
+    let small = statuses.iter().find(|s| s.name == "small").unwrap();
+    assert_eq!(small.state, AppState::Running, "{small:?}");
+
+    // a telemetry reading of free VRAM counts instead of the total while it is fresh
+    let free = odac_agent::inventory::scan(&fixture())
+        .gpus
+        .iter()
+        .map(|g| (g.id(), 1024))
+        .collect::<std::collections::BTreeMap<_, _>>();
+    m.offer_free_vram(free);
+    let later = app(
+        "later",
+        PLAIN,
+        r#"{"runtime":"nvidia","count":1,"min_vram_mib":8000}"#,
+    );
+    m.upsert(2, later).await.unwrap();
+    let statuses = m.reconcile_once().await;
+    let later = statuses.iter().find(|s| s.name == "later").unwrap();
+    assert_eq!(later.state, AppState::Failed, "{later:?}");
+    let error = later.last_error.clone().unwrap_or_default();
+    assert!(error.contains("MiB free"), "{error}");
+}

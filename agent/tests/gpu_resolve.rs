@@ -248,3 +248,92 @@ fn allocations_spread_apps_over_least_used_gpus() {
     // A ninth app shares the least-used GPU rather than failing.
     assert!(matches!(resolve(&g, &a, &alloc), Plan::Attach(_)));
 }
+
+/// `min_vram_mib`: only GPUs with that much total VRAM are chosen; none → `insufficient_vram`
+/// naming what was needed and the best GPU's figure (refused when required, CPU when
+/// optional); a GPU whose size no source tells is not ruled out.
+#[test]
+fn min_vram_picks_only_gpus_with_enough_memory() {
+    let none = Allocations::new();
+    let mut a = assess("amd-kfd-mi210-8gpu");
+    let ids: Vec<String> = a
+        .passable_gpus(Vendor::Amd)
+        .iter()
+        .map(|g| g.id())
+        .collect();
+    assert!(ids.len() >= 2, "{ids:?}");
+    let gib = 1024 * 1024 * 1024;
+    for (i, id) in ids.iter().enumerate() {
+        // one 24 GiB GPU, the rest 16 GiB
+        let size = if i == 1 { 24 * gib } else { 16 * gib };
+        a.scan.gpu_details.entry(id.clone()).or_default().vram_bytes = Some(size);
+    }
+    let want = |json: &str| resolve(&intent(json), &a, &none);
+    match want(r#"{"runtime":"amd","count":1,"min_vram_mib":30000}"#) {
+        Plan::Refuse { reason, detail, .. } => {
+            assert_eq!(reason, Reason::InsufficientVram);
+            assert!(
+                detail.contains("30000 MiB") && detail.contains("24576 MiB total"),
+                "{detail}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    match want(r#"{"runtime":"amd","count":1,"min_vram_mib":20000}"#) {
+        Plan::Attach(att) => assert_eq!(att.gpus, vec![ids[1].clone()], "the 24 GiB one"),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        want(r#"{"runtime":"amd","count":2,"min_vram_mib":20000}"#),
+        Plan::Refuse {
+            reason: Reason::InsufficientVram,
+            ..
+        }
+    ));
+    assert!(matches!(
+        want(r#"{"runtime":"amd","count":1,"min_vram_mib":30000,"optional":true}"#),
+        Plan::Cpu {
+            reason: Reason::InsufficientVram,
+            ..
+        }
+    ));
+    match want(r#"{"runtime":"amd","count":2,"min_vram_mib":8000}"#) {
+        Plan::Attach(att) => assert_eq!(att.gpus.len(), 2),
+        other => panic!("{other:?}"),
+    }
+    // a fresh telemetry reading of free VRAM is what counts where there is one
+    a.free_vram_mib.insert(ids[1].clone(), 4096);
+    match resolve(
+        &intent(r#"{"runtime":"amd","count":1,"min_vram_mib":20000}"#),
+        &a,
+        &none,
+    ) {
+        Plan::Refuse { reason, detail, .. } => {
+            assert_eq!(reason, Reason::InsufficientVram);
+            assert!(detail.contains("the best has 16384 MiB total"), "{detail}");
+        }
+        other => panic!("{other:?}"),
+    }
+    for id in &ids {
+        a.free_vram_mib.insert(id.clone(), 2048);
+    }
+    match resolve(
+        &intent(r#"{"runtime":"amd","count":1,"min_vram_mib":8000}"#),
+        &a,
+        &none,
+    ) {
+        Plan::Refuse { detail, .. } => assert!(detail.contains("2048 MiB free"), "{detail}"),
+        other => panic!("{other:?}"),
+    }
+    a.free_vram_mib.clear();
+    // unknown sizes are not ruled out
+    a.scan.gpu_details.clear();
+    assert!(matches!(
+        resolve(
+            &intent(r#"{"runtime":"amd","count":1,"min_vram_mib":30000}"#),
+            &a,
+            &none
+        ),
+        Plan::Attach(_)
+    ));
+}

@@ -37,7 +37,7 @@ pub use git_source::{GitScheme, GitSecret, MAX_SECRET};
 pub use gpu::{
     ALL_CAPABILITIES, DRIVER_CAPABILITIES_ENV, DriverCapabilities, DriverCapability,
     GpuCapabilitiesValue, GpuCount, GpuCountValue, GpuOptionalValue, GpuRequest, GpuRuntime,
-    GpuVendor,
+    GpuVendor, GpuVramValue, MAX_MIN_VRAM_MIB,
 };
 pub use gpu_stats::{AppGpuUsage, AppGpus, GpuSample, GpuStats, GpuStatsReport, MAX_STATS_GPUS};
 pub use host_access::{

@@ -42,11 +42,14 @@ pub enum Reason {
     /// The image's `NVIDIA_REQUIRE_*` (a CUDA or driver version) needs a newer NVIDIA driver
     /// than the host has; the detail names the requirement and the host's versions.
     DriverTooOld,
+    /// No GPU of the vendor has the VRAM the app asks for (`gpu.min_vram_mib`); the detail
+    /// names what was needed and the best GPU's figure.
+    InsufficientVram,
 }
 
 impl Reason {
     /// Every reason code, in wire order.
-    pub const ALL: [Reason; 13] = [
+    pub const ALL: [Reason; 14] = [
         Reason::Disabled,
         Reason::NoDevice,
         Reason::NoDriver,
@@ -60,6 +63,7 @@ impl Reason {
         Reason::BuildFailed,
         Reason::ImagePullFailed,
         Reason::DriverTooOld,
+        Reason::InsufficientVram,
     ];
 
     /// The wire code, e.g. `no_container_runtime`.
@@ -78,6 +82,7 @@ impl Reason {
             Reason::BuildFailed => "build_failed",
             Reason::ImagePullFailed => "image_pull_failed",
             Reason::DriverTooOld => "driver_too_old",
+            Reason::InsufficientVram => "insufficient_vram",
         }
     }
 
@@ -107,6 +112,9 @@ impl Reason {
             Reason::ImagePullFailed => "the app's image could not be pulled from its registry",
             Reason::DriverTooOld => {
                 "the image needs a newer NVIDIA driver (CUDA version) than this host has"
+            }
+            Reason::InsufficientVram => {
+                "no GPU of this host has as much VRAM as the app asks for (gpu.min_vram_mib)"
             }
         }
     }
@@ -176,6 +184,10 @@ impl Reason {
                 "install the NVIDIA driver branch the detail names (each branch supports one \
                  CUDA version: 535 → 12.2, 550 → 12.4, 570 → 12.8), or use an image built for \
                  the host's CUDA version",
+            ),
+            (Reason::InsufficientVram, _) => Some(
+                "lower gpu.min_vram_mib (a smaller or more quantised model), stop apps that use \
+                 the GPU's memory, or place the app on a host with a larger GPU",
             ),
         }
     }

@@ -55,20 +55,23 @@ fn gpu_request() -> impl Strategy<Value = GpuRequest> {
         select(vec![vec!["video"], vec!["compute", "graphics"]])
             .prop_map(|v| GpuCapabilitiesValue::new(serde_json::Value::from(v))),
     ]);
+    let vram = prop::option::of((1u32..=MAX_MIN_VRAM_MIB).prop_map(GpuVramValue::new));
     (
         runtime,
         prop::option::of(vendor()),
         count,
         optional,
         capabilities,
+        vram,
     )
         .prop_map(
-            |(runtime, vendor, count, optional, capabilities)| GpuRequest {
+            |(runtime, vendor, count, optional, capabilities, min_vram_mib)| GpuRequest {
                 runtime,
                 vendor: vendor.map(GpuVendor::Known),
                 count,
                 optional,
                 capabilities,
+                min_vram_mib,
             },
         )
         .prop_filter("valid, non-empty request", |g| {

@@ -52,11 +52,26 @@ pub fn validate_fields(g: &GpuRequest) -> Result<(), ApiError> {
 /// Chooses a vendor on a host with inventory `inv` for `count` GPUs; `None` when the host has
 /// no GPU at all.
 pub fn detect(inv: &Inventory, count: GpuCount) -> Option<Detected> {
+    detect_with_vram(inv, count, None)
+}
+
+/// [`detect`] where a GPU counts as usable only with at least `min_vram_mib` MiB of VRAM
+/// (when the inventory tells its size), so a vendor whose GPUs are too small is passed over
+/// for one whose GPUs fit.
+pub fn detect_with_vram(
+    inv: &Inventory,
+    count: GpuCount,
+    min_vram_mib: Option<u32>,
+) -> Option<Detected> {
     let present = |v: Vendor| inv.gpus.iter().filter(|g| g.vendor == v).count();
+    let big_enough = |g: &odac_protocol::GpuInfo| match (min_vram_mib, g.vram_bytes) {
+        (Some(min), Some(bytes)) => bytes / (1024 * 1024) >= u64::from(min),
+        _ => true,
+    };
     let usable = |v: Vendor| {
         inv.gpus
             .iter()
-            .filter(|g| g.vendor == v && g.passable)
+            .filter(|g| g.vendor == v && g.passable && big_enough(g))
             .count()
     };
     let schedulable = |v: Vendor| inv.accelerators.get(&v).is_some_and(|a| a.schedulable);
@@ -119,7 +134,8 @@ pub fn resolve(
     let Some(inv) = inv else {
         return Err(no_gpu(host_label, "has not reported its inventory yet"));
     };
-    let detected = detect(inv, g.try_count()?).ok_or_else(|| no_gpu(host_label, "has none"))?;
+    let detected = detect_with_vram(inv, g.try_count()?, g.min_vram_mib())
+        .ok_or_else(|| no_gpu(host_label, "has none"))?;
     let resolved = GpuRequest {
         runtime: Some(GpuRuntime::for_vendor(detected.vendor)),
         ..g
@@ -242,6 +258,37 @@ mod tests {
             Vendor::Nvidia,
             "no vendor has 3: the first schedulable, the agent reports insufficient_devices"
         );
+    }
+
+    #[test]
+    fn min_vram_prefers_a_vendor_whose_gpus_fit() {
+        let sized = |v: Vendor, gib: u64| GpuInfo {
+            vram_bytes: Some(gib * 1024 * 1024 * 1024),
+            ..gpu(v, true)
+        };
+        let host = inv(
+            vec![sized(Vendor::Nvidia, 16), sized(Vendor::Amd, 64)],
+            &[(Vendor::Nvidia, true, None), (Vendor::Amd, true, None)],
+        );
+        assert_eq!(
+            detect(&host, GpuCount::N(1)).unwrap().vendor,
+            Vendor::Nvidia
+        );
+        assert_eq!(
+            detect_with_vram(&host, GpuCount::N(1), Some(20000))
+                .unwrap()
+                .vendor,
+            Vendor::Amd,
+            "the 16 GiB nvidia gpu is too small"
+        );
+        let (g, d) = resolve(
+            Some(req(r#"{"runtime":"auto","count":1,"min_vram_mib":20000}"#)),
+            "h",
+            Some(&host),
+        )
+        .unwrap();
+        assert_eq!(d.unwrap().vendor, Vendor::Amd);
+        assert_eq!(g.unwrap().min_vram_mib(), Some(20000), "kept as sent");
     }
 
     #[test]

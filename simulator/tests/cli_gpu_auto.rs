@@ -469,4 +469,14 @@ fn capabilities_flags_reach_the_request_and_the_attached_column() {
         .map(str::to_owned)
         .unwrap_or_default();
     assert!(line.contains("[compute,utility,video]"), "{}", stdout(&o));
+
+    // --min-vram-mib reaches the request; 0 is refused by the CLI
+    let o = sim.odac(&["app", "gpu", "enc", "--nvidia", "--min-vram-mib", "8000"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(
+        requested(&sim, "enc"),
+        json!({"runtime": "nvidia", "min_vram_mib": 8000})
+    );
+    let o = sim.odac(&["app", "gpu", "enc", "--nvidia", "--min-vram-mib", "0"]);
+    assert_eq!(code(&o), 2, "{}", stdout(&o));
 }

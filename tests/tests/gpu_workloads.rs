@@ -5,7 +5,8 @@
 //! asked for `video`, and the status says the set the container really got. CUDA
 //! requirements: an image whose `NVIDIA_REQUIRE_CUDA` the lab's driver cannot meet is
 //! refused by the agent before any create (required) or runs on the CPU (optional), with
-//! `driver_too_old`, the versions and the fix.
+//! `driver_too_old`, the versions and the fix. VRAM: `min_vram_mib` picks only GPUs with
+//! that much memory, else `insufficient_vram`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
@@ -294,5 +295,43 @@ fn cuda_requirements_are_checked_before_any_create() {
         ),
         "{refused}"
     );
+    finish(stack, lab);
+}
+
+/// `min_vram_mib` on the lab's AMD GPUs, 16 GiB each (`--vram-mib 16384`, read from sysfs
+/// `mem_info_vram_total`): 20000 MiB → `failed` / `insufficient_vram` naming the need and
+/// the best GPU's total, no container; 8000 → attached.
+#[test]
+fn min_vram_picks_only_gpus_with_enough_memory() {
+    const SCENARIO: &str = "gpulab-vram";
+    require_docker!(SCENARIO);
+    let (stack, lab) = stack_on_lab(SCENARIO, "amd:2", &["--vram-mib", "16384"]);
+    let body = |name: &str, mib: u32| json!({"name": name, "image": lab.image, "gpu": {"runtime": "amd", "count": 1, "min_vram_mib": mib}});
+    stack.sim.create_app(&body("big", 20_000)).unwrap();
+    let big = stack
+        .wait_app("big", WAIT, "failed with insufficient_vram", |a| {
+            a.state == "failed" && a.reason == Some(Reason::InsufficientVram)
+        })
+        .unwrap();
+    let error = big
+        .status
+        .as_ref()
+        .and_then(|s| s.last_error.clone())
+        .unwrap_or_default();
+    assert!(
+        error.contains("20000 MiB") && error.contains("16384 MiB total"),
+        "{error}"
+    );
+    let made = lab
+        .docker(&["ps", "-aq", "--filter", "label=odac.app=big"])
+        .unwrap();
+    assert!(made.trim().is_empty(), "no container: {made}");
+
+    stack.sim.create_app(&body("fits", 8000)).unwrap();
+    stack
+        .wait_app("fits", WAIT, "running with its gpu", |a| {
+            a.state == "running" && a.attached.is_some()
+        })
+        .unwrap();
     finish(stack, lab);
 }

@@ -17,7 +17,12 @@ pub(crate) const FACTS_TTL: Duration = Duration::from_secs(15);
 #[derive(Debug, Default)]
 pub(crate) struct Facts {
     latest: std::sync::Mutex<Option<(Instant, Assessment)>>,
+    /// The latest telemetry reading of free VRAM in MiB per GPU id, and when it was made.
+    free_vram: std::sync::Mutex<Option<(Instant, std::collections::BTreeMap<String, u64>)>>,
 }
+
+/// How long a free-VRAM reading counts as fresh.
+pub(crate) const FREE_VRAM_TTL: Duration = Duration::from_secs(30);
 
 impl Facts {
     fn slot(&self) -> std::sync::MutexGuard<'_, Option<(Instant, Assessment)>> {
@@ -37,6 +42,40 @@ impl Facts {
         if assessment.engine.reachable {
             *self.slot() = Some((Instant::now(), assessment));
         }
+    }
+
+    /// Gives the GPUs of `scan` whose VRAM size it lacks the size the latest facts had (of
+    /// any age): NVIDIA sizes come from NVML, which only the inventory loop reads.
+    pub(super) fn keep_vram(&self, scan: &mut crate::inventory::HostScan) {
+        let slot = self.slot();
+        let Some((_, latest)) = slot.as_ref() else {
+            return;
+        };
+        for (id, known) in &latest.scan.gpu_details {
+            let Some(bytes) = known.vram_bytes else {
+                continue;
+            };
+            if scan.gpus.iter().any(|g| g.id() == *id) {
+                let details = scan.gpu_details.entry(id.clone()).or_default();
+                details.vram_bytes = details.vram_bytes.or(Some(bytes));
+            }
+        }
+    }
+
+    /// Keeps a telemetry reading of free VRAM (MiB per GPU id), made now.
+    pub(crate) fn offer_free_vram(&self, free: std::collections::BTreeMap<String, u64>) {
+        *lock(&self.free_vram) = Some((Instant::now(), free));
+    }
+
+    /// `assessment` with the free VRAM of a reading younger than [`FREE_VRAM_TTL`] (none
+    /// otherwise).
+    pub(super) fn with_free_vram(&self, mut assessment: Assessment, now: Instant) -> Assessment {
+        assessment.free_vram_mib = lock(&self.free_vram)
+            .as_ref()
+            .filter(|(at, _)| now.saturating_duration_since(*at) < FREE_VRAM_TTL)
+            .map(|(_, free)| free.clone())
+            .unwrap_or_default();
+        assessment
     }
 
     pub(super) fn forget(&self) {

@@ -287,6 +287,12 @@ impl AppManager {
         self.inner.facts.offer(assessment);
     }
 
+    /// Hands the app manager a telemetry reading of free VRAM in MiB per GPU id (the PCI
+    /// address): for 30 s, `gpu.min_vram_mib` is checked against it instead of the total.
+    pub fn offer_free_vram(&self, free: std::collections::BTreeMap<String, u64>) {
+        self.inner.facts.offer_free_vram(free);
+    }
+
     /// The latest status of every desired app, sorted by name.
     pub fn statuses(&self) -> Vec<AppStatus> {
         lock(&self.inner.statuses).values().cloned().collect()

@@ -136,7 +136,7 @@ impl Reconciler {
         if input.quiet
             && let Some(a) = input.facts.fresh(Instant::now())
         {
-            return Ok(a);
+            return Ok(input.facts.with_free_vram(a, Instant::now()));
         }
         let caps: EngineCapabilities = input.engine.capabilities().await;
         if !caps.reachable {
@@ -144,9 +144,11 @@ impl Reconciler {
                 caps.error.unwrap_or_else(|| "engine did not answer".into()),
             ));
         }
-        let assessment = Assessment::new(input.host.scan(), caps);
+        let mut scan = input.host.scan();
+        input.facts.keep_vram(&mut scan);
+        let assessment = Assessment::new(scan, caps);
         input.facts.offer(assessment.clone());
-        Ok(assessment)
+        Ok(input.facts.with_free_vram(assessment, Instant::now()))
     }
 
     async fn pass_inner(&mut self, input: &PassInput<'_>) -> Result<Vec<AppStatus>, EngineError> {

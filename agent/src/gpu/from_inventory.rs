@@ -37,7 +37,15 @@ pub fn assessment_from_inventory(inv: &Inventory) -> Assessment {
     for info in &inv.gpus {
         let vendor = info.vendor;
         let index = per_vendor.entry(vendor).or_default();
-        scan.gpus.push(gpu(info, vendor, *index, &engine));
+        let g = gpu(info, vendor, *index, &engine);
+        if info.vram_bytes.is_some() || info.driver_version.is_some() {
+            let details = crate::inventory::details::GpuDetails {
+                driver_version: info.driver_version.clone(),
+                vram_bytes: info.vram_bytes,
+            };
+            scan.gpu_details.insert(g.id(), details);
+        }
+        scan.gpus.push(g);
         *index += 1;
     }
     let amd_passable = scan
@@ -71,6 +79,7 @@ pub fn assessment_from_inventory(inv: &Inventory) -> Assessment {
         scan,
         engine,
         verdicts,
+        free_vram_mib: BTreeMap::new(),
     }
 }
 

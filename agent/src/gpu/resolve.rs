@@ -97,9 +97,19 @@ pub fn resolve_with(
             evidence: "gpu.enabled = false in the agent configuration".into(),
         })
     } else if let Some(vendor) = intent.effective_vendor() {
-        try_vendor(assessment, allocations, vendor, count)
+        try_vendor(
+            assessment,
+            allocations,
+            vendor,
+            (count, intent.min_vram_mib()),
+        )
     } else {
-        auto(assessment, allocations, count, &options.vendor_order)
+        auto(
+            assessment,
+            allocations,
+            (count, intent.min_vram_mib()),
+            &options.vendor_order,
+        )
     };
     match outcome {
         Ok(mut attachment) => {
@@ -124,7 +134,7 @@ pub fn resolve_with(
 fn auto(
     a: &Assessment,
     allocations: &Allocations,
-    count: GpuCount,
+    count: (GpuCount, Option<u32>),
     order: &[Vendor],
 ) -> Result<Attachment, Miss> {
     let mut misses = Vec::new();
@@ -145,11 +155,13 @@ fn auto(
     })
 }
 
+/// One vendor for `count` GPUs with at least `min_vram` MiB each (where the GPU's VRAM is
+/// known: a GPU whose size no source tells is not ruled out).
 fn try_vendor(
     a: &Assessment,
     allocations: &Allocations,
     vendor: Vendor,
-    count: GpuCount,
+    (count, min_vram): (GpuCount, Option<u32>),
 ) -> Result<Attachment, Miss> {
     let miss = |reason: Reason, evidence: String| Miss {
         reason,
@@ -164,6 +176,11 @@ fn try_vendor(
         return Err(miss(reason, verdict.detail.clone()));
     }
     let usable = a.passable_gpus(vendor);
+    let usable = match min_vram {
+        Some(min) => with_vram(a, usable, vendor, count, min)
+            .map_err(|e| miss(Reason::InsufficientVram, e))?,
+        None => usable,
+    };
     let with_cdi: Vec<&Gpu> = usable
         .iter()
         .copied()
@@ -240,6 +257,53 @@ fn try_vendor(
         group_add,
         capabilities: DriverCapabilities::default(),
     })
+}
+
+/// A GPU's VRAM in MiB and which figure it is: free, from a fresh telemetry reading, else
+/// the total the scan knows (AMD and Intel sysfs, NVIDIA NVML).
+fn vram_mib(a: &Assessment, gpu: &Gpu) -> Option<(u64, &'static str)> {
+    let id = gpu.id();
+    if let Some(free) = a.free_vram_mib.get(&id) {
+        return Some((*free, "free"));
+    }
+    a.scan
+        .gpu_details
+        .get(&id)
+        .and_then(|d| d.vram_bytes)
+        .map(|b| (b / (1024 * 1024), "total"))
+}
+
+/// The GPUs of `usable` with at least `min` MiB of VRAM (free where a fresh reading says,
+/// else total; a GPU of unknown size is kept); the
+/// evidence of `insufficient_vram` when fewer than `count` remain of GPUs that exist.
+fn with_vram<'a>(
+    a: &Assessment,
+    usable: Vec<&'a Gpu>,
+    vendor: Vendor,
+    count: GpuCount,
+    min: u32,
+) -> Result<Vec<&'a Gpu>, String> {
+    let fits: Vec<&Gpu> = usable
+        .iter()
+        .copied()
+        .filter(|g| vram_mib(a, g).is_none_or(|(v, _)| v >= u64::from(min)))
+        .collect();
+    let wanted = match count {
+        GpuCount::All => 1,
+        GpuCount::N(n) => usize::try_from(n).unwrap_or(usize::MAX),
+    };
+    if usable.is_empty() || fits.len() >= wanted || usable.len() < wanted {
+        return Ok(fits);
+    }
+    let best = usable.iter().filter_map(|g| vram_mib(a, g)).max();
+    Err(format!(
+        "{min} MiB of VRAM needed (gpu.min_vram_mib) on {wanted} {vendor} gpu(s), {} have it; the best has {}",
+        fits.len(),
+        best.map_or_else(
+            || "an unknown size".to_owned(),
+            |(mib, figure)| format!("{mib} MiB {figure}")
+        )
+    ))
 }
 
 /// The CDI id that names exactly this GPU and that the engine can inject: listed in the

@@ -18,6 +18,9 @@ pub struct Assessment {
     pub scan: HostScan,
     pub engine: EngineCapabilities,
     pub verdicts: BTreeMap<Vendor, VendorVerdict>,
+    /// Free VRAM in MiB per GPU id, from a fresh telemetry reading (empty when there is
+    /// none): `gpu.min_vram_mib` is checked against it where present, else against the total.
+    pub free_vram_mib: BTreeMap<String, u64>,
 }
 
 impl Assessment {
@@ -28,6 +31,7 @@ impl Assessment {
             scan,
             engine,
             verdicts,
+            free_vram_mib: BTreeMap::new(),
         }
     }
 

@@ -73,6 +73,10 @@ pub trait Nvml: Send {
     fn processes(&self) -> Result<Vec<NvmlGpuProcesses>, NvmlError>;
     /// The driver version NVML reports.
     fn driver_version(&self) -> Option<String>;
+    /// The CUDA driver API version NVML reports (`12.4`); `None` when it cannot tell.
+    fn cuda_version(&self) -> Option<String> {
+        None
+    }
 }
 
 /// NVML loaded from the driver's shared library.
@@ -183,6 +187,15 @@ impl Nvml for RealNvml {
     fn driver_version(&self) -> Option<String> {
         self.nvml.sys_driver_version().ok()
     }
+
+    fn cuda_version(&self) -> Option<String> {
+        let v = self.nvml.sys_cuda_driver_version().ok()?;
+        Some(format!(
+            "{}.{}",
+            nvml_wrapper::cuda_driver_version_major(v),
+            nvml_wrapper::cuda_driver_version_minor(v)
+        ))
+    }
 }
 
 /// One entry per pid (a process can be both a compute and a graphics user: its memory is
@@ -233,6 +246,7 @@ pub fn bus_id(raw: &str) -> Option<String> {
 pub struct FakeNvml {
     gpus: Arc<Mutex<Vec<NvmlGpu>>>,
     driver: Option<String>,
+    cuda: Option<String>,
     processes: Arc<Mutex<Vec<NvmlGpuProcesses>>>,
 }
 
@@ -242,8 +256,16 @@ impl FakeNvml {
         Self {
             gpus: Arc::new(Mutex::new(gpus)),
             driver: driver.map(str::to_owned),
+            cuda: None,
             processes: Arc::default(),
         }
+    }
+
+    /// The fake with this CUDA driver API version (`12.5`).
+    #[must_use]
+    pub fn with_cuda(mut self, cuda: &str) -> Self {
+        self.cuda = Some(cuda.to_owned());
+        self
     }
 
     /// Sets the processes running on one device (by PCI address); `util_known` says whether
@@ -278,6 +300,10 @@ impl Nvml for FakeNvml {
 
     fn driver_version(&self) -> Option<String> {
         self.driver.clone()
+    }
+
+    fn cuda_version(&self) -> Option<String> {
+        self.cuda.clone()
     }
 }
 

@@ -1,9 +1,12 @@
 //! NVIDIA facts for the inventory that only NVML has: each GPU's VRAM size (procfs does not
-//! tell it) and, when procfs gave none, the driver version. NVML is loaded on first need, only
+//! tell it), the CUDA driver API version (NVML's figure replaces the one the inventory
+//! derived from the driver branch) and, when procfs gave none, the driver version. NVML is loaded on first need, only
 //! when the inventory has an NVIDIA GPU bound to `nvidia`; without the library the inventory is
 //! left as the scan made it and the reason is logged once.
 
 use odac_protocol::{Inventory, Vendor};
+
+use crate::inventory::HostScan;
 
 use super::nvml::{Nvml, NvmlError, RealNvml};
 
@@ -44,15 +47,8 @@ impl NvmlFacts {
         }
     }
 
-    /// `inventory` with NVML's VRAM sizes and driver version where they were missing.
-    pub fn fill(&mut self, mut inventory: Inventory) -> Inventory {
-        let wants = inventory
-            .gpus
-            .iter()
-            .any(|g| g.vendor == Vendor::Nvidia && g.driver.as_deref() == Some("nvidia"));
-        if !wants {
-            return inventory;
-        }
+    /// NVML, loaded on first need; `None` without the library (logged once).
+    fn nvml(&mut self) -> Option<&dyn Nvml> {
         if matches!(self.state, State::NotTried) {
             self.state = match (self.loader)() {
                 Ok(n) => State::Loaded(n),
@@ -62,13 +58,56 @@ impl NvmlFacts {
                 }
             };
         }
-        let State::Loaded(nvml) = &self.state else {
+        match &self.state {
+            State::Loaded(nvml) => Some(nvml.as_ref()),
+            _ => None,
+        }
+    }
+
+    /// `scan` with NVML's VRAM size of each NVIDIA GPU in its details, so that the GPU
+    /// decision (`gpu.min_vram_mib`) knows it as the inventory does.
+    pub fn fill_scan(&mut self, scan: &mut HostScan) {
+        let nvidia: Vec<String> = scan
+            .gpus
+            .iter()
+            .filter(|g| g.vendor == Vendor::Nvidia && g.driver.as_deref() == Some("nvidia"))
+            .map(|g| g.id())
+            .collect();
+        if nvidia.is_empty() {
+            return;
+        }
+        let Some(Ok(devices)) = self.nvml().map(|n| n.gpus()) else {
+            return;
+        };
+        for id in nvidia {
+            if let Some(d) = devices.iter().find(|d| d.pci_address == id) {
+                let details = scan.gpu_details.entry(id).or_default();
+                if details.vram_bytes.is_none() {
+                    details.vram_bytes = d.vram_total_bytes;
+                }
+            }
+        }
+    }
+
+    /// `inventory` with NVML's VRAM sizes and driver version where they were missing.
+    pub fn fill(&mut self, mut inventory: Inventory) -> Inventory {
+        let wants = inventory
+            .gpus
+            .iter()
+            .any(|g| g.vendor == Vendor::Nvidia && g.driver.as_deref() == Some("nvidia"));
+        if !wants {
+            return inventory;
+        }
+        let Some(nvml) = self.nvml() else {
             return inventory;
         };
         let Ok(devices) = nvml.gpus() else {
             return inventory;
         };
         let driver = nvml.driver_version();
+        if let Some(cuda) = nvml.cuda_version() {
+            inventory.host.cuda_version = Some(cuda);
+        }
         for g in inventory
             .gpus
             .iter_mut()
@@ -104,7 +143,8 @@ mod tests {
                 sample: GpuSample::default(),
             }],
             Some("550.54.15"),
-        );
+        )
+        .with_cuda("12.5");
         let mut facts = NvmlFacts::with_loader(Box::new(move || Ok(Box::new(fake.clone()))));
         let inv = Inventory {
             gpus: vec![
@@ -116,7 +156,50 @@ mod tests {
         let inv = facts.fill(inv);
         assert_eq!(inv.gpus[0].vram_bytes, Some(42_949_672_960));
         assert_eq!(inv.gpus[0].driver_version.as_deref(), Some("550.54.15"));
+        assert_eq!(
+            inv.host.cuda_version.as_deref(),
+            Some("12.5"),
+            "nvml's figure"
+        );
         assert_eq!(inv.gpus[1].vram_bytes, None);
+    }
+
+    #[test]
+    fn nvidia_vram_reaches_the_scan_for_the_gpu_decision() {
+        let fake = FakeNvml::new(
+            vec![NvmlGpu {
+                pci_address: "0000:3b:00.0".into(),
+                uuid: None,
+                vram_total_bytes: Some(17_179_869_184),
+                sample: GpuSample::default(),
+            }],
+            None,
+        );
+        let mut facts = NvmlFacts::with_loader(Box::new(move || Ok(Box::new(fake.clone()))));
+        let gpu = |vendor, addr: &str, driver: &str| crate::inventory::Gpu {
+            vendor,
+            index: 0,
+            pci_address: Some(addr.to_owned()),
+            pci: Default::default(),
+            driver: Some(driver.to_owned()),
+            model: None,
+            card: None,
+            render: None,
+            nvidia: None,
+            amd: None,
+            cdi_ids: Vec::new(),
+        };
+        let mut scan = HostScan {
+            gpus: vec![
+                gpu(Vendor::Nvidia, "0000:3b:00.0", "nvidia"),
+                gpu(Vendor::Nvidia, "0000:5e:00.0", "nvidia"),
+            ],
+            ..HostScan::default()
+        };
+        facts.fill_scan(&mut scan);
+        let vram = |id: &str| scan.gpu_details.get(id).and_then(|d| d.vram_bytes);
+        assert_eq!(vram("0000:3b:00.0"), Some(17_179_869_184));
+        assert_eq!(vram("0000:5e:00.0"), None, "nvml does not know it");
     }
 
     #[test]

@@ -30,19 +30,25 @@ pub fn spawn_for(
         Collector::new(host_root),
         Duration::from_secs(config.interval_secs),
         inventory,
-        move || apps.statuses(),
+        {
+            let apps = Arc::clone(&apps);
+            move || apps.statuses()
+        },
         move |stats| sink.put(stats),
+        move |samples| apps.offer_gpu_samples(samples),
         shutdown,
     )
 }
 
-/// Runs until `shutdown`.
+/// Runs until `shutdown`; every reading is also handed to `seen` (the app manager's free
+/// VRAM), whether or not it moved enough to be sent.
 pub async fn telemetry_loop(
     collector: Collector,
     every: Duration,
     inventory: InventoryFeed,
     statuses: impl Fn() -> Vec<AppStatus> + Send,
     put: impl Fn(GpuStats) + Send,
+    seen: impl Fn(&[odac_protocol::GpuSample]) + Send,
     shutdown: CancellationToken,
 ) {
     let collector = Arc::new(Mutex::new(collector));
@@ -80,6 +86,7 @@ pub async fn telemetry_loop(
                 continue;
             }
         };
+        seen(&samples);
         let stats = GpuStats {
             interval_secs,
             gpus: samples,
@@ -133,6 +140,7 @@ mod tests {
             move |s| {
                 let _ = sent_tx.send(s);
             },
+            |_| {},
             shutdown.clone(),
         ));
         let first = sent.recv().await.unwrap();

@@ -42,4 +42,8 @@ pub trait AppControl: Send + Sync + 'static {
     fn statuses(&self) -> Vec<AppStatus>;
     /// Status changes from now on.
     fn subscribe(&self) -> broadcast::Receiver<AppStatus>;
+    /// A telemetry reading of the GPUs (free VRAM for placement); ignored by default.
+    fn offer_gpu_samples(&self, samples: &[odac_protocol::GpuSample]) {
+        let _ = samples;
+    }
 }

@@ -1,5 +1,5 @@
 //! `GpuRequest`: the GPU intent of an app, `{"runtime", "vendor", "count", "optional",
-//! "capabilities"}`.
+//! "capabilities", "min_vram_mib"}`.
 //! Deserialisation never fails on a bad field value; [`GpuRequest::validate`] reports it with
 //! the field named (`gpu.count: 0 is out of range 1..=64`). `null` and `{}` mean "no GPU".
 
@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use super::capabilities::{DriverCapabilities, GpuCapabilitiesValue};
 use super::fields::{GpuCountValue, GpuOptionalValue, GpuRuntime, GpuVendor};
+use super::vram::GpuVramValue;
 use crate::limits::MAX_GPU_COUNT;
 use crate::validation::ValidationError;
 use crate::vendor::Vendor;
@@ -35,6 +36,9 @@ pub struct GpuRequest {
     /// the image's `NVIDIA_DRIVER_CAPABILITIES`, else `compute,utility`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capabilities: Option<GpuCapabilitiesValue>,
+    /// The least VRAM in MiB a GPU must have to be chosen; absent means any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_vram_mib: Option<GpuVramValue>,
 }
 
 /// How many GPUs a request wants, once validated.
@@ -88,6 +92,20 @@ impl GpuRequest {
             && self.count.is_none()
             && self.optional.is_none()
             && self.capabilities.is_none()
+            && self.min_vram_mib.is_none()
+    }
+
+    /// Sets `min_vram_mib`.
+    #[must_use]
+    pub fn with_min_vram_mib(mut self, mib: u32) -> Self {
+        self.min_vram_mib = Some(GpuVramValue::new(mib));
+        self
+    }
+
+    /// The least VRAM asked for, in MiB; `None` when absent or invalid (validation rejects
+    /// invalid ones).
+    pub fn min_vram_mib(&self) -> Option<u32> {
+        self.min_vram_mib.as_ref().and_then(|v| v.parse().ok())
     }
 
     /// Sets `capabilities` to a list of names.
@@ -177,7 +195,7 @@ impl GpuRequest {
     }
 
     /// Checks every field; errors are named `gpu.runtime`, `gpu.vendor`, `gpu.count`,
-    /// `gpu.optional` and `gpu.capabilities`. An empty request (no GPU) is valid.
+    /// `gpu.optional`, `gpu.capabilities` and `gpu.min_vram_mib`. An empty request (no GPU) is valid.
     pub fn validate(&self) -> Result<(), ValidationError> {
         if let Some(GpuRuntime::Invalid(v)) = &self.runtime {
             return Err(ValidationError::new(
@@ -211,6 +229,9 @@ impl GpuRequest {
         let optional = self.try_optional()?;
         if let Some(c) = &self.capabilities {
             c.parse()?;
+        }
+        if let Some(v) = &self.min_vram_mib {
+            v.parse()?;
         }
         if !self.is_empty() && from_runtime.is_none() && from_vendor.is_none() && !optional {
             return Err(ValidationError::new(

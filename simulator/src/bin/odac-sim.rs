@@ -148,6 +148,10 @@ enum Command {
         /// refuses images whose NVIDIA_REQUIRE_CUDA its CUDA version cannot meet.
         #[arg(long, value_name = "VERSION", default_value = odac_simulator::gpu_lab::host_root::NVIDIA_DRIVER, value_parser = odac_simulator::gpu_lab::host_root::parse_driver)]
         nvidia_driver: String,
+        /// VRAM of the AMD GPUs in MiB, comma-separated in GPU order (the last repeats),
+        /// e.g. 16384,24576; the agent reads it from sysfs (mem_info_vram_total).
+        #[arg(long, value_name = "MIB[,MIB…]", default_value = "65520", value_parser = odac_simulator::gpu_lab::host_root::parse_vram)]
+        vram_mib: ::std::vec::Vec<u64>,
         /// Stop (as on SIGTERM) when the process that started the lab exits.
         #[arg(long)]
         stop_with_parent: bool,
@@ -295,6 +299,7 @@ async fn main_async(cli: Cli) -> anyhow::Result<()> {
             gpus,
             nvidia_runtime,
             nvidia_driver,
+            vram_mib,
             stop_with_parent,
         } => {
             let config = odac_simulator::gpu_lab::LabConfig {
@@ -302,6 +307,7 @@ async fn main_async(cli: Cli) -> anyhow::Result<()> {
                 gpus,
                 nvidia_runtime,
                 nvidia_driver,
+                vram_mib,
                 stop_with_parent,
             };
             odac_simulator::gpu_lab::run(&config).await?;

@@ -181,6 +181,10 @@ pub struct GpuFlags {
     /// compute,utility).
     #[arg(long, value_name = "LIST", value_parser = parse_capabilities)]
     pub capabilities: Option<odac_protocol::DriverCapabilities>,
+    /// Only GPUs with at least this much VRAM, in MiB (1 to 1048576), e.g. 20000 for a
+    /// model of about 20 GB.
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u32).range(1..=i64::from(odac_protocol::MAX_MIN_VRAM_MIB)))]
+    pub min_vram_mib: Option<u32>,
     /// Shorthand for hardware video encode/decode (NVENC/NVDEC): adds video to
     /// --capabilities, or asks for compute,utility,video.
     #[arg(long)]
@@ -222,6 +226,7 @@ impl GpuFlags {
             || self.optional
             || self.capabilities.is_some()
             || self.video
+            || self.min_vram_mib.is_some()
     }
 
     /// The driver capabilities asked for by `--capabilities` and `--video`.
@@ -265,7 +270,7 @@ pub struct CreateArgs {
         short = 'f',
         long = "file",
         value_name = "FILE|-",
-        conflicts_with_all = ["name", "image", "url", "app", "branch", "nvidia", "amd", "intel", "auto", "count", "optional", "capabilities", "video"]
+        conflicts_with_all = ["name", "image", "url", "app", "branch", "nvidia", "amd", "intel", "auto", "count", "optional", "capabilities", "video", "min_vram_mib"]
     )]
     pub file: Option<String>,
     /// Host id or host name to place the app on (optional when one host is connected).
@@ -285,6 +290,6 @@ pub struct GpuArgs {
     #[command(flatten)]
     pub gpu: GpuFlags,
     /// Remove the GPU request (the app runs on the CPU after its next restart).
-    #[arg(long, conflicts_with_all = ["nvidia", "amd", "intel", "auto", "count", "optional", "capabilities", "video"])]
+    #[arg(long, conflicts_with_all = ["nvidia", "amd", "intel", "auto", "count", "optional", "capabilities", "video", "min_vram_mib"])]
     pub off: bool,
 }

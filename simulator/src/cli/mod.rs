@@ -32,6 +32,7 @@ fn gpu_json(
     count: Option<Count>,
     optional: bool,
     capabilities: Option<odac_protocol::DriverCapabilities>,
+    min_vram_mib: Option<u32>,
 ) -> Value {
     let mut m = Map::new();
     m.insert("runtime".into(), json!(runtime));
@@ -50,6 +51,9 @@ fn gpu_json(
     if let Some(set) = capabilities {
         m.insert("capabilities".into(), json!(set.names()));
     }
+    if let Some(mib) = min_vram_mib {
+        m.insert("min_vram_mib".into(), json!(mib));
+    }
     Value::Object(m)
 }
 
@@ -62,6 +66,7 @@ impl GpuFlags {
             self.count,
             self.optional,
             self.driver_capabilities(),
+            self.min_vram_mib,
         )
     }
 }

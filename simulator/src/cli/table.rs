@@ -70,6 +70,9 @@ pub fn request(g: Option<&GpuRequest>) -> String {
     if let Some(set) = g.driver_capabilities() {
         parts.push(format!("caps={}", set.short()));
     }
+    if let Some(mib) = g.min_vram_mib() {
+        parts.push(format!("vram>={mib}MiB"));
+    }
     parts.join(" ")
 }
 

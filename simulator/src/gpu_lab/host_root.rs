@@ -17,6 +17,20 @@ pub const VIDEO_GID: u32 = 4044;
 /// The NVIDIA driver version the tree shows unless told otherwise (a 550 branch: CUDA 12.4).
 pub const NVIDIA_DRIVER: &str = "550.54.14";
 
+/// VRAM of the lab's AMD GPUs unless told otherwise (an MI210: 64 GiB less reserved).
+pub const AMD_VRAM_MIB: u64 = 65520;
+
+/// Parses `--vram-mib`: the AMD GPUs' VRAM in MiB, comma-separated in GPU order (the last
+/// one repeats), e.g. `16384` or `16384,24576`.
+pub fn parse_vram(s: &str) -> Result<Vec<u64>, String> {
+    s.split(',')
+        .map(|v| match v.trim().parse::<u64>() {
+            Ok(n) if (1..=1024 * 1024).contains(&n) => Ok(n),
+            _ => Err(format!("{v:?} is not a VRAM size in MiB (1 to 1048576)")),
+        })
+        .collect()
+}
+
 /// Parses `--nvidia-driver`: a dotted numeric version whose branch (major) the CUDA table
 /// knows, e.g. `535.183.01`.
 pub fn parse_driver(s: &str) -> Result<String, String> {
@@ -78,7 +92,12 @@ fn mknod(path: &Path, major: u32, minor: u32, mode: &str, gid: u32) -> Result<()
 }
 
 /// Builds the tree under `root` (created); returns the GPUs it describes.
-pub fn build(root: &Path, gpus: &LabGpus, driver: &str) -> Result<Vec<LabGpu>, LabError> {
+pub fn build(
+    root: &Path,
+    gpus: &LabGpus,
+    driver: &str,
+    vram_mib: &[u64],
+) -> Result<Vec<LabGpu>, LabError> {
     let devices = gpus.devices();
     write(
         root,
@@ -102,7 +121,13 @@ pub fn build(root: &Path, gpus: &LabGpus, driver: &str) -> Result<Vec<LabGpu>, L
         mknod(&dev.join(name), major, minor, "666", 0)?;
     }
     for gpu in &devices {
-        pci_device(root, gpu)?;
+        let index = usize::try_from(gpu.index).unwrap_or(usize::MAX);
+        let vram = vram_mib
+            .get(index)
+            .or(vram_mib.last())
+            .copied()
+            .unwrap_or(AMD_VRAM_MIB);
+        pci_device(root, gpu, vram)?;
     }
     if gpus.nvidia > 0 {
         nvidia(root, &devices, driver)?;
@@ -128,7 +153,7 @@ pub fn build(root: &Path, gpus: &LabGpus, driver: &str) -> Result<Vec<LabGpu>, L
 }
 
 /// `sys/devices/pci0000:00/<addr>/` with ids, class, driver link and DRM minors.
-fn pci_device(root: &Path, gpu: &LabGpu) -> Result<(), LabError> {
+fn pci_device(root: &Path, gpu: &LabGpu, vram_mib: u64) -> Result<(), LabError> {
     let (vendor, device, class, driver) = match gpu.vendor {
         LabVendor::Nvidia => ("0x10de", "0x20b0", "0x030200", "nvidia"),
         LabVendor::Amd => ("0x1002", "0x740f", "0x038000", "amdgpu"),
@@ -166,7 +191,12 @@ fn pci_device(root: &Path, gpu: &LabGpu) -> Result<(), LabError> {
             &format!("{dir}/product_name"),
             "AMD Instinct MI210 (gpu-lab)\n",
         )?;
-        write(root, &format!("{dir}/mem_info_vram_total"), "68702699520\n")?;
+        let bytes = vram_mib * 1024 * 1024;
+        write(
+            root,
+            &format!("{dir}/mem_info_vram_total"),
+            &format!("{bytes}\n"),
+        )?;
     }
     Ok(())
 }
@@ -231,4 +261,24 @@ fn amd(root: &Path, devices: &[LabGpu]) -> Result<(), LabError> {
 /// Where the toolkit binaries go in the tree (on the lab engine's PATH as well).
 pub fn bin_dir(root: &Path) -> PathBuf {
     root.join("usr/bin")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_parse_and_refuse_with_the_value_named() {
+        assert_eq!(parse_driver("535.183.01"), Ok("535.183.01".to_owned()));
+        assert!(parse_driver("535.x").is_err());
+        assert_eq!(
+            parse_driver("440.33"),
+            Err("driver 440.33 is older than the 450 branch (CUDA 11.0)".to_owned())
+        );
+        assert_eq!(parse_vram("16384, 24576"), Ok(vec![16384, 24576]));
+        assert_eq!(
+            parse_vram("16g"),
+            Err("\"16g\" is not a VRAM size in MiB (1 to 1048576)".to_owned())
+        );
+    }
 }

@@ -33,6 +33,8 @@ pub struct LabConfig {
     /// The NVIDIA driver version the host root shows and the hook checks
     /// `NVIDIA_REQUIRE_*` against (with the CUDA version of its branch).
     pub nvidia_driver: String,
+    /// The AMD GPUs' VRAM in MiB, in GPU order (the last one repeats).
+    pub vram_mib: Vec<u64>,
     /// Stop as on SIGTERM when the process that started the lab goes away (tests use it so a
     /// killed test run leaves no lab behind).
     pub stop_with_parent: bool,
@@ -93,8 +95,9 @@ fn prepare_dir(dir: &Path) -> Result<(PathBuf, bool), LabError> {
 }
 
 /// Everything but the engine: host root, stand-ins, the hook's devices file.
-fn build_files(paths: &LabPaths, gpus: &LabGpus, driver: &str) -> Result<EnginePaths, LabError> {
-    let devices = host_root::build(&paths.host_root, gpus, driver)?;
+fn build_files(paths: &LabPaths, config: &LabConfig) -> Result<EnginePaths, LabError> {
+    let (gpus, driver) = (&config.gpus, config.nvidia_driver.as_str());
+    let devices = host_root::build(&paths.host_root, gpus, driver, &config.vram_mib)?;
     let bin = host_root::bin_dir(&paths.host_root);
     std::fs::create_dir_all(&bin).map_err(|e| LabError::io("create", &bin, e))?;
     standins::write(&paths.dir, &bin)?;
@@ -155,7 +158,7 @@ pub fn banner(paths: &LabPaths, docker_host: &str, pid: u32) -> String {
 pub async fn run(config: &LabConfig) -> Result<(), LabError> {
     let (dir, created) = prepare_dir(&config.dir)?;
     let paths = LabPaths::new(&dir);
-    let started = match build_files(&paths, &config.gpus, &config.nvidia_driver) {
+    let started = match build_files(&paths, config) {
         Ok(engine_paths) => {
             let docker_host = engine_paths.docker_host();
             LabEngine::start(engine_paths, config.nvidia_runtime)
