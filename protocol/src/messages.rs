@@ -22,6 +22,9 @@ use crate::validation::{
 };
 
 /// A message from the agent to the control plane.
+// A message lives for one encode or decode; an app status is the commonest message, so it is
+// kept inline rather than boxed for the sake of the rarer small ones.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum AgentMessage {

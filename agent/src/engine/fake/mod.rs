@@ -277,7 +277,7 @@ impl FakeEngine {
 }
 
 /// A container as the engine's listing shows it, with the host binds the listing reports.
-pub(super) fn summary(c: &FakeContainer, binds: Vec<String>) -> ContainerSummary {
+fn summary(c: &FakeContainer, binds: Vec<String>) -> ContainerSummary {
     ContainerSummary {
         id: c.details.id.clone(),
         name: c.details.name.clone(),
