@@ -110,6 +110,42 @@ async fn a_4xx_about_one_app_fails_that_app_alone_and_the_others_start_in_the_sa
 }
 
 #[tokio::test]
+async fn a_malformed_image_reference_from_any_control_plane_fails_that_app_alone() {
+    // a control plane that does not check the grammar sends it: the frame is taken, the app is
+    // refused by the agent's own check before the engine is asked, the others start
+    let frame = format!(
+        r#"{{"type":"desired_state","seq":1,"generation":1,"apps":[{{"name":"a-bad","image":"BusyBox:1.36"}},{{"name":"b-web","image":"{IMAGE}","command":["sleep","3600"]}}]}}"#
+    );
+    let desired = match odac_protocol::decode_control(frame.as_bytes()).unwrap() {
+        odac_protocol::ControlMessage::DesiredState(m) => m,
+        other => panic!("{other:?}"),
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let fake = Arc::new(FakeEngine::new());
+    fake.add_image(IMAGE);
+    let manager = open_fake(&fake, dir.path());
+    manager
+        .set_desired(DesiredState {
+            generation: desired.generation,
+            apps: desired.apps,
+        })
+        .await
+        .unwrap();
+    let statuses = manager.reconcile_once().await;
+    let bad = status(&statuses, "a-bad");
+    assert_eq!(bad.state, AppState::Failed, "{bad:?}");
+    let error = bad.last_error.as_deref().unwrap_or_default();
+    assert!(
+        error.starts_with(Reason::PolicyDenied.as_str()) && error.contains("image"),
+        "{error}"
+    );
+    assert!(error.contains("BusyBox:1.36"), "{error}");
+    assert_eq!(status(&statuses, "b-web").state, AppState::Running);
+    assert_eq!(fake.container_ids().len(), 1);
+    assert_eq!(manager.engine_problem(), None);
+}
+
+#[tokio::test]
 async fn a_5xx_of_an_engine_that_still_answers_is_the_app_s_failure_not_an_outage() {
     let dir = tempfile::tempdir().unwrap();
     let fake = Arc::new(FakeEngine::new());

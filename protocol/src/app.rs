@@ -211,7 +211,15 @@ impl AppSpec {
     pub fn validate(&self) -> Result<(), ValidationError> {
         check_dns_label("name", &self.name)?;
         if let Some(image) = &self.image {
-            check_image_ref("image", image)?;
+            check_required("image", image)?;
+            if let Some(c) = image.chars().find(|c| c.is_control() || c.is_whitespace()) {
+                return Err(ValidationError::new(
+                    "image",
+                    format!(
+                        "{image:?} must not contain {c:?} (no whitespace or control characters)"
+                    ),
+                ));
+            }
         }
         if let Some(source) = &self.source {
             if self.image.is_some() {
@@ -280,6 +288,17 @@ impl AppSpec {
             l.validate().map_err(|e| e.under("logs"))?;
         }
         Ok(())
+    }
+
+    /// Checks the image reference against the registry grammar (lowercase repository,
+    /// `host[:port]/`, tag or digest; [`IMAGE_PATTERN`](crate::IMAGE_PATTERN)). Not part of
+    /// [`validate`](Self::validate): a frame carrying a malformed reference is decoded and the
+    /// agent fails that app alone (`policy_denied` naming `image`), never its host's other
+    /// apps; a control plane calls both and answers 400.
+    pub fn check_image(&self) -> Result<(), ValidationError> {
+        self.image
+            .as_deref()
+            .map_or(Ok(()), |image| check_image_ref("image", image))
     }
 
     /// Checks the host-access fields (`shm_size`, `caps`, `sysctls`, `devices`) and gives them

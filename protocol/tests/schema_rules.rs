@@ -657,8 +657,9 @@ fn check(
 
 #[test]
 fn control_messages_schema_and_decoder_agree() {
-    // the host-access fields are decoded whatever they hold: the agent checks them per app
-    // (`AppSpec::host_access`) and fails that app alone, as a control plane refuses them
+    // the image reference and the host-access fields are decoded whatever they hold: the agent
+    // checks them per app (`AppSpec::check_image`, `AppSpec::host_access`) and fails that app
+    // alone, as a control plane refuses them
     check(control_table(), "control-message.schema.json", |b| {
         let apps = match decode_control(b).map_err(|e| e.to_string())? {
             ControlMessage::AppUpsert(m) => vec![m.app],
@@ -666,7 +667,7 @@ fn control_messages_schema_and_decoder_agree() {
             _ => Vec::new(),
         };
         apps.iter()
-            .try_for_each(|a| a.host_access().map(|_| ()))
+            .try_for_each(|a| a.check_image().and_then(|()| a.host_access().map(|_| ())))
             .map_err(|e| format!("app refused: {e}"))
     });
 }

@@ -121,10 +121,14 @@ fn check_device(i: usize, path: &str, policy: &PolicyConfig) -> Result<(), Polic
     Ok(())
 }
 
-/// Check an app spec against the policy: its host-access fields (checked again, whatever the
-/// control plane did), its extra devices, and its host binds resolved on this host (see
+/// Check an app spec against the policy: its image reference and host-access fields (checked
+/// again, whatever the control plane did), its extra devices, and its host binds resolved on this host (see
 /// [`binds::resolve`]).
 pub fn check(spec: &AppSpec, policy: &PolicyConfig) -> Result<Admitted, PolicyViolation> {
+    spec.check_image().map_err(|e| PolicyViolation {
+        field: e.field,
+        message: e.message,
+    })?;
     let access = spec.host_access().map_err(|e| PolicyViolation {
         field: e.field,
         message: e.message,

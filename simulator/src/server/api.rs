@@ -63,6 +63,7 @@ pub fn parse_create(body: &[u8]) -> ApiResult<(Option<String>, AppSpec)> {
     // inventory once the host is known (`gpu_auto`)
     let gpu = spec.gpu.take();
     spec.validate()?;
+    spec.check_image()?;
     if let Some(g) = &gpu {
         crate::gpu_auto::validate_fields(g)?;
     }
