@@ -162,7 +162,11 @@ async fn allocating_64_mib_under_a_6_mib_limit_is_oom_killed() {
                 cpus: None,
             };
             set(&m, spec).await;
-            let s = until(&m, "an oom kill", |s| s.crash.is_some()).await;
+            // the engine may record the kill a moment after the exit: the status follows
+            let s = until(&m, "an oom kill", |s| {
+                s.crash.as_ref().is_some_and(|c| c.oom_killed)
+            })
+            .await;
             let crash = s.crash.clone().unwrap();
             assert!(crash.oom_killed, "{s:?}");
             assert_eq!(crash.reason, CrashReason::OomKilled);

@@ -70,9 +70,15 @@ pub(crate) fn has_exited(details: &ContainerDetails) -> bool {
 }
 
 /// Whether `details` shows an exit not yet in `last`.
+/// An exit first read without an OOM kill is read again once the engine reports one: the
+/// engine records the kill from the kernel's OOM event, which can come after the exit.
 pub(crate) fn is_new_exit(last: Option<&LastExit>, details: &ContainerDetails) -> bool {
     has_exited(details)
-        && last.is_none_or(|l| l.container_id != details.id || l.finished_at != details.finished_at)
+        && last.is_none_or(|l| {
+            l.container_id != details.id
+                || l.finished_at != details.finished_at
+                || (details.oom_killed && !l.oom_killed)
+        })
 }
 
 /// Read the exit just seen, with the tail of the container's output. Only an unreachable
@@ -267,6 +273,13 @@ mod tests {
         let last = exit(3, false);
         assert!(!is_new_exit(Some(&last), &d));
         assert!(is_new_exit(None, &d));
+        d.oom_killed = true;
+        assert!(
+            is_new_exit(Some(&last), &d),
+            "the engine recorded the OOM kill after the exit was read: read again"
+        );
+        assert!(!is_new_exit(Some(&exit(137, true)), &d));
+        d.oom_killed = false;
         d.finished_at = Some("t2".into());
         assert!(is_new_exit(Some(&last), &d));
         d.status = ContainerState::Created;
