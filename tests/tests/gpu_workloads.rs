@@ -183,6 +183,24 @@ fn driver_capabilities_reach_the_toolkit_and_the_status() {
             a.state == "running" && a.attached.is_some()
         })
         .unwrap();
+
+    // the seed's payload for Jellyfin with `--nvidia --optional`: the catalog's entry brings
+    // the video capability (its NVIDIA_DRIVER_CAPABILITIES), so the transcoder finds NVENC
+    // (the lab's image stands in for Jellyfin's, which this machine cannot pull)
+    let mut jellyfin = transcoder(
+        "jf",
+        &lab.image,
+        json!({"runtime": "nvidia", "optional": true}),
+    );
+    jellyfin["type"] = json!("app");
+    jellyfin["app"] = json!("jellyfin");
+    stack.sim.create_app(&jellyfin).unwrap();
+    let jf = stack
+        .wait_app("jf", WAIT, "jellyfin running with video", |a| {
+            a.state == "running" && a.attached.is_some()
+        })
+        .unwrap();
+    assert!(capabilities(&jf).contains(&"video".to_owned()), "{jf:?}");
     finish(stack, lab);
 }
 
