@@ -4,7 +4,7 @@
 //! and the exclusivity of `image` and `source` (`not`) with "at least one of `image`,
 //! `source`, `app`" (`anyOf`), the bounds of a health check and of log limits, the
 //! capability allowlist, namespaced sysctl keys and plain non-GPU device paths. The values come from [`crate::limits`], so the schema and the
-//! validation code cannot drift apart silently; `tests/schema_rules.rs` runs a table of good
+//! validation code cannot drift apart silently; `tests/integration/schema_rules.rs` runs a table of good
 //! and bad values through both. What JSON Schema cannot say (unique app names, the 16 KiB
 //! limit counted in bytes, the GPU runtime/vendor agreement, git URL rules) stays in the
 //! validation code and PROTOCOL.md. Optional fields keep `null`: the decoder takes `null` as

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds, or reuses, the local Docker image in which tests/tests/systemd_service.rs boots real
+# Builds, or reuses, the local Docker image in which tests/tests/e2e/systemd_service.rs boots real
 # systemd as PID 1: a minimal Debian rootfs (`debootstrap --variant=minbase`) with systemd,
 # dbus, git and ca-certificates, imported with `docker import` (no registry). The rootfs is
 # cached as a tarball outside the repository, keyed by a hash of the suite, the package list and

@@ -3,7 +3,7 @@
 //! `/api/events` (SSE, read with `fetch` so that an `--api-token` given as `#token=T` is sent)
 //! for live updates, and drives `PUT …/gpu` and `POST …/restart`; `dashboard/logs.js` is the
 //! logs panel (`GET …/logs`, SSE). Exercised in headless
-//! Chromium by `tests/dashboard_browser.rs`.
+//! Chromium by `tests/integration/dashboard_browser.rs`.
 
 use std::sync::Arc;
 

@@ -1,0 +1,55 @@
+//! The agent crate's integration tests in one executable (one link instead of one per file;
+//! ripgrep's `tests/tests.rs` shape): each module is one subject, and nextest names a test
+//! `module::test`. Modules named `*_docker` need the real engine (the fast tier leaves them
+//! out); the rest need nothing outside the process. Shared support: `uplink_support` (a scripted
+//! control plane), `docker_support` (the engine and test image), `fixture_hosts` (host trees),
+//! `git_source_support`, `enroll_support`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod docker_support;
+mod enroll_support;
+mod fixture_hosts;
+mod git_source_support;
+mod uplink_support;
+
+mod agent_id_file;
+mod appmgr_crash_docker;
+mod appmgr_crash_fake;
+mod appmgr_docker;
+mod appmgr_fake;
+mod appmgr_generations;
+mod appmgr_hardening_docker;
+mod appmgr_host_access_docker;
+mod appmgr_isolation;
+mod appmgr_refusals_fake;
+mod config_cli;
+mod deploy_deb;
+mod deploy_install;
+mod engine_docker;
+mod engine_fake;
+mod enroll_cli;
+mod git_source_docker;
+mod git_source_fake;
+mod gpu_from_inventory;
+mod gpu_image_fake;
+mod gpu_resolve;
+mod inventory_cli;
+mod inventory_fixtures;
+mod inventory_garbage;
+mod inventory_limits;
+mod inventory_verdict;
+mod logging_levels;
+mod ownership_fake;
+mod protocol_conversation;
+mod pull_fake;
+mod pull_faults;
+mod removal_restart;
+mod uplink_backoff;
+mod uplink_host_access;
+mod uplink_http_contract;
+mod uplink_live_logs;
+mod uplink_logs;
+mod uplink_protocol_rules;
+mod uplink_resend;
+mod uplink_session;
+mod uplink_tls;

@@ -1,0 +1,171 @@
+//! The HTTP side of the connection contract (PROTOCOL.md section 1), against an in-process TLS
+//! control plane in paused time: a 503 or 429 with `Retry-After` is waited out (at least that
+//! long, whatever the backoff drew), without it the normal backoff applies; an upgrade whose
+//! subprotocol was not selected fails and is retried with backoff, not in a tight loop.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use crate::uplink_support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use odac_agent::uplink::{AppControl, LinkEvent, Uplink};
+use tokio::sync::{broadcast, watch};
+use tokio_util::sync::CancellationToken;
+use uplink_support::*;
+
+struct Running {
+    server: TestServer,
+    link: broadcast::Receiver<LinkEvent>,
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+    _inv: watch::Sender<Option<Arc<odac_protocol::Inventory>>>,
+    _pki: Pki,
+}
+
+async fn run(behaviour: Behaviour) -> Running {
+    let pki = Pki::new();
+    let server = TestServer::start(&pki, behaviour).await;
+    let (inv_tx, inv_rx) = watch::channel(Some(Arc::new(inventory(4))));
+    let uplink = Uplink::new(
+        uplink_config(&pki, &server.url(), TOKEN),
+        FakeApps::new() as Arc<dyn AppControl>,
+        inv_rx,
+    );
+    let link = uplink.link_events();
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(uplink.run(shutdown.clone()));
+    Running {
+        server,
+        link,
+        shutdown,
+        task,
+        _inv: inv_tx,
+        _pki: pki,
+    }
+}
+
+/// The next failure and the backoff that follows it.
+async fn next_failure(link: &mut broadcast::Receiver<LinkEvent>) -> (String, Duration) {
+    let mut error = None;
+    loop {
+        match link.recv().await.unwrap() {
+            LinkEvent::ConnectFailed { error: e, .. } => error = Some(e),
+            LinkEvent::BackingOff(d) => return (error.unwrap_or_default(), d.delay),
+            _ => {}
+        }
+    }
+}
+
+async fn retry_after_is_waited_out(status: u16) {
+    let mut r = run(Behaviour {
+        reject_status: Some(status),
+        retry_after: Some("120".into()),
+        ..Behaviour::default()
+    })
+    .await;
+    for _ in 0..3 {
+        let (error, delay) = next_failure(&mut r.link).await;
+        assert!(error.contains(&format!("http {status}")), "{error}");
+        assert!(error.contains("retry after 120s"), "{error}");
+        assert!(delay >= Duration::from_secs(120), "{delay:?}");
+    }
+    let accepts = r.server.snapshot().accepts;
+    assert!(accepts.len() >= 3);
+    for pair in accepts.windows(2) {
+        assert!(
+            pair[1] - pair[0] >= Duration::from_secs(120),
+            "attempts {:?} apart",
+            pair[1] - pair[0]
+        );
+    }
+    r.shutdown.cancel();
+    r.task.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_503_with_retry_after_is_waited_out() {
+    retry_after_is_waited_out(503).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_429_with_retry_after_is_waited_out() {
+    retry_after_is_waited_out(429).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_retry_after_the_backoff_applies() {
+    let mut r = run(Behaviour {
+        reject_status: Some(503),
+        ..Behaviour::default()
+    })
+    .await;
+    let (error, delay) = next_failure(&mut r.link).await;
+    assert!(!error.contains("retry after"), "{error}");
+    assert!(
+        delay <= Duration::from_secs(1),
+        "first backoff is at most 1 s: {delay:?}"
+    );
+    r.shutdown.cancel();
+    r.task.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unselected_subprotocol_fails_the_upgrade_and_backs_off() {
+    let mut r = run(Behaviour {
+        select_subprotocol: false,
+        ..Behaviour::default()
+    })
+    .await;
+    let mut delays = Vec::new();
+    for _ in 0..4 {
+        let (error, delay) = next_failure(&mut r.link).await;
+        assert!(error.contains("subprotocol odac.agent.v1"), "{error}");
+        delays.push(delay);
+    }
+    let log = r.server.snapshot();
+    assert!(
+        log.hellos().is_empty(),
+        "no hello over an unagreed protocol"
+    );
+    assert!(log.welcomed.is_empty());
+    // backed off, not a tight loop: 4 attempts took as long as the delays drawn
+    let span = *log.accepts.last().unwrap() - log.accepts[0];
+    assert!(span >= delays[..log.accepts.len() - 1].iter().sum::<Duration>());
+    r.shutdown.cancel();
+    r.task.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_invalid_welcome_is_answered_and_the_agent_reconnects_after_the_welcome_timeout() {
+    let mut r = run(Behaviour {
+        welcome: false,
+        ..Behaviour::default()
+    })
+    .await;
+    wait_for(&r.server.log, Duration::from_secs(5), "hello", |l| {
+        !l.hellos().is_empty()
+    })
+    .await;
+    r.server
+        .send_text(r#"{"type":"welcome","host_id":"h","heartbeat_secs":0}"#);
+    wait_for(&r.server.log, Duration::from_secs(5), "error", |l| {
+        !l.errors().is_empty()
+    })
+    .await;
+    let e = r.server.snapshot().errors()[0].clone();
+    assert_eq!(e.code, odac_protocol::ErrorCode::Invalid);
+    assert!(e.message.starts_with("heartbeat_secs: "), "{}", e.message);
+    let (error, _) = next_failure(&mut r.link).await;
+    assert!(error.is_empty() || error.contains("welcome"), "{error}");
+    let log = r.server.snapshot();
+    assert_eq!(log.accepts.len(), 1, "the agent waited for a valid welcome");
+    wait_for(&r.server.log, Duration::from_secs(120), "reconnect", |l| {
+        l.accepts.len() >= 2
+    })
+    .await;
+    let log = r.server.snapshot();
+    assert!(log.accepts[1] - log.accepts[0] >= Duration::from_secs(10));
+    r.shutdown.cancel();
+    r.task.await.unwrap();
+}

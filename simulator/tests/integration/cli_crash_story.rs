@@ -1,0 +1,147 @@
+//! One crash story in every view of the `odac` CLI: a running app that crashed before shows
+//! no crash block and no "next retry none" in `odac app show` (an older agent may still send
+//! the crash of the previous run), and `odac app list` says how often it was restarted; a
+//! crash loop's fix never points at the command being read; `odac app logs --follow` on an app
+//! that is not running says so instead of ending without a word.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use crate::common;
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{Sim, stdout};
+use odac_protocol::{
+    AgentMessage, AppSpec, AppState, AppStatus, AppStatusReport, ControlMessage, CrashInfo,
+    CrashReason, LogsEnd, LogsEndReason,
+};
+use odac_simulator::fake_agent::agent_conn::{AgentConn, Incoming};
+use odac_simulator::fake_agent::inventories::profile;
+
+fn setup(sim: &Sim, id: &str, app: &str) -> AgentConn {
+    let c = sim.agent(id, profile(1, id));
+    sim.rt
+        .block_on(
+            sim.server()
+                .hub
+                .create_app(Some(id), AppSpec::new(app, "busybox")),
+        )
+        .unwrap();
+    c
+}
+
+fn report(sim: &Sim, c: &mut AgentConn, seq: u64, edit: impl FnOnce(&mut AppStatus)) {
+    let mut st = odac_simulator::sim_agent::status_for(
+        &AppSpec::new("web", "busybox"),
+        &profile(1, "agt_crash"),
+        2,
+    );
+    edit(&mut st);
+    let want = st.state.as_str().to_owned();
+    let restarts = st.restart_count;
+    sim.rt
+        .block_on(c.send(&AgentMessage::AppStatus(AppStatusReport {
+            seq,
+            status: st,
+        })))
+        .unwrap();
+    sim.wait_api("/api/apps/web", |v| {
+        v["state"] == want.as_str() && v["status"]["restart_count"] == restarts
+    });
+}
+
+fn crash(reason: CrashReason, next: Option<u64>) -> Option<CrashInfo> {
+    Some(CrashInfo {
+        reason,
+        exit_code: Some(3),
+        oom_killed: false,
+        next_retry_at_ms: next,
+        output_tail: Some("boom\n".into()),
+    })
+}
+
+#[test]
+fn show_and_list_agree_between_crashes_and_fixes_point_elsewhere() {
+    let sim = Sim::start();
+    let mut c = setup(&sim, "agt_crash", "web");
+    // between two crashes: running, restarted 9 times, an old crash part still attached
+    report(&sim, &mut c, 2, |st| {
+        st.state = AppState::Running;
+        st.restart_count = 9;
+        st.last_exit_code = Some(3);
+        st.crash = crash(CrashReason::CrashLoop, None);
+    });
+    let show = stdout(&sim.odac(&["app", "show", "web"]));
+    assert!(show.contains("state         running\n"), "{show}");
+    assert!(show.contains("restarts      9\n"), "{show}");
+    assert!(show.contains("last exit     3\n"), "{show}");
+    for never in ["crash ", "next retry", "none (not restarted)"] {
+        assert!(!show.contains(never), "{never:?} while running:\n{show}");
+    }
+    let list = stdout(&sim.odac(&["app", "list"]));
+    let row = list.lines().find(|l| l.starts_with("web")).unwrap();
+    assert!(row.ends_with("restarted 9 times (last exit 3)"), "{list}");
+
+    // in the loop: the crash, its next retry, and a fix that is not "read odac app show"
+    report(&sim, &mut c, 3, |st| {
+        st.state = AppState::CrashLoop;
+        st.restart_count = 10;
+        st.last_exit_code = Some(3);
+        st.crash = crash(CrashReason::CrashLoop, Some(4_102_444_800_000));
+    });
+    let show = stdout(&sim.odac(&["app", "show", "web"]));
+    assert!(show.contains("crash         crash_loop: "), "{show}");
+    assert!(
+        show.contains("next retry    2100-01-01T00:00:00.000Z"),
+        "{show}"
+    );
+    let fix = show.lines().find(|l| l.starts_with("fix ")).unwrap();
+    assert!(!fix.contains("odac app show"), "{fix}");
+    let list = stdout(&sim.odac(&["app", "list"]));
+    let row = list.lines().find(|l| l.starts_with("web")).unwrap();
+    assert!(row.ends_with("crash_loop (exit 3)"), "{list}");
+}
+
+#[test]
+fn following_the_logs_of_an_app_that_is_not_running_says_so() {
+    let sim = Sim::start();
+    let mut c = setup(&sim, "agt_crash", "web");
+    report(&sim, &mut c, 2, |st| {
+        st.state = AppState::CrashLoop;
+        st.restart_count = 2;
+        st.crash = crash(CrashReason::CrashLoop, Some(4_102_444_800_000));
+    });
+    let child = Command::new(env!("CARGO_BIN_EXE_odac"))
+        .args(["app", "logs", "--follow", "web"])
+        .env("ODAC_API", sim.api())
+        .env("ODAC_CA_FILE", sim.ca_path())
+        .env_remove("ODAC_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let req = sim
+        .rt
+        .block_on(c.recv_until(Duration::from_secs(10), |m| match m {
+            Incoming::Message(ControlMessage::LogsRequest(r)) => Some(r.clone()),
+            _ => None,
+        }))
+        .unwrap();
+    assert!(req.follow);
+    // the agent's stream of a stopped container ends at once
+    let end = AgentMessage::LogsEnd(LogsEnd {
+        request_id: req.request_id,
+        reason: LogsEndReason::Complete,
+        dropped: 0,
+        message: String::new(),
+    });
+    sim.rt.block_on(c.send(&end)).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("web is not running (state crash_loop)"),
+        "{err}"
+    );
+    assert!(err.contains("2100-01-01T00:00:00.000Z"), "{err}");
+}

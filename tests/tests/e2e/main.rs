@@ -1,0 +1,26 @@
+//! The end-to-end scenarios in one executable (one link instead of one per file): each module
+//! starts the real binaries (agent, simulator, CLI) against the real Docker engine, a real
+//! registry, systemd or the GPU lab's private engine, except `in_process`, which runs the agent
+//! against a fake engine inside the test. nextest names a test `module::test`; the heavy ones
+//! run one at a time (`.config/nextest.toml`).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod app_logs;
+mod blackhole;
+mod engine_refusal;
+mod enroll;
+mod fault_matrix;
+mod git_source;
+mod gpu_lab;
+mod gpu_telemetry;
+mod gpu_workloads;
+mod host_access;
+mod impersonation;
+mod in_process;
+mod one_engine;
+mod registry;
+mod scale_200_apps;
+mod secrets;
+mod seed_commands;
+mod systemd_service;
+mod walkthrough;
