@@ -46,7 +46,7 @@ pub async fn ownership_checks(target: &Target) -> Vec<Check> {
             None,
         )),
     }
-    let id_file = target.identity_dir.join(AGENT_ID_FILE);
+    let id_file = target.apps.state_dir.join(AGENT_ID_FILE);
     let me = std::fs::read_to_string(&id_file)
         .map(|t| t.trim().to_owned())
         .unwrap_or_default();

@@ -4,7 +4,6 @@
 //! instance ([`engine_view`]), for `status`.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use super::labels;
@@ -17,10 +16,9 @@ const ENGINE_BOUND: Duration = Duration::from_secs(5);
 /// A resolved target.
 #[derive(Debug, Clone)]
 pub struct Target {
-    /// The app manager's settings (state dir, instance, lock dir, policy, ...).
+    /// The app manager's settings (the agent's one state dir, where its id lives too;
+    /// instance, lock dir, policy, ...).
     pub apps: AppManagerConfig,
-    /// Where the agent id lives (the top-level `state_dir`).
-    pub identity_dir: PathBuf,
     /// The engine endpoint, if one was named.
     pub docker_host: Option<String>,
 }

@@ -19,7 +19,9 @@ pub const DEFAULT_STATE_DIR: &str = "/var/lib/odac-agent";
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AppManagerConfig {
-    /// Directory of `desired.json` and `statuses.json` (created if missing).
+    /// Directory of `desired.json` and `statuses.json` (created if missing): the agent's one
+    /// `state_dir` (the configuration sets it from the top-level key; `[apps] state_dir` is
+    /// only read as an old name of that key).
     pub state_dir: PathBuf,
     /// Name of this agent's set of containers: the prefix of container and volume names
     /// (`<instance>_<app>`, see [`container`](super::container)) and the value of the

@@ -91,7 +91,7 @@ pub fn apply_command(args: &ApplyArgs) -> i32 {
         }
     };
     let mut config = target.apps.clone();
-    config.owner = match crate::identity::load_or_create(&target.identity_dir) {
+    config.owner = match crate::identity::load_or_create(&target.apps.state_dir) {
         Ok(id) => id,
         Err(e) => {
             eprintln!("odac-agent: {e}");

@@ -47,20 +47,16 @@ pub struct TargetError(pub String);
 impl TargetArgs {
     /// The target these flags name.
     pub fn resolve(&self) -> Result<Target, TargetError> {
-        let (mut apps, mut identity_dir, mut docker_host) = match &self.set.config {
+        // the configuration's one state_dir (the loader gives the app manager the same)
+        let (mut apps, mut docker_host) = match &self.set.config {
             Some(path) => {
                 let c = Config::load(Some(path)).map_err(|e| TargetError(e.to_string()))?;
-                (c.apps, c.state_dir, c.docker.host)
+                (c.apps, c.docker.host)
             }
-            None => {
-                let apps = AppManagerConfig::default();
-                let dir = apps.state_dir.clone();
-                (apps, dir, None)
-            }
+            None => (AppManagerConfig::default(), None),
         };
         if let Some(dir) = &self.set.state_dir {
             apps.state_dir.clone_from(dir);
-            identity_dir.clone_from(dir);
         }
         if let Some(instance) = &self.set.instance {
             odac_protocol::check_dns_label("--instance", instance)
@@ -73,11 +69,7 @@ impl TargetArgs {
         if self.docker_host.is_some() {
             docker_host.clone_from(&self.docker_host);
         }
-        Ok(Target {
-            apps,
-            identity_dir,
-            docker_host,
-        })
+        Ok(Target { apps, docker_host })
     }
 }
 
@@ -109,7 +101,7 @@ mod tests {
         let t = args.resolve().unwrap();
         assert_eq!(t.apps.instance, "prod");
         assert_eq!(t.apps.state_dir, PathBuf::from("/srv/odac"));
-        assert_eq!(t.identity_dir, PathBuf::from("/srv/odac"));
+        assert_eq!(t.apps.state_dir, PathBuf::from("/srv/odac"));
         assert_eq!(t.apps.lock_dir, PathBuf::from("/srv/locks"));
         assert_eq!(t.docker_host.as_deref(), Some("unix:///srv/docker.sock"));
         let args = set(Some(file), Some("/tmp/x".into()), Some("other"));

@@ -87,7 +87,7 @@ fn range(name: &str, value: u64, min: u64, max: u64) -> Result<(), ConfigError> 
     Ok(())
 }
 
-fn absolute(name: &str, path: &Path) -> Result<(), ConfigError> {
+pub(crate) fn absolute(name: &str, path: &Path) -> Result<(), ConfigError> {
     if !path.is_absolute() || path.components().any(|c| c == Component::ParentDir) {
         return Err(key(
             name,
@@ -125,7 +125,6 @@ fn reserved_label(key: &str) -> bool {
 
 /// The `[apps]` table.
 pub(crate) fn apps(apps: &AppManagerConfig) -> Result<(), ConfigError> {
-    absolute("apps.state_dir", &apps.state_dir)?;
     if !instance_name_ok(&apps.instance) {
         return Err(key(
             "apps.instance",

@@ -51,19 +51,46 @@ impl Config {
                 message: e.to_string(),
             })?;
         super::check::no_fractions("", &raw.cache)?;
-        let apps_state_dir_set = raw.get::<String>("apps.state_dir").is_ok();
+        let apps_state_dir = raw.get::<String>("apps.state_dir").ok();
+        let state_dir_set = raw.get::<String>("state_dir").is_ok();
         let mut config: Config = serde_path_to_error::deserialize(raw).map_err(|e| {
             let path = e.path().to_string();
             let inner = e.into_inner().to_string();
             named(&path, &inner)
         })?;
-        if !apps_state_dir_set {
-            config.apps.state_dir = config.state_dir.clone();
-        }
+        one_state_dir(&mut config, apps_state_dir.as_deref(), state_dir_set)?;
         config.control_plane.normalise();
         config.validate()?;
         Ok(config)
     }
+}
+
+/// The agent keeps all its state under the top-level `state_dir`, its one key. The old
+/// `[apps] state_dir` is read only as another name for it (older configurations keep working);
+/// naming two different directories is refused, naming the key.
+fn one_state_dir(
+    config: &mut Config,
+    apps_state_dir: Option<&str>,
+    state_dir_set: bool,
+) -> Result<(), ConfigError> {
+    if let Some(old) = apps_state_dir {
+        let old = PathBuf::from(old);
+        super::check::absolute("apps.state_dir", &old)?;
+        if state_dir_set && old != config.state_dir {
+            return Err(ConfigError::key(
+                "apps.state_dir",
+                format!(
+                    "{} differs from state_dir {}: the agent keeps all its state in state_dir; \
+                     remove apps.state_dir",
+                    old.display(),
+                    config.state_dir.display()
+                ),
+            ));
+        }
+        config.state_dir = old;
+    }
+    config.apps.state_dir.clone_from(&config.state_dir);
+    Ok(())
 }
 
 /// Turns a deserialisation error at `path` into one naming the full key.

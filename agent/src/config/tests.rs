@@ -75,6 +75,34 @@ fn environment_overlays_the_file_with_nested_keys() {
 }
 
 #[test]
+fn state_dir_is_one_key_and_the_old_apps_key_is_only_its_other_name() {
+    let cp = "[control_plane]\nurl = \"wss://a/agent/v1\"\n";
+    // the old key alone moves the whole state, agent id included
+    let c = load(&format!("{cp}[apps]\nstate_dir = \"/srv/old\"\n"), &[]).unwrap();
+    assert_eq!(c.state_dir, PathBuf::from("/srv/old"));
+    assert_eq!(c.apps.state_dir, c.state_dir);
+    // both, naming the same directory: fine
+    let same = format!("state_dir = \"/srv/a\"\n{cp}[apps]\nstate_dir = \"/srv/a\"\n");
+    assert_eq!(
+        load(&same, &[]).unwrap().apps.state_dir,
+        PathBuf::from("/srv/a")
+    );
+    // two homes for one agent's state: refused, naming the old key and both directories
+    let two = format!("state_dir = \"/srv/a\"\n{cp}[apps]\nstate_dir = \"/srv/b\"\n");
+    let e = load(&two, &[]).unwrap_err();
+    assert_eq!(key_of(e.clone()), "apps.state_dir");
+    let text = e.to_string();
+    assert!(text.contains("/srv/a") && text.contains("/srv/b"), "{text}");
+    // the same through the environment
+    let e = load(
+        &format!("state_dir = \"/srv/a\"\n{cp}"),
+        &[("ODAC_AGENT__APPS__STATE_DIR", "/srv/c")],
+    )
+    .unwrap_err();
+    assert_eq!(key_of(e), "apps.state_dir");
+}
+
+#[test]
 fn errors_name_the_key() {
     let ok = "[control_plane]\nurl = \"wss://a/agent/v1\"\n";
     assert_eq!(key_of(load("", &[]).unwrap_err()), "control_plane");
