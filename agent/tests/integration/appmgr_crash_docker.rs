@@ -9,7 +9,6 @@
 
 use crate::docker_support;
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,9 +21,7 @@ use odac_protocol::{
     Resources, RestartPolicy,
 };
 
-fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/hosts/no-gpu")
-}
+use crate::fixture_hosts::no_gpu as fixture;
 
 /// One test's own instance on the real engine.
 struct Run {

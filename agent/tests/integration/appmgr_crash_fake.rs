@@ -5,7 +5,7 @@
 //! paused time.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -20,14 +20,10 @@ use odac_protocol::{
 
 const IMAGE: &str = "odac/busybox:test";
 
-fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/hosts/no-gpu")
-}
+use crate::fixture_hosts::no_gpu as fixture;
 
 fn fake() -> Arc<FakeEngine> {
-    let fake = FakeEngine::new();
-    fake.add_image(IMAGE);
-    Arc::new(fake)
+    crate::appmgr_support::fake_with(IMAGE)
 }
 
 fn open(fake: &Arc<FakeEngine>, dir: &Path) -> AppManager {

@@ -31,11 +31,7 @@ use odac_protocol::{
 
 const MISSING_SOCKET: &str = "unix:///nonexistent/odac-test/docker.sock";
 
-fn fixture(host: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/fixtures/hosts")
-        .join(host)
-}
+use crate::fixture_hosts::host as fixture;
 
 /// The engine the manager sees: the real one (or a dead socket, switchable at run time),
 /// recording every create so a test can say what reached the engine.
@@ -228,16 +224,9 @@ fn sleeper(name: &str, gpu_json: Option<&str>) -> AppSpec {
     app(name, gpu_json, "sleep 3600")
 }
 
-fn desired(generation: u64, apps: Vec<AppSpec>) -> DesiredState {
-    DesiredState { generation, apps }
-}
+use crate::appmgr_support::desired;
 
-fn status<'a>(statuses: &'a [AppStatus], name: &str) -> &'a AppStatus {
-    statuses
-        .iter()
-        .find(|s| s.name == name)
-        .unwrap_or_else(|| panic!("no status for {name}: {statuses:?}"))
-}
+use crate::appmgr_support::status;
 
 /// An Intel host whose GPUs' render nodes are the given device nodes (no card nodes).
 fn intel_host(nodes: &[(PathBuf, u32)]) -> HostSource {

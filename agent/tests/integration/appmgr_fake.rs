@@ -5,7 +5,7 @@
 //! container gets (`no-new-privileges`, a pids limit).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,17 +15,13 @@ use odac_agent::engine::{
     ContainerEngine, ContainerSpec, DeviceRequest, EngineCall, EngineError, FakeEngine, Op,
 };
 use odac_protocol::{
-    AppSpec, AppState, AppStatus, DesiredState, FallbackTier, GpuRequest, Mechanism, Reason,
-    Vendor, VolumeMount,
+    AppSpec, AppState, DesiredState, FallbackTier, GpuRequest, Mechanism, Reason, Vendor,
+    VolumeMount,
 };
 
 const IMAGE: &str = "odac/busybox:test";
 
-fn fixture(host: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/fixtures/hosts")
-        .join(host)
-}
+use crate::fixture_hosts::host as fixture;
 
 /// A fake engine answering like the fixture host's own engine (its docker-info.json), with
 /// the nvidia device driver registered when that engine lists the nvidia runtime.
@@ -63,16 +59,9 @@ fn app(name: &str, gpu_json: Option<&str>) -> AppSpec {
     spec
 }
 
-fn desired(generation: u64, apps: Vec<AppSpec>) -> DesiredState {
-    DesiredState { generation, apps }
-}
+use crate::appmgr_support::desired;
 
-fn status<'a>(statuses: &'a [AppStatus], name: &str) -> &'a AppStatus {
-    statuses
-        .iter()
-        .find(|s| s.name == name)
-        .unwrap_or_else(|| panic!("no status for {name}: {statuses:?}"))
-}
+use crate::appmgr_support::status;
 
 fn created_specs(fake: &FakeEngine) -> Vec<ContainerSpec> {
     fake.calls_of(Op::Create)

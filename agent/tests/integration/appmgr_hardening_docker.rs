@@ -96,12 +96,7 @@ fn app(name: &str, script: &str, binds: &[(&PathBuf, &str, bool)]) -> AppSpec {
     spec
 }
 
-fn status<'a>(statuses: &'a [AppStatus], name: &str) -> &'a AppStatus {
-    statuses
-        .iter()
-        .find(|s| s.name == name)
-        .unwrap_or_else(|| panic!("no status for {name}: {statuses:?}"))
-}
+use crate::appmgr_support::status;
 
 fn denied(s: &AppStatus) -> bool {
     s.state == AppState::Failed

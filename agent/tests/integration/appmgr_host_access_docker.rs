@@ -102,12 +102,7 @@ fn over_the_wire(generation: u64, apps: Vec<Value>) -> DesiredState {
     }
 }
 
-fn status<'a>(statuses: &'a [AppStatus], name: &str) -> &'a AppStatus {
-    statuses
-        .iter()
-        .find(|s| s.name == name)
-        .unwrap_or_else(|| panic!("no status for {name}: {statuses:?}"))
-}
+use crate::appmgr_support::status;
 
 /// `failed` with `policy_denied`, and the error naming every one of `words`.
 fn assert_denied(s: &AppStatus, words: &[&str]) {

@@ -9,7 +9,7 @@
 use crate::docker_support;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use docker_support::{engine_with_test_image, then_clean_up, unique_suffix};
@@ -20,9 +20,7 @@ use odac_protocol::{AppSpec, AppState, AppStatus, DesiredState, Reason};
 
 const IMAGE: &str = "odac/busybox:test";
 
-fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/hosts/no-gpu")
-}
+use crate::fixture_hosts::no_gpu as fixture;
 
 fn sleeper(name: &str, image: &str) -> AppSpec {
     let mut spec = AppSpec::new(name, image);
@@ -30,12 +28,7 @@ fn sleeper(name: &str, image: &str) -> AppSpec {
     spec
 }
 
-fn status<'a>(statuses: &'a [AppStatus], name: &str) -> &'a AppStatus {
-    statuses
-        .iter()
-        .find(|s| s.name == name)
-        .unwrap_or_else(|| panic!("no status for {name}: {statuses:?}"))
-}
+use crate::appmgr_support::status;
 
 /// The bad app failed with its own words; the good ones run; nobody is `engine_unavailable`.
 fn assert_isolated(manager: &AppManager, statuses: &[AppStatus], bad: &str, words: &str) {

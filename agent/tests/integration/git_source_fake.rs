@@ -10,7 +10,7 @@
 
 use crate::git_source_support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,11 +24,7 @@ const IMAGE: &str = "odac/busybox:test";
 const DOCKERFILE: &str =
     "FROM odac/busybox:test\nCOPY version /version\nCMD [\"sleep\", \"3600\"]\n";
 
-fn fixture(host: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/fixtures/hosts")
-        .join(host)
-}
+use crate::fixture_hosts::host as fixture;
 
 fn config(dir: &Path) -> AppManagerConfig {
     AppManagerConfig {
@@ -45,9 +41,7 @@ fn config(dir: &Path) -> AppManagerConfig {
 }
 
 fn fake() -> Arc<FakeEngine> {
-    let fake = FakeEngine::new();
-    fake.add_image(IMAGE);
-    Arc::new(fake)
+    crate::appmgr_support::fake_with(IMAGE)
 }
 
 fn open(fake: &Arc<FakeEngine>, dir: &Path) -> AppManager {

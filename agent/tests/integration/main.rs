@@ -6,6 +6,7 @@
 //! `git_source_support`, `enroll_support`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod appmgr_support;
 mod docker_support;
 mod enroll_support;
 mod fixture_hosts;

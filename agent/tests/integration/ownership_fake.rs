@@ -6,24 +6,20 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use odac_agent::appmgr::{AppManager, AppManagerConfig, container, labels};
 use odac_agent::engine::{ContainerEngine, ContainerSpec, EngineCall, FakeEngine, Op};
-use odac_protocol::{AppSpec, AppState, DesiredState, EventLevel, VolumeMount};
+use odac_protocol::{AppSpec, AppState, EventLevel, VolumeMount};
 
 const IMAGE: &str = "odac/busybox:test";
 const ME: &str = "agent-me";
 
-fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/hosts/no-gpu")
-}
+use crate::fixture_hosts::no_gpu as fixture;
 
 fn fake() -> Arc<FakeEngine> {
-    let fake = FakeEngine::new();
-    fake.add_image(IMAGE);
-    Arc::new(fake)
+    crate::appmgr_support::fake_with(IMAGE)
 }
 
 fn open(fake: &Arc<FakeEngine>, dir: &Path) -> AppManager {
@@ -51,9 +47,7 @@ fn with_volume(mut spec: AppSpec, source: &str) -> AppSpec {
     spec
 }
 
-fn desired(generation: u64, apps: Vec<AppSpec>) -> DesiredState {
-    DesiredState { generation, apps }
-}
+use crate::appmgr_support::desired;
 
 /// A running container of instance `odac` and app `app`, owned by `owner` (none: unowned).
 async fn existing(fake: &FakeEngine, app: &str, owner: Option<&str>) -> String {

@@ -7,13 +7,13 @@
 //! pull does not hold up another app.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use odac_agent::appmgr::{AppEvent, AppManager, AppManagerConfig};
 use odac_agent::engine::{EngineCall, FakeEngine, Op, RegistryAuth};
-use odac_protocol::{AppSpec, AppState, AppStatus, DesiredState, PullPolicy, Reason};
+use odac_protocol::{AppSpec, AppState, AppStatus, PullPolicy, Reason};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
@@ -21,9 +21,7 @@ const IMAGE: &str = "127.0.0.1:5999/odac/app:1";
 const DIGEST_1: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
 const DIGEST_2: &str = "sha256:2222222222222222222222222222222222222222222222222222222222222222";
 
-fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/hosts/no-gpu")
-}
+use crate::fixture_hosts::no_gpu as fixture;
 
 fn open(fake: &Arc<FakeEngine>, dir: &Path) -> AppManager {
     let config = AppManagerConfig {
@@ -41,9 +39,7 @@ fn app(name: &str, image: &str) -> AppSpec {
     spec
 }
 
-fn desired(generation: u64, apps: Vec<AppSpec>) -> DesiredState {
-    DesiredState { generation, apps }
-}
+use crate::appmgr_support::desired;
 
 /// Reconcile (letting background pulls finish) until `pred` holds for `name`.
 async fn until(manager: &AppManager, name: &str, pred: impl Fn(&AppStatus) -> bool) -> AppStatus {

@@ -20,9 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 const DIGEST: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
 
-fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/hosts/no-gpu")
-}
+use crate::fixture_hosts::no_gpu as fixture;
 
 fn open(fake: &Arc<FakeEngine>, dir: &Path, docker_config: PathBuf) -> AppManager {
     let config = AppManagerConfig {

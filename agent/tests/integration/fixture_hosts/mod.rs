@@ -9,7 +9,6 @@ use odac_agent::engine::EngineCapabilities;
 use odac_agent::inventory::{Assessment, scan};
 
 /// The GPU intents every fixture is resolved with (one per vendor, auto, optional, too many).
-#[allow(dead_code)] // not every test binary that shares this module uses it
 pub const INTENTS: &[&str] = &[
     r#"{"runtime":"nvidia","count":1}"#,
     r#"{"runtime":"nvidia","count":2,"optional":true}"#,
@@ -24,6 +23,16 @@ pub const INTENTS: &[&str] = &[
 /// `tests/fixtures/hosts/` at the workspace root.
 pub fn fixtures_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/hosts")
+}
+
+/// The fixture host `name`'s tree.
+pub fn host(name: &str) -> PathBuf {
+    fixtures_dir().join(name)
+}
+
+/// The host without any GPU, the plain tree most app-manager tests run on.
+pub fn no_gpu() -> PathBuf {
+    host("no-gpu")
 }
 
 /// Every fixture host, sorted.
