@@ -7,3 +7,4 @@
 mod architecture;
 mod invariants;
 mod source_tree;
+mod test_layout;
