@@ -81,14 +81,20 @@ pub(crate) fn is_new_exit(last: Option<&LastExit>, details: &ContainerDetails) -
         })
 }
 
-/// Read the exit just seen, with the tail of the container's output. Only an unreachable
+/// Read the exit just seen, with the tail of the output of the run that ended (the one that
+/// started at `details.started_at`, not the container's earlier runs). Only an unreachable
 /// engine is an error: a tail that cannot be read is left out.
 pub(crate) async fn read_exit(
     engine: &dyn ContainerEngine,
     details: &ContainerDetails,
 ) -> Result<LastExit, EngineError> {
     let output_tail = match engine
-        .output_tail(&details.id, MAX_OUTPUT_TAIL_LINES, MAX_OUTPUT_TAIL_BYTES)
+        .output_tail(
+            &details.id,
+            details.started_at.as_deref(),
+            MAX_OUTPUT_TAIL_LINES,
+            MAX_OUTPUT_TAIL_BYTES,
+        )
         .await
     {
         Ok(text) => Some(cut_tail(

@@ -89,15 +89,20 @@ pub trait ContainerEngine: Send + Sync {
     /// The last `lines` lines of the container's stdout and stderr, interleaved.
     async fn logs_tail(&self, id: &str, lines: usize) -> Result<String, EngineError>;
 
-    /// The output of the container's last run, bounded: at most `max_lines` lines and
-    /// `max_bytes` bytes, cut at a line boundary ([`cut_tail`]). The default trims
-    /// [`Self::logs_tail`]; the Docker engine streams into a bounded buffer.
+    /// The output of the container's run that started at `started_at` (the engine's
+    /// `State.StartedAt`; `None`: all its output), bounded: at most `max_lines` lines and
+    /// `max_bytes` bytes, cut at a line boundary ([`cut_tail`]). Output of earlier runs of
+    /// the same container is left out. The default trims [`Self::logs_tail`] (an engine that
+    /// keeps one run's output per container); the Docker engine reads with timestamps and
+    /// streams into a bounded buffer.
     async fn output_tail(
         &self,
         id: &str,
+        started_at: Option<&str>,
         max_lines: usize,
         max_bytes: usize,
     ) -> Result<String, EngineError> {
+        let _ = started_at;
         let text = self.logs_tail(id, max_lines).await?;
         Ok(cut_tail(&text, max_lines, max_bytes))
     }

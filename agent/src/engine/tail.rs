@@ -2,6 +2,8 @@
 //! line boundary (one overlong last line is cut at a character boundary instead, so the tail
 //! is never empty when there was output). [`TailBuffer`] keeps at most twice the budget while
 //! the engine streams, so a container that printed megabytes per line costs kilobytes here.
+//! One run's output out of a container's whole log: [`frame_since`] keeps a timestamped log
+//! frame written at or after the run's start ([`time_key`] orders the engine's timestamps).
 
 /// Collects streamed output, keeping only what a tail of `max_bytes` can need.
 #[derive(Debug)]
@@ -79,6 +81,37 @@ pub fn cut_tail(text: &str, max_lines: usize, max_bytes: usize) -> String {
     text[start..].to_owned()
 }
 
+/// An engine timestamp (RFC 3339 in UTC, `2026-12-05T14:42:18.1234Z`, a fraction of 0 to 9
+/// digits: Docker's `State.StartedAt` trims trailing zeros, its log timestamps keep nine) as a
+/// key that orders like the time it names: the fraction padded to nine digits. `None` when
+/// `stamp` is not of that form.
+pub fn time_key(stamp: &str) -> Option<String> {
+    let body = stamp.strip_suffix('Z')?;
+    let (secs, frac) = body.split_once('.').unwrap_or((body, ""));
+    let digits = |s: &[u8]| s.iter().all(u8::is_ascii_digit);
+    let shape = secs.len() == 19
+        && secs.as_bytes().get(10) == Some(&b'T')
+        && digits(&secs.as_bytes()[..4])
+        && frac.len() <= 9
+        && digits(frac.as_bytes());
+    shape.then(|| format!("{secs}.{frac:0<9}"))
+}
+
+/// A log frame read with timestamps (`<stamp> <output>`) without its stamp, when it was
+/// written at or after `since` (a [`time_key`]); `None` for earlier output. A frame without
+/// a readable stamp is kept whole.
+pub fn frame_since<'a>(frame: &'a [u8], since: &str) -> Option<&'a [u8]> {
+    let Some(space) = frame.iter().position(|&b| b == b' ') else {
+        return Some(frame);
+    };
+    let key = std::str::from_utf8(&frame[..space]).ok().and_then(time_key);
+    match key {
+        Some(key) if key.as_str() < since => None,
+        Some(_) => Some(&frame[space + 1..]),
+        None => Some(frame),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,5 +159,33 @@ mod tests {
             assert!(b.bytes.len() <= 200);
         }
         assert_eq!(b.finish(50), cut_tail(&text, 50, 100));
+    }
+
+    #[test]
+    fn only_the_run_s_own_frames_are_kept() {
+        let start = time_key("2026-12-05T14:42:18.5Z").unwrap_or_default();
+        assert_eq!(start, "2026-12-05T14:42:18.500000000");
+        let earlier = b"2026-12-05T14:42:18.499999999Z run 1\n";
+        let same = b"2026-12-05T14:42:18.500000000Z run 2\n";
+        let later = b"2026-12-05T14:42:19.000000001Z run 2 again\n";
+        assert_eq!(frame_since(earlier, &start), None);
+        assert_eq!(frame_since(same, &start), Some(&b"run 2\n"[..]));
+        assert_eq!(frame_since(later, &start), Some(&b"run 2 again\n"[..]));
+        assert_eq!(
+            frame_since(b"no stamp here\n", &start),
+            Some(&b"no stamp here\n"[..])
+        );
+        assert_eq!(
+            time_key("2026-12-05T14:42:18Z").as_deref(),
+            Some("2026-12-05T14:42:18.000000000")
+        );
+        assert_eq!(time_key("2026-12-05T14:42:18+01:00"), None);
+        assert_eq!(time_key("yesterday"), None);
+        assert_eq!(
+            time_key("2é6-12-05T14:42:18Z"),
+            None,
+            "no panic on odd bytes"
+        );
+        assert_eq!(time_key("2026-12-05T14:42:18.1234567891Z"), None);
     }
 }
