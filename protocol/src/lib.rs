@@ -65,7 +65,7 @@ pub use runtime::{
     MAX_HEALTH_OUTPUT_BYTES, MAX_LOG_FILES, MAX_OUTPUT_TAIL_BYTES, MAX_OUTPUT_TAIL_LINES,
     MIN_LOG_SIZE_BYTES, RestartPolicy,
 };
-pub use status::{AppState, AppStatus, Attached, Fallback, FallbackTier, GpuStatus};
+pub use status::{AppState, AppStatus, Attached, Fallback, FallbackTier, GpuStatus, ImageFailure};
 pub use validation::{ValidationError, check_dns_label};
 pub use vendor::{Mechanism, Vendor};
 
