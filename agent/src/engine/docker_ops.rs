@@ -20,7 +20,7 @@ use super::convert::{create_body, details, map_error, summary};
 use super::docker::{DockerEngine, label_filter, label_map};
 use super::error::EngineError;
 use super::pull::{ImageInfo, PullProgress, RegistryAuth};
-use super::tail::{TailBuffer, frame_since, time_key};
+use super::tail::{TailBuffer, frame_after, run_boundary};
 use super::types::{BuildOutput, ContainerDetails, ContainerSpec, ContainerSummary, ImageSummary};
 
 /// Split `repo[:tag]` at the tag colon (a colon after the last `/`, so registry ports stay).
@@ -239,16 +239,16 @@ impl ContainerEngine for DockerEngine {
     async fn output_tail(
         &self,
         id: &str,
-        started_at: Option<&str>,
+        runs: Option<(&str, &str)>,
         max_lines: usize,
         max_bytes: usize,
     ) -> Result<String, EngineError> {
         let mut buffer = TailBuffer::new(max_bytes);
-        match started_at.and_then(time_key) {
-            // the log holds every run of the container: keep this run's lines only
-            Some(since) => {
+        match runs.and_then(|(end, start)| run_boundary(end, start)) {
+            // the log holds every run of the container: keep the last run's lines
+            Some(after) => {
                 self.last_output(id, max_lines, true, |frame| {
-                    if let Some(line) = frame_since(frame, &since) {
+                    if let Some(line) = frame_after(frame, after) {
                         buffer.push(line);
                     }
                 })
