@@ -49,8 +49,9 @@ pub use image_ref::{IMAGE_PATTERN, MAX_IMAGE_NAME};
 pub use inventory::{AcceleratorVerdict, EngineInfo, GpuInfo, HostInfo, Inventory};
 pub use limits::*;
 pub use logs::{
-    LogsCancel, LogsChunk, LogsEnd, LogsEndReason, LogsRequest, MAX_LOGS_CHUNK_LINES,
-    MAX_LOGS_LINE, MAX_LOGS_REQUEST_ID, MAX_LOGS_TAIL, MAX_LOGS_TIMEOUT_SECS, cut_log_line,
+    LOGS_CUT_MARK, LogsCancel, LogsChunk, LogsEnd, LogsEndReason, LogsRequest,
+    MAX_LOGS_CHUNK_LINES, MAX_LOGS_LINE, MAX_LOGS_REQUEST_ID, MAX_LOGS_TAIL, MAX_LOGS_TIMEOUT_SECS,
+    cut_log_line,
 };
 pub use messages::{
     AGENT_TYPES, Ack, AgentMessage, AppDelete, AppStatusReport, AppUpsert, CONTROL_TYPES,
@@ -65,7 +66,7 @@ pub use runtime::{
     MAX_HEALTH_OUTPUT_BYTES, MAX_LOG_FILES, MAX_OUTPUT_TAIL_BYTES, MAX_OUTPUT_TAIL_LINES,
     MIN_LOG_SIZE_BYTES, RestartPolicy,
 };
-pub use status::{AppState, AppStatus, Attached, Fallback, FallbackTier, GpuStatus};
+pub use status::{AppState, AppStatus, Attached, Fallback, FallbackTier, GpuStatus, ImageFailure};
 pub use validation::{ValidationError, check_dns_label};
 pub use vendor::{Mechanism, Vendor};
 

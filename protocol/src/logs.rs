@@ -153,16 +153,22 @@ impl LogsEnd {
     }
 }
 
-/// Cuts `line` to at most [`MAX_LOGS_LINE`] bytes at a character boundary.
-pub fn cut_log_line(line: &str) -> &str {
+/// Ends a live-log line that was cut (U+2026, three bytes): what followed it on that line was
+/// dropped.
+pub const LOGS_CUT_MARK: &str = "\u{2026}";
+
+/// `line` as a live-log line: unchanged when it fits [`MAX_LOGS_LINE`] bytes, else cut: its
+/// first bytes (at a character boundary) and [`LOGS_CUT_MARK`], [`MAX_LOGS_LINE`] bytes at
+/// most.
+pub fn cut_log_line(line: &str) -> std::borrow::Cow<'_, str> {
     if line.len() <= MAX_LOGS_LINE {
-        return line;
+        return line.into();
     }
-    let mut end = MAX_LOGS_LINE;
+    let mut end = MAX_LOGS_LINE - LOGS_CUT_MARK.len();
     while !line.is_char_boundary(end) {
         end -= 1;
     }
-    &line[..end]
+    format!("{}{LOGS_CUT_MARK}", &line[..end]).into()
 }
 
 #[cfg(test)]
@@ -217,6 +223,9 @@ mod tests {
         let cut = cut_log_line(&line);
         assert!(cut.len() <= MAX_LOGS_LINE);
         assert!(cut.len() >= MAX_LOGS_LINE - 1);
+        assert!(cut.ends_with(LOGS_CUT_MARK), "a cut line is marked");
         assert_eq!(cut_log_line("short"), "short");
+        let exact = "x".repeat(MAX_LOGS_LINE);
+        assert_eq!(cut_log_line(&exact), exact, "a line that fits is not cut");
     }
 }

@@ -1,6 +1,7 @@
 //! `AppStatus`: what the agent reports about one app — its state, the GPU requested (as sent,
 //! never rewritten), the GPU attached (read back from the engine), the fallback taken (tier,
-//! reason, detail), restart bookkeeping and the last error.
+//! reason, detail), restart bookkeeping, the last error, and why the image could not be had
+//! (a failed pull or build: its own part, not a GPU fallback).
 
 use std::fmt;
 
@@ -65,6 +66,20 @@ pub struct AppStatus {
     /// not (a held failure waits for a change of the spec). An exit's retry is in `crash`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_retry_at_ms: Option<u64>,
+    /// Why the app's image could not be had (a pull or a build failed), while that failure
+    /// stands; never in `gpu.fallback`, which is the GPU decision only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_failure: Option<ImageFailure>,
+}
+
+/// The app's image could not be had: its pull or its build failed.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub struct ImageFailure {
+    /// `image_pull_failed` or `build_failed`.
+    pub reason: Reason,
+    /// The registry's or the builder's words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 /// Lifecycle state of an app.
@@ -84,7 +99,7 @@ pub enum AppState {
     CrashLoop,
     /// Exited and not restarted.
     Stopped,
-    /// Cannot be started; see `last_error` and `gpu.fallback`.
+    /// Cannot be started; see `last_error`, `image_failure` and `gpu.fallback`.
     Failed,
     /// The app left the desired state and its container is gone: the last status of that
     /// app, whose `generation` is the one that removed it.
@@ -195,6 +210,9 @@ impl AppStatus {
         }
         if let Some(f) = &self.gpu.fallback {
             check_opt_string("gpu.fallback.detail", f.detail.as_ref())?;
+        }
+        if let Some(f) = &self.image_failure {
+            check_opt_string("image_failure.detail", f.detail.as_ref())?;
         }
         if let Some(c) = &self.crash {
             c.validate().map_err(|e| e.under("crash"))?;

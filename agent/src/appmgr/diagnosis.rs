@@ -81,14 +81,34 @@ pub(crate) fn is_new_exit(last: Option<&LastExit>, details: &ContainerDetails) -
         })
 }
 
-/// Read the exit just seen, with the tail of the container's output. Only an unreachable
+/// Read the exit just seen, with the tail of the output of the run that ended, between
+/// `previous` (the container's exit before, the end of the previous run) and the exit seen
+/// now, so no earlier run's output; a container without one known ran once. The same exit read again
+/// (the engine recorded its OOM kill late) keeps the tail read then. Only an unreachable
 /// engine is an error: a tail that cannot be read is left out.
 pub(crate) async fn read_exit(
     engine: &dyn ContainerEngine,
     details: &ContainerDetails,
+    previous: Option<&LastExit>,
 ) -> Result<LastExit, EngineError> {
+    let previous = previous.filter(|p| p.container_id == details.id);
+    if let Some(p) = previous.filter(|p| p.finished_at == details.finished_at) {
+        return Ok(LastExit {
+            oom_killed: details.oom_killed,
+            exit_code: details.exit_code,
+            ..p.clone()
+        });
+    }
+    let runs = previous
+        .and_then(|p| p.finished_at.as_deref())
+        .zip(details.started_at.as_deref());
     let output_tail = match engine
-        .output_tail(&details.id, MAX_OUTPUT_TAIL_LINES, MAX_OUTPUT_TAIL_BYTES)
+        .output_tail(
+            &details.id,
+            runs,
+            MAX_OUTPUT_TAIL_LINES,
+            MAX_OUTPUT_TAIL_BYTES,
+        )
         .await
     {
         Ok(text) => Some(cut_tail(

@@ -63,7 +63,7 @@ impl Pass<'_> {
             rec.guard.on_running(self.now, &self.config.crash_loop);
             rec.last_error = None;
         } else if diagnosis::is_new_exit(rec.last_exit.as_ref(), &details) {
-            let exit = diagnosis::read_exit(self.engine, &details).await?;
+            let exit = diagnosis::read_exit(self.engine, &details, rec.last_exit.as_ref()).await?;
             if exit.oom_killed {
                 self.events.warn(
                     &spec.name,

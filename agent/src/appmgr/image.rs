@@ -3,7 +3,7 @@
 //! reports `pulling` meanwhile — or failed with `image_pull_failed` and retried after the
 //! crash-loop backoff.
 
-use odac_protocol::{AppSpec, AppState, AppStatus, Fallback, FallbackTier, PullPolicy, Reason};
+use odac_protocol::{AppSpec, AppState, AppStatus, ImageFailure, PullPolicy, Reason};
 
 use super::clip::clip;
 use super::labels::Identity;
@@ -71,13 +71,12 @@ impl Pass<'_> {
                 Ok(ImageReady::Wait(Box::new(status)))
             }
             PullPoll::Failed(message) => {
-                let fallback = Fallback {
-                    tier: FallbackTier::Preflight,
+                let failure = ImageFailure {
                     reason: Reason::ImagePullFailed,
                     detail: Some(clip(message.clone())),
                 };
                 let error = clip(format!("{}: {message}", Reason::ImagePullFailed));
-                let status = self.retry_later(rec, spec, identity, error, Some(fallback));
+                let status = self.retry_image_later(rec, spec, identity, error, failure);
                 Ok(ImageReady::Wait(Box::new(status)))
             }
         }

@@ -343,7 +343,11 @@ impl AppManager {
                 let removed = self
                     .inner
                     .removals
-                    .settle(self.inner.engine.as_ref(), &self.inner.config.instance)
+                    .settle(
+                        self.inner.engine.as_ref(),
+                        &self.inner.config.instance,
+                        &self.inner.config.owner,
+                    )
                     .await;
                 for status in removed {
                     // No subscriber is fine.

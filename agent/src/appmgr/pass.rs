@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use odac_protocol::{AppSpec, AppState, AppStatus, Fallback, GpuStatus};
+use odac_protocol::{AppSpec, AppState, AppStatus, Fallback, GpuStatus, ImageFailure};
 use tokio::time::Instant;
 
 use super::binds::HostUse;
@@ -130,6 +130,24 @@ impl Pass<'_> {
         let mut status = self.failed(spec, error, fallback);
         status.next_retry_at_ms = Some(wall_ms_of(self.now + delay));
         rec.retry = Some((identity.clone(), status.clone()));
+        status
+    }
+
+    /// [`Self::retry_later`] for an app whose image could not be had (a failed pull or
+    /// build): the failure goes in the status's own `image_failure` part, never in the GPU's.
+    pub(super) fn retry_image_later(
+        &self,
+        rec: &mut AppMemory,
+        spec: &AppSpec,
+        identity: &Identity,
+        error: String,
+        failure: ImageFailure,
+    ) -> AppStatus {
+        let mut status = self.retry_later(rec, spec, identity, error, None);
+        status.image_failure = Some(failure);
+        if let Some((_, kept)) = &mut rec.retry {
+            kept.image_failure.clone_from(&status.image_failure);
+        }
         status
     }
 

@@ -1,8 +1,11 @@
 //! Removals: the apps that left the desired state and whose container may still exist. Each
 //! is noted with the generation that removed it when the change is committed; after a pass,
 //! once the engine lists no container of ours for that app any more, the manager reports
-//! one final status with `state: "removed"` and that generation, and forgets it. An app
-//! that comes back before its container is gone is simply no longer a removal.
+//! one final status with `state: "removed"` and that generation, and forgets it. Another
+//! agent's container of the same app (another `odac.owner`) is not ours and does not hold the
+//! removal back; an unowned one (made before owner labels) does, since the pass may have
+//! adopted it. An app that comes back before its container is gone is simply no longer a
+//! removal.
 
 use crate::lock::lock;
 use std::collections::{BTreeMap, BTreeSet};
@@ -43,12 +46,13 @@ impl Removals {
     }
 
     /// The final `removed` status of every pending app that has no container of this
-    /// `instance` left; those are forgotten. An engine that cannot list its containers
-    /// settles nothing (the next pass tries again).
+    /// `instance` left but other owners' (`owner` is this agent's); those are forgotten. An
+    /// engine that cannot list its containers settles nothing (the next pass tries again).
     pub(super) async fn settle(
         &self,
         engine: &dyn ContainerEngine,
         instance: &str,
+        owner: &str,
     ) -> Vec<AppStatus> {
         let waiting: Vec<(String, u64)> = self
             .pending()
@@ -68,6 +72,7 @@ impl Removals {
         };
         let present: BTreeSet<&str> = containers
             .iter()
+            .filter(|c| labels::owner(&c.labels).is_none_or(|o| o == owner))
             .filter_map(|c| c.labels.get(labels::APP))
             .map(String::as_str)
             .collect();

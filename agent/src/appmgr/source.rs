@@ -1,12 +1,12 @@
 //! The image of a git-sourced app, as the reconcile pass sees it: ready (built or reused for
 //! the app's current spec and restart token), building (the app reports `creating`, and a
 //! container of the previous version keeps running meanwhile), or failed — state `failed`,
-//! reason `build_failed` in `gpu.fallback` (as `policy_denied` is reported), `last_error`
+//! reason `build_failed` in the status's `image_failure` (never `gpu.fallback`), `last_error`
 //! with the builder's words and the last lines of the build log — retried after the
 //! crash-loop backoff, never in a tight loop; the failure stays reported while its retry
 //! runs.
 
-use odac_protocol::{AppSpec, AppState, AppStatus, Fallback, FallbackTier, Reason};
+use odac_protocol::{AppSpec, AppState, AppStatus, ImageFailure, Reason};
 
 use super::build::{BuildKey, BuildRequest, Built, Poll};
 use super::clip::clip;
@@ -94,12 +94,11 @@ impl Pass<'_> {
                     error.push('\n');
                     error.push_str(tail);
                 }
-                let fallback = Fallback {
-                    tier: FallbackTier::Preflight,
+                let failure = ImageFailure {
                     reason: Reason::BuildFailed,
                     detail: Some(clip(failure.message)),
                 };
-                let status = self.retry_later(rec, spec, identity, clip(error), Some(fallback));
+                let status = self.retry_image_later(rec, spec, identity, clip(error), failure);
                 Ok(GitImage::Wait(Box::new(status)))
             }
         }

@@ -214,3 +214,20 @@ fn extra_labels_outside_the_agents_own_keys_are_kept() {
         Some("1")
     );
 }
+
+/// PROTOCOL.md 1.1: the auth back-off is [A/2, A] with A = `control_plane.auth_retry_secs`,
+/// 300 s by default, 2..=86400.
+#[test]
+fn the_auth_back_off_is_the_documented_key_and_range() {
+    let url = "[control_plane]\nurl = \"wss://cp.example/agent/v1\"\n";
+    assert_eq!(
+        load(url, &[]).unwrap().backoff().auth_retry,
+        Duration::from_secs(300)
+    );
+    let c = load(&format!("{url}auth_retry_secs = 40\n"), &[]).unwrap();
+    assert_eq!(c.backoff().auth_retry, Duration::from_secs(40));
+    for bad in [1, 86_401] {
+        let e = load(&format!("{url}auth_retry_secs = {bad}\n"), &[]).unwrap_err();
+        assert_eq!(key_of(e), "control_plane.auth_retry_secs");
+    }
+}

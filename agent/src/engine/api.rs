@@ -90,14 +90,20 @@ pub trait ContainerEngine: Send + Sync {
     async fn logs_tail(&self, id: &str, lines: usize) -> Result<String, EngineError>;
 
     /// The output of the container's last run, bounded: at most `max_lines` lines and
-    /// `max_bytes` bytes, cut at a line boundary ([`cut_tail`]). The default trims
-    /// [`Self::logs_tail`]; the Docker engine streams into a bounded buffer.
+    /// `max_bytes` bytes, cut at a line boundary ([`cut_tail`]). `runs` is the end of the
+    /// previous run (its `State.FinishedAt` as read then) and the start of the last one (its
+    /// `State.StartedAt`), so the output of earlier runs is left out; `None`: the container
+    /// ran once, all its output. The default trims [`Self::logs_tail`] (an engine that keeps
+    /// one run's output per container); the Docker engine reads with timestamps and streams
+    /// into a bounded buffer.
     async fn output_tail(
         &self,
         id: &str,
+        runs: Option<(&str, &str)>,
         max_lines: usize,
         max_bytes: usize,
     ) -> Result<String, EngineError> {
+        let _ = runs;
         let text = self.logs_tail(id, max_lines).await?;
         Ok(cut_tail(&text, max_lines, max_bytes))
     }

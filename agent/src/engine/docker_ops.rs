@@ -20,7 +20,7 @@ use super::convert::{create_body, details, map_error, summary};
 use super::docker::{DockerEngine, label_filter, label_map};
 use super::error::EngineError;
 use super::pull::{ImageInfo, PullProgress, RegistryAuth};
-use super::tail::TailBuffer;
+use super::tail::{TailBuffer, frame_after, run_boundary};
 use super::types::{BuildOutput, ContainerDetails, ContainerSpec, ContainerSummary, ImageSummary};
 
 /// Split `repo[:tag]` at the tag colon (a colon after the last `/`, so registry ports stay).
@@ -51,17 +51,20 @@ impl DockerEngine {
         Ok(self.observe(list)?.into_iter().map(summary).collect())
     }
 
-    /// Hands the last `lines` lines of `id`'s stdout and stderr to `sink`, chunk by chunk.
+    /// Hands the last `lines` lines of `id`'s stdout and stderr to `sink`, frame by frame
+    /// (one log message each), each prefixed with its timestamp when `timestamps`.
     async fn last_output(
         &self,
         id: &str,
         lines: usize,
+        timestamps: bool,
         mut sink: impl FnMut(&[u8]),
     ) -> Result<(), EngineError> {
         let docker = self.docker().await?;
         let options = LogsOptions {
             stdout: true,
             stderr: true,
+            timestamps,
             tail: lines.to_string(),
             ..LogsOptions::default()
         };
@@ -228,7 +231,7 @@ impl ContainerEngine for DockerEngine {
 
     async fn logs_tail(&self, id: &str, lines: usize) -> Result<String, EngineError> {
         let mut text = Vec::new();
-        self.last_output(id, lines, |chunk| text.extend_from_slice(chunk))
+        self.last_output(id, lines, false, |chunk| text.extend_from_slice(chunk))
             .await?;
         Ok(String::from_utf8_lossy(&text).into_owned())
     }
@@ -236,12 +239,26 @@ impl ContainerEngine for DockerEngine {
     async fn output_tail(
         &self,
         id: &str,
+        runs: Option<(&str, &str)>,
         max_lines: usize,
         max_bytes: usize,
     ) -> Result<String, EngineError> {
         let mut buffer = TailBuffer::new(max_bytes);
-        self.last_output(id, max_lines, |chunk| buffer.push(chunk))
-            .await?;
+        match runs.and_then(|(end, start)| run_boundary(end, start)) {
+            // the log holds every run of the container: keep the last run's lines
+            Some(after) => {
+                self.last_output(id, max_lines, true, |frame| {
+                    if let Some(line) = frame_after(frame, after) {
+                        buffer.push(line);
+                    }
+                })
+                .await?;
+            }
+            None => {
+                self.last_output(id, max_lines, false, |chunk| buffer.push(chunk))
+                    .await?;
+            }
+        }
         Ok(buffer.finish(max_lines))
     }
 

@@ -160,4 +160,36 @@ mod tests {
         shutdown.cancel();
         task.await.unwrap();
     }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_host_without_gpus_sends_no_gpu_stats() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_tx, feed) = watch::channel(Some(Arc::new(Inventory::default())));
+        let collector = Collector::with_nvml(
+            dir.path(),
+            Box::new(|| Err(NvmlError::Query("not used".into()))),
+        );
+        let (sent_tx, mut sent) = mpsc::unbounded_channel();
+        let (seen_tx, mut seen) = mpsc::unbounded_channel();
+        let shutdown = CancellationToken::new();
+        let every = Duration::from_secs(10);
+        let task = tokio::spawn(telemetry_loop(
+            collector,
+            every,
+            feed,
+            Vec::new,
+            move |s| {
+                let _ = sent_tx.send(s);
+            },
+            move |s| {
+                let _ = seen_tx.send(s.len());
+            },
+            shutdown.clone(),
+        ));
+        tokio::time::sleep(every * 5 + Duration::from_secs(1)).await;
+        assert!(sent.try_recv().is_err(), "no gpu_stats without a GPU");
+        assert!(seen.try_recv().is_err(), "nothing sampled either");
+        shutdown.cancel();
+        task.await.unwrap();
+    }
 }

@@ -77,7 +77,7 @@ impl Pump {
             self.flush();
         }
         self.bytes += line.len();
-        self.batch.push(line.to_owned());
+        self.batch.push(line.into_owned());
         if self.batch.len() >= self.limits.chunk_lines.min(MAX_LOGS_CHUNK_LINES) {
             self.flush();
         }
@@ -233,4 +233,37 @@ fn since_unix(secs: u64) -> i64 {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     i64::try_from(now.saturating_sub(secs)).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Lines the bucket lets through out of `offered`.
+    fn taken(bucket: &mut Bucket, offered: u32) -> u32 {
+        (0..offered).map(|_| u32::from(bucket.take())).sum()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_rate_is_a_bucket_of_one_second_of_lines_refilled_continuously() {
+        let mut bucket = Bucket::new(2000);
+        assert_eq!(
+            taken(&mut bucket, 5000),
+            2000,
+            "a full bucket: one burst of 2000"
+        );
+        tokio::time::advance(Duration::from_millis(250)).await;
+        assert_eq!(taken(&mut bucket, 5000), 500, "refilled at 2000 per second");
+        tokio::time::advance(Duration::from_secs(10)).await;
+        assert_eq!(taken(&mut bucket, 5000), 2000, "never more than 2000 held");
+        // over 3 s of steady offers, at most 2000 × (1 + 3) lines pass
+        let mut bucket = Bucket::new(2000);
+        let mut passed = 0;
+        for _ in 0..300 {
+            passed += taken(&mut bucket, 100);
+            tokio::time::advance(Duration::from_millis(10)).await;
+        }
+        assert!(passed <= 2000 * 4, "{passed}");
+        assert!(passed >= 2000 + 2000 * 29 / 10, "{passed}");
+    }
 }

@@ -216,6 +216,13 @@ async fn restart_policies_decide_what_an_exit_means() {
         (crash.reason, crash.exit_code, crash.next_retry_at_ms),
         (CrashReason::Crashed, Some(3), None)
     );
+    // PROTOCOL.md 3.1: a final exit 0 (here under on_failure) carries crash reason `exited`
+    let tidy = statuses.iter().find(|s| s.name == "tidy").unwrap();
+    let crash = tidy.crash.as_ref().unwrap();
+    assert_eq!(
+        (crash.reason, crash.exit_code, crash.next_retry_at_ms),
+        (CrashReason::Exited, Some(0), None)
+    );
 }
 
 #[tokio::test(start_paused = true)]

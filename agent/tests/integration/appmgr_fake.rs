@@ -323,9 +323,9 @@ async fn errors_that_are_not_device_refusals_are_never_taken_for_one() {
     let error = s.last_error.as_deref().unwrap();
     assert!(error.starts_with("image_pull_failed: "), "{error}");
     assert!(error.contains("odac/missing:1"), "{error}");
-    let fallback = s.gpu.fallback.unwrap();
-    assert_eq!(fallback.tier, FallbackTier::Preflight);
-    assert_eq!(fallback.reason, odac_protocol::Reason::ImagePullFailed);
+    let failure = s.image_failure.unwrap();
+    assert_eq!(failure.reason, odac_protocol::Reason::ImagePullFailed);
+    assert_eq!(s.gpu.fallback, None, "a pull is no GPU decision");
     assert!(fake.calls_of(Op::Create).is_empty(), "nothing created");
     assert!(fake.calls_of(Op::PullImage).is_empty(), "never pulled");
 }

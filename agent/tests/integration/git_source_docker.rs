@@ -193,7 +193,8 @@ async fn a_git_app_runs_its_commit_and_a_restart_runs_the_next() {
 
 fn build_failed(s: &AppStatus) -> bool {
     s.state == AppState::Failed
-        && s.gpu.fallback.as_ref().map(|f| f.reason) == Some(Reason::BuildFailed)
+        && s.image_failure.as_ref().map(|f| f.reason) == Some(Reason::BuildFailed)
+        && s.gpu.fallback.is_none()
 }
 
 #[tokio::test]

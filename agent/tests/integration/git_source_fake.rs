@@ -220,7 +220,8 @@ async fn dockerfile_path_and_rev_are_honoured() {
 
 fn is_build_failed(s: &odac_protocol::AppStatus) -> bool {
     s.state == AppState::Failed
-        && s.gpu.fallback.as_ref().map(|f| f.reason) == Some(Reason::BuildFailed)
+        && s.image_failure.as_ref().map(|f| f.reason) == Some(Reason::BuildFailed)
+        && s.gpu.fallback.is_none()
         && s.next_retry_at_ms.is_some()
 }
 

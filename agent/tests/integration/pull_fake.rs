@@ -125,9 +125,18 @@ async fn refused_pulls_fail_with_the_registry_words_and_back_off() {
     assert!(error.starts_with("image_pull_failed: "), "{error}");
     assert!(error.contains("manifest unknown"), "{error}");
     assert_eq!(
-        ghost.gpu.fallback.as_ref().map(|f| f.reason),
+        ghost.image_failure.as_ref().map(|f| f.reason),
         Some(Reason::ImagePullFailed)
     );
+    assert!(
+        ghost
+            .image_failure
+            .as_ref()
+            .and_then(|f| f.detail.as_deref())
+            .is_some_and(|d| d.contains("manifest unknown")),
+        "the registry's words: {ghost:#?}"
+    );
+    assert_eq!(ghost.gpu.fallback, None, "a pull is no GPU decision");
     // not final: the status says when the agent pulls again
     let retry = ghost
         .next_retry_at_ms

@@ -155,9 +155,10 @@ async fn an_endless_manifest_fails_the_pull_before_the_engine_is_asked() {
         "{error}"
     );
     assert_eq!(
-        s.gpu.fallback.as_ref().map(|f| f.reason),
+        s.image_failure.as_ref().map(|f| f.reason),
         Some(Reason::ImagePullFailed)
     );
+    assert_eq!(s.gpu.fallback, None, "a pull is no GPU decision");
     assert!(
         fake.calls_of(Op::PullImage).is_empty(),
         "the engine was asked to pull: {:?}",

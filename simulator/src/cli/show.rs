@@ -154,6 +154,15 @@ pub fn show(a: &AppView) -> String {
             r.as_str(),
         );
     }
+    if let Some(f) = &a.image_failure {
+        // a pull or a build: the app's own failure, in its own part of the status
+        if let Some(detail) = &f.detail {
+            line("detail", detail);
+        }
+        if let Some(fix) = app_fix(a, f.reason) {
+            line("fix", &fix);
+        }
+    }
     if let Some(fb) = &a.fallback {
         if is_app_reason(fb.reason) {
             // a pull, a build or the policy: the app's own failure, not a GPU decision
@@ -244,6 +253,7 @@ mod tests {
             requested: None,
             attached: None,
             fallback: None,
+            image_failure: None,
             reason: Some(odac_protocol::Reason::EngineRejected),
             restart_required: false,
             restart_token: None,

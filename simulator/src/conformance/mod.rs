@@ -4,6 +4,7 @@
 //! [`rules`]; this module holds the configuration, the outcome type and the report.
 
 mod closing;
+mod reports;
 pub mod rules;
 
 /// What to check and how to reach it.

@@ -4,7 +4,8 @@
 //! `hello`; a full `desired_state` follows `welcome`; every report is acked with its `seq`; a
 //! resent report (same `seq`) is acked again; `resync` is answered with a snapshot; a
 //! reconnect gets a snapshot again; the same generation never carries different content; an
-//! unknown message type is answered with `unknown_type` and the session goes on. A rule that
+//! unknown message type is answered with `unknown_type` and the session goes on (with the
+//! rules on `gpu_stats`, duplicate keys and the agent's errors, in `reports.rs`). A rule that
 //! cannot be checked because an earlier step failed fails with that evidence.
 
 use std::time::Duration;
@@ -14,7 +15,7 @@ use odac_protocol::{
     Event, EventLevel, Resync,
 };
 
-use super::{ConformanceConfig, Outcome, closing};
+use super::{ConformanceConfig, Outcome, closing, reports};
 use crate::fake_agent::agent_conn::{AgentConn, ConnError, Incoming};
 
 /// How long a control plane may take to answer.
@@ -82,6 +83,18 @@ pub async fn run(cfg: &ConformanceConfig) -> Vec<Outcome> {
         "answers_unknown_type",
         answers_unknown_type(&mut conn).await,
     ));
+    out.push(outcome(
+        "acks_gpu_stats",
+        reports::acks_gpu_stats(&mut conn).await,
+    ));
+    out.push(outcome(
+        "refuses_duplicate_keys",
+        reports::refuses_duplicate_keys(&mut conn).await,
+    ));
+    out.push(outcome(
+        "never_answers_an_error",
+        reports::never_answers_an_error(&mut conn).await,
+    ));
     let after_resync = resync(&mut conn, first.as_ref().ok()).await;
     out.push(outcome(
         "answers_resync_with_a_snapshot",
@@ -135,12 +148,15 @@ async fn closing_rules(cfg: &ConformanceConfig, out: &mut Vec<Outcome>) {
 }
 
 /// Rules that need a session.
-const RULES_AFTER_WELCOME: [&str; 8] = [
+const RULES_AFTER_WELCOME: [&str; 11] = [
     "welcome_after_hello",
     "snapshot_after_welcome",
     "acks_every_report",
     "acks_a_resent_seq",
     "answers_unknown_type",
+    "acks_gpu_stats",
+    "refuses_duplicate_keys",
+    "never_answers_an_error",
     "answers_resync_with_a_snapshot",
     "snapshot_after_reconnect",
     "generation_never_reused",

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use odac_protocol::{
-    AppSpec, AppStatus, Attached, Fallback, GpuRequest, Inventory, Reason, Vendor,
+    AppSpec, AppStatus, Attached, Fallback, GpuRequest, ImageFailure, Inventory, Reason, Vendor,
 };
 use serde::{Deserialize, Serialize};
 
@@ -72,9 +72,12 @@ pub struct AppView {
     pub requested: Option<GpuRequest>,
     /// What the container got.
     pub attached: Option<Attached>,
-    /// The fallback taken.
+    /// The GPU fallback taken.
     pub fallback: Option<Fallback>,
-    /// The fallback reason code, for tables.
+    /// Why the app's image could not be had (a failed pull or build), from the status.
+    #[serde(default)]
+    pub image_failure: Option<ImageFailure>,
+    /// The reason code for tables: the image failure's, else the GPU fallback's.
     pub reason: Option<Reason>,
     /// The running container does not match the spec.
     pub restart_required: bool,
@@ -159,6 +162,7 @@ pub fn host_view(h: &HostRecord, connected: bool, apps: Vec<String>) -> HostView
 pub fn app_view(name: &str, a: &AppRecord, host: Option<&HostRecord>) -> AppView {
     let status = host.and_then(|h| h.statuses.get(name)).cloned();
     let fallback = status.as_ref().and_then(|s| s.gpu.fallback.clone());
+    let image_failure = status.as_ref().and_then(|s| s.image_failure.clone());
     AppView {
         name: name.to_owned(),
         host: a.host.clone(),
@@ -172,8 +176,12 @@ pub fn app_view(name: &str, a: &AppRecord, host: Option<&HostRecord>) -> AppView
             .or_else(|| a.spec.image.clone()),
         requested: a.spec.gpu.clone(),
         attached: status.as_ref().and_then(|s| s.gpu.attached.clone()),
-        reason: fallback.as_ref().map(|f| f.reason),
+        reason: image_failure
+            .as_ref()
+            .map(|f| f.reason)
+            .or(fallback.as_ref().map(|f| f.reason)),
         fallback,
+        image_failure,
         restart_required: status.as_ref().is_some_and(|s| s.restart_required),
         restart_token: a.spec.restart_token.clone(),
         spec: a.spec.without_secrets(),

@@ -8,9 +8,7 @@
 use crate::common;
 
 use common::{Sim, stdout};
-use odac_protocol::{
-    AgentMessage, AppSpec, AppState, AppStatusReport, Fallback, FallbackTier, Reason,
-};
+use odac_protocol::{AgentMessage, AppSpec, AppState, AppStatusReport, ImageFailure, Reason};
 use odac_simulator::fake_agent::agent_conn::AgentConn;
 use odac_simulator::fake_agent::inventories::profile;
 
@@ -37,8 +35,7 @@ fn show_failed(sim: &Sim, c: &mut AgentConn, seq: u64, reason: Reason, words: &s
     );
     st.state = AppState::Failed;
     st.last_error = Some(format!("{reason}: {words}"));
-    st.gpu.fallback = Some(Fallback {
-        tier: FallbackTier::Preflight,
+    st.image_failure = Some(ImageFailure {
         reason,
         detail: Some(words.to_owned()),
     });

@@ -45,6 +45,21 @@ fn the_simulator_passes_every_rule() {
     }
     assert!(out.contains("PASS acks_every_report: "), "{out}");
     assert!(
+        out.contains("PASS acks_gpu_stats: gpu_stats seq 1101 acked"),
+        "{out}"
+    );
+    assert!(
+        out.contains("PASS refuses_duplicate_keys: error invalid (")
+            && out.contains("not acked, and the session went on"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "PASS never_answers_an_error: error conflict sent: no error back, and the session went on"
+        ),
+        "{out}"
+    );
+    assert!(
         out.contains("PASS answers_resync_with_a_snapshot: "),
         "{out}"
     );
@@ -85,6 +100,18 @@ fn a_control_plane_that_skips_acks_fails() {
         "{out}"
     );
     assert!(out.contains("FAIL acks_a_resent_seq: "), "{out}");
+    assert!(
+        out.contains("FAIL acks_gpu_stats: no ack for gpu_stats seq 1101"),
+        "{out}"
+    );
+    assert!(
+        out.contains("FAIL refuses_duplicate_keys: the session did not go on"),
+        "{out}"
+    );
+    assert!(
+        out.contains("FAIL never_answers_an_error: the session did not go on"),
+        "{out}"
+    );
     assert!(out.contains("PASS welcome_after_hello: "), "{out}");
 }
 

@@ -132,7 +132,8 @@ fn running(s: &AppStatus) -> bool {
 
 fn pull_failed(s: &AppStatus) -> bool {
     s.state == AppState::Failed
-        && s.gpu.fallback.as_ref().map(|f| f.reason) == Some(Reason::ImagePullFailed)
+        && s.image_failure.as_ref().map(|f| f.reason) == Some(Reason::ImagePullFailed)
+        && s.gpu.fallback.is_none()
 }
 
 fn auth(registry: &Registry, password: &str) -> RegistryAuth {

@@ -173,3 +173,42 @@ fn statuses_are_bounded_by_evicting_the_least_recently_updated() {
     );
     assert_eq!(o.evicted_statuses(), 1);
 }
+
+/// PROTOCOL.md 2 step 4, as `session::open` does it: after `welcome` the current inventory
+/// and every current status are put again; one equal to an unacked report is that report
+/// (its old seq), one that changed gets a new seq and the unacked one is never sent; other
+/// unacked reports keep their seqs; everything goes out in seq order.
+#[test]
+fn after_welcome_current_reports_resend_equal_ones_and_replace_changed_ones() {
+    let mut o = Outbox::new(OutboxLimits::default());
+    o.put_inventory(Inventory::default());
+    o.put_status(status("api", AppState::Running));
+    o.put_status(status("web", AppState::Running));
+    o.push_event(EventLevel::Info, None, "note".into());
+    assert_eq!(seqs(&o.take_unsent()), vec![1, 2, 3, 4]);
+    assert!(o.ack(1), "the inventory was acked");
+    // the session ends; web crashed while the agent was away
+    o.new_session();
+    o.put_inventory(Inventory::default());
+    o.put_status(status("api", AppState::Running));
+    o.put_status(status("web", AppState::CrashLoop));
+    let sent = o.take_unsent();
+    let kinds: Vec<(&str, u64)> = sent
+        .iter()
+        .map(|m| (m.type_name(), m.seq().unwrap_or_default()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("app_status", 2),
+            ("event", 4),
+            ("inventory", 5),
+            ("app_status", 6)
+        ],
+        "api resent as seq 2, the event kept, a fresh inventory, web replaced: {sent:?}"
+    );
+    assert!(
+        matches!(&sent[3], AgentMessage::AppStatus(r) if r.status.state == AppState::CrashLoop)
+    );
+    assert!(!o.ack(3), "web's seq 3 was replaced: void");
+}

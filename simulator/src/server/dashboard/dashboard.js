@@ -254,6 +254,8 @@ function renderApps(f) {
     const gpuOn = gpuInFlight.has(a.name) ? gpuInFlight.get(a.name) : !!a.requested;
     const toggleId = "gpu-" + a.name;
     const fb = a.fallback;
+    // a failed pull or build: the app's own reason, not a GPU fallback
+    const imageFailure = a.image_failure;
     const failed = a.state === "failed" || a.state === "crash_loop";
     const error = a.status && a.status.last_error;
     const crash = a.state !== "running" && a.status && a.status.crash;
@@ -268,9 +270,10 @@ function renderApps(f) {
       td("GPU requested", { class: "requested mono" }, request(a.requested)),
       td("GPU attached", { class: "attached mono" }, attached(a.attached), appGpuUsage(a)),
       crash ? td("Reason", { class: "reason crash" }, ...crashCell(crash)) :
-      td("Reason", { class: fb || (failed && error) ? "reason" : "reason none" },
+      td("Reason", { class: fb || imageFailure || (failed && error) ? "reason" : "reason none" },
+        imageFailure ? imageFailure.reason :
         fb ? fb.reason + (a.attached ? "" : (a.state === "running" ? " (on CPU)" : "")) : (failed && error ? "failed" : "—"),
-        fb ? el("span", { class: "detail" }, fb.tier + (fb.detail ? ": " + fb.detail : "")) : null,
+        fb && !imageFailure ? el("span", { class: "detail" }, fb.tier + (fb.detail ? ": " + fb.detail : "")) : null,
         error ? el("span", { class: "detail" }, error) : null),
       td("GPU", {}, el("label", { class: "switch", for: toggleId },
         el("input", { type: "checkbox", id: toggleId, role: "switch", checked: gpuOn, "aria-checked": String(gpuOn),

@@ -1,0 +1,138 @@
+//! One run's crash, against the real Docker engine (PROTOCOL.md 3.1, `crash`): an app that
+//! crashes again and again (the same container restarted, its log holding every run) reports
+//! with each crash the output of the run that ended and of no earlier one, and a status whose
+//! state is `running` never carries a crash part. The app numbers its runs in a file of the
+//! container's own layer, which survives a restart, and prints the number on every line.
+//! Each test has its own `apps.instance` and removes every container of it at the end.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod docker_support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use docker_support::{engine_with_test_image, then_clean_up, unique_suffix};
+use odac_agent::appmgr::{AppManager, AppManagerConfig, CrashLoopConfig, labels};
+use odac_agent::engine::ContainerEngine;
+use odac_agent::engine::test_image::BUSYBOX_TEST_IMAGE;
+use odac_protocol::{AppSpec, AppState, DesiredState};
+
+/// Runs to see crash; each prints three lines and exits 3 after a short life.
+const RUNS: u32 = 4;
+
+/// Numbers its run, prints three lines naming it (stdout and stderr), lives 1.5 s, exits 3.
+const SCRIPT: &str = "n=$(cat /runs 2>/dev/null || echo 0); n=$((n+1)); echo $n > /runs; \
+     echo \"run $n starting\"; echo \"run $n boom\" >&2; sleep 1.5; echo \"run $n ends\"; exit 3";
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/hosts/no-gpu")
+}
+
+/// Which runs the lines of `tail` name (`run N …`); lines naming none count as run 0.
+fn runs_named(tail: &str) -> Vec<u32> {
+    let mut runs: Vec<u32> = tail
+        .lines()
+        .map(|l| {
+            l.strip_prefix("run ")
+                .and_then(|r| r.split(' ').next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0)
+        })
+        .collect();
+    runs.dedup();
+    runs
+}
+
+#[tokio::test]
+async fn each_crash_tail_holds_only_its_own_run_and_running_never_carries_a_crash() {
+    let Some(engine) = engine_with_test_image("crash_runs").await else {
+        return;
+    };
+    let engine = Arc::new(engine);
+    let instance = format!("odac-runs{}", unique_suffix());
+    let tmp = tempfile::tempdir().unwrap();
+    let clean_up = {
+        let (engine, instance) = (engine.clone(), instance.clone());
+        async move {
+            let filter = format!("{}={}", labels::INSTANCE, instance);
+            for c in engine.list_by_label(&filter).await.unwrap_or_default() {
+                let _ = engine.remove(&c.id, true).await;
+            }
+        }
+    };
+    then_clean_up(
+        async {
+            let config = AppManagerConfig {
+                state_dir: tmp.path().join("state"),
+                instance: instance.clone(),
+                lock_dir: tmp.path().join("locks"),
+                stop_timeout_secs: 1,
+                crash_loop: CrashLoopConfig {
+                    initial_backoff_ms: 200,
+                    ..CrashLoopConfig::default()
+                },
+                extra_labels: [("odac.test".to_owned(), "1".to_owned())].into(),
+                ..AppManagerConfig::default()
+            };
+            let m = AppManager::open(config, engine.clone(), fixture()).unwrap();
+            let mut spec = AppSpec::new("runs", BUSYBOX_TEST_IMAGE);
+            spec.command = vec!["sh".into(), "-c".into(), SCRIPT.into()];
+            m.set_desired(DesiredState {
+                generation: 1,
+                apps: vec![spec],
+            })
+            .await
+            .unwrap();
+            // every crash seen, by the run its tail names; every running status
+            let mut tails: BTreeMap<u32, String> = BTreeMap::new();
+            let mut running = 0;
+            let deadline = Instant::now() + Duration::from_secs(90);
+            while tails.len() < RUNS as usize {
+                let s = m.reconcile_once().await.remove(0);
+                if s.state == AppState::Running {
+                    running += 1;
+                    assert_eq!(s.crash, None, "a running status carries a crash: {s:?}");
+                }
+                if let Some(tail) = s.crash.as_ref().and_then(|c| c.output_tail.clone()) {
+                    let runs = runs_named(&tail);
+                    assert_eq!(
+                        runs.len(),
+                        1,
+                        "the tail of one crash names runs {runs:?}: {tail:?}"
+                    );
+                    assert!(
+                        tail.contains("boom") && tail.contains("ends"),
+                        "stdout and stderr of the run: {tail:?}"
+                    );
+                    if let Some(seen) = tails.get(&runs[0]) {
+                        assert_eq!(seen, &tail, "one run, one tail");
+                    }
+                    tails.insert(runs[0], tail);
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "{} crashes seen in 90 s (tails {tails:?}), last status {s:?}",
+                    tails.len()
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            assert_eq!(
+                tails.keys().copied().collect::<Vec<_>>(),
+                (1..=RUNS).collect::<Vec<_>>(),
+                "every run crashed once, in order: {tails:?}"
+            );
+            assert!(running > 0, "the app was seen running between crashes");
+            for (run, tail) in &tails {
+                assert_eq!(
+                    tail.lines().count(),
+                    3,
+                    "run {run}: its three lines, no other: {tail:?}"
+                );
+            }
+        },
+        clean_up,
+    )
+    .await;
+}

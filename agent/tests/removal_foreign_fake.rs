@@ -1,0 +1,96 @@
+//! Removal beside a foreign container, against the fake engine (PROTOCOL.md 4.4): an app
+//! whose container name is held by another agent's container (same instance, another
+//! `odac.owner`) still gets its one `removed` status once it leaves the desired state, since
+//! only this agent's containers count, and the other agent's container is left running.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use odac_agent::appmgr::{AppManager, AppManagerConfig, labels};
+use odac_agent::engine::{ContainerEngine, ContainerSpec, FakeEngine};
+use odac_protocol::{AppSpec, AppState, AppStatus, DesiredState};
+use tokio::sync::broadcast;
+
+const IMAGE: &str = "odac/busybox:test";
+const ME: &str = "agent-me";
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/hosts/no-gpu")
+}
+
+fn open(fake: &Arc<FakeEngine>, dir: &Path) -> AppManager {
+    let config = AppManagerConfig {
+        state_dir: dir.to_path_buf(),
+        stop_timeout_secs: 0,
+        owner: ME.into(),
+        ..AppManagerConfig::default()
+    };
+    AppManager::open(config, fake.clone(), fixture()).unwrap()
+}
+
+fn app(name: &str) -> AppSpec {
+    let mut spec = AppSpec::new(name, IMAGE);
+    spec.command = vec!["sleep".into(), "3600".into()];
+    spec
+}
+
+/// A running container of instance `odac`, app `app`, named `name`, owned by `owner`.
+async fn planted(fake: &FakeEngine, name: &str, app: &str, owner: Option<&str>) -> String {
+    let mut l = BTreeMap::from([
+        (labels::INSTANCE.to_owned(), "odac".to_owned()),
+        (labels::APP.to_owned(), app.to_owned()),
+    ]);
+    if let Some(o) = owner {
+        l.insert(labels::OWNER.into(), o.into());
+    }
+    let id = fake
+        .create(&ContainerSpec {
+            name: name.into(),
+            image: IMAGE.into(),
+            labels: l,
+            ..ContainerSpec::default()
+        })
+        .await
+        .unwrap();
+    fake.start(&id).await.unwrap();
+    id
+}
+
+/// The `removed` statuses broadcast so far.
+fn removed(rx: &mut broadcast::Receiver<AppStatus>) -> Vec<AppStatus> {
+    let mut out = Vec::new();
+    while let Ok(s) = rx.try_recv() {
+        if s.state == AppState::Removed {
+            out.push(s);
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn another_agents_container_does_not_hold_back_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = Arc::new(FakeEngine::new());
+    fake.add_image(IMAGE);
+    let theirs = planted(&fake, "odac_web", "web", Some("agent-other")).await;
+    let m = open(&fake, dir.path());
+    let mut rx = m.subscribe();
+    m.set_desired(DesiredState {
+        generation: 1,
+        apps: vec![app("web")],
+    })
+    .await
+    .unwrap();
+    m.reconcile_once().await;
+    m.delete(2, "web").await.unwrap();
+    m.reconcile_once().await;
+    let gone = removed(&mut rx);
+    assert_eq!(gone.len(), 1, "{gone:?}");
+    assert_eq!((gone[0].name.as_str(), gone[0].generation), ("web", 2));
+    let details = fake.inspect(&theirs).await.unwrap();
+    assert!(details.running, "the other agent's container is left alone");
+    m.reconcile_once().await;
+    assert!(removed(&mut rx).is_empty(), "removed is sent once");
+}
