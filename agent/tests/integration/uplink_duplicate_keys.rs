@@ -5,7 +5,7 @@
 //! later changes send no further `resync`; the snapshot puts it back in step.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod uplink_support;
+use crate::uplink_support;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -6,7 +6,7 @@
 //! end, even when an assertion fails.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod docker_support;
+use crate::docker_support;
 
 use std::time::{Duration, Instant};
 

@@ -6,7 +6,7 @@
 //! Each test has its own `apps.instance` and removes every container of it at the end.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod docker_support;
+use crate::docker_support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
