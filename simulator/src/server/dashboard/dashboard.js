@@ -177,13 +177,20 @@ function renderTotals() {
   }
 }
 
-// The short digest of what the container really runs (first 12 hex digits of its repo digest,
-// else of its image id), as `odac app list` shows it; the whole digest in the tooltip.
+// The short digest of what the container really runs (first 12 hex digits of its repo digest),
+// as `odac app list` shows it; an image that never came from a registry shows its local image
+// id labelled `id:`, never as if it were a digest. The whole value in the tooltip.
 function digestTag(status) {
-  const full = status && (status.repo_digest || status.image_id);
-  if (!full) return null;
-  const hex = (full.includes("@") ? full.slice(full.lastIndexOf("@") + 1) : full).replace(/^sha256:/, "");
-  return el("span", { class: "digest detail", title: full }, "@" + hex.slice(0, 12));
+  if (!status) return null;
+  const short = v => v.replace(/^sha256:/, "").slice(0, 12);
+  if (status.repo_digest) {
+    const d = status.repo_digest;
+    return el("span", { class: "digest detail", title: d }, "@" + short(d.slice(d.lastIndexOf("@") + 1)));
+  }
+  if (status.image_id) {
+    return el("span", { class: "digest detail", title: "local image id " + status.image_id }, "id:" + short(status.image_id));
+  }
+  return null;
 }
 
 function gpuDetail(h) {
