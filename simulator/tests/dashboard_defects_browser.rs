@@ -1,6 +1,7 @@
 //! The dashboard in headless Chromium at 1400 px tells where GPU apps fail (issue 31 finding
 //! 11): the header counts a required NVIDIA app the engine refused (`engine_rejected`) on its
-//! host beside "GPUs schedulable", and the top reasons show it with its fix; its Reason cell
+//! host beside "GPUs schedulable" (and one refused before the start, `driver_too_old`), and
+//! the top reasons show them with their fixes; the Reason cell
 //! is one line (code, meaning, fix) with the engine's words folded and shown once; with every
 //! fold open nothing is wider than the window (the Actions column stays on screen); times say
 //! their zone (UTC, as the CLI). The GPU switch turns a required `nvidia` count 1 request off
@@ -124,6 +125,10 @@ fn gpu_failures_reach_the_header_one_line_per_app_no_overflow_and_the_switch_kee
     );
     create(&sim, &json!({"name": "plain", "image": "busybox"}));
     let looper = create(&sim, &json!({"name": "looper", "image": "busybox"}));
+    let cuda = create(
+        &sim,
+        &json!({"name": "cuda", "image": "busybox", "gpu": {"runtime": "nvidia", "count": 1}}),
+    );
 
     let mut st = odac_simulator::sim_agent::status_for(&vision, &inv, 2);
     st.state = AppState::Failed;
@@ -145,6 +150,16 @@ fn gpu_failures_reach_the_header_one_line_per_app_no_overflow_and_the_switch_kee
         output_tail: Some(format!("boom {}\n", "y".repeat(300))),
     });
     send(&sim, &mut agent, 3, lp);
+    let mut cu = odac_simulator::sim_agent::status_for(&cuda, &inv, 2);
+    cu.state = AppState::Failed;
+    cu.gpu.attached = None;
+    cu.gpu.fallback = Some(Fallback {
+        tier: FallbackTier::Preflight,
+        reason: Reason::DriverTooOld,
+        detail: Some("the image requires cuda>=12.4; this host's driver supports CUDA 12.2".into()),
+    });
+    send(&sim, &mut agent, 4, cu);
+    sim.wait_api("/api/apps/cuda", |v| v["state"] == "failed");
     sim.wait_api("/api/apps/vision", |v| v["state"] == "failed");
     sim.wait_api("/api/apps/looper", |v| v["state"] == "crash_loop");
 
@@ -165,13 +180,13 @@ fn gpu_failures_reach_the_header_one_line_per_app_no_overflow_and_the_switch_kee
             || d.eval::<Option<Page>>(PAGE_JS, vec![]),
             |p| {
                 p.as_ref()
-                    .is_some_and(|p| p.failing == "1" && !p.fix.is_empty())
+                    .is_some_and(|p| p.failing == "2" && !p.fix.is_empty())
             },
         ))
         .unwrap();
     println!("{page:#?}");
     assert!(page.failing_what.contains("gpu-host"), "{page:?}");
-    assert!(page.schedulable.contains("1 GPU app failing"), "{page:?}");
+    assert!(page.schedulable.contains("2 GPU apps failing"), "{page:?}");
     assert!(
         !page.top_hidden && page.top.contains("GPU apps: engine_rejected"),
         "{page:?}"
@@ -188,6 +203,22 @@ fn gpu_failures_reach_the_header_one_line_per_app_no_overflow_and_the_switch_kee
     );
     assert_eq!(page.markers, 1, "the engine's words once: {page:?}");
     assert!(page.retry.contains(" UTC"), "{page:?}");
+    let (line, fix, folded): (String, String, String) = sim.rt.block_on(d.eval(
+        r#"const r = document.querySelector('tr[data-app="cuda"]');
+           const t = s => { const e = r.querySelector(s); return e ? e.textContent : ""; };
+           return [t(".reason-line"), t(".fix"), t("details.more")];"#,
+        vec![],
+    ));
+    assert!(
+        line.starts_with("driver_too_old: the image needs a newer NVIDIA driver"),
+        "{line}"
+    );
+    assert!(fix.contains("install the NVIDIA driver branch"), "{fix}");
+    assert!(
+        folded.contains("found before the start") && !folded.contains("preflight"),
+        "{folded}"
+    );
+    assert!(page.failing_what.contains("gpu-host"), "{page:?}");
     assert!(page.event.contains(" UTC — "), "{page:?}");
 
     let (scroll, inner, actions): (i64, i64, i64) = sim.rt.block_on(d.eval(WIDTH_JS, vec![]));
