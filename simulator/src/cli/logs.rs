@@ -179,6 +179,7 @@ pub fn logs(
         .timeout
         .map(|t| std::time::Instant::now() + std::time::Duration::from_secs(t));
     let mut recent = Recent::default();
+    let mut reopened = false;
     let mut key = view_of(client, &args.name).map(|v| run_key(&v));
     let mut query = vec![format!("follow={}", args.follow)];
     if let Some(t) = args.tail {
@@ -189,9 +190,11 @@ pub fn logs(
     }
     loop {
         let mut q = query.clone();
-        if let Some(d) = deadline {
+        if let (Some(d), Some(t)) = (deadline, args.timeout) {
+            // the first stream gets the --timeout as given; a re-opened one what is left of it
             let left = d.saturating_duration_since(std::time::Instant::now());
-            q.push(format!("timeout={}", left.as_secs().max(1)));
+            let secs = if reopened { left.as_secs().max(1) } else { t };
+            q.push(format!("timeout={secs}"));
         }
         let path = format!("/api/apps/{}/logs?{}", segment(&args.name), q.join("&"));
         if let Ended::Done = stream(client, args, &path, &mut recent, out, err)? {
@@ -248,6 +251,7 @@ pub fn logs(
                 .checked_sub(std::time::Duration::from_secs(1))
                 .unwrap_or(ended),
         );
+        reopened = true;
     }
 }
 
