@@ -131,6 +131,29 @@ pub fn tls_config(ca: Option<Vec<CertificateDer<'static>>>) -> Result<ClientConf
     Ok(config)
 }
 
+/// Whether `server` (`host[:port]`) is a literal loopback address, the only registries (and
+/// token realms) asked over plain HTTP: `127.0.0.0/8`, `[::1]`, `localhost` exactly.
+pub fn is_loopback(server: &str) -> bool {
+    let host = match server.strip_prefix('[') {
+        Some(rest) => match rest.split_once(']') {
+            Some((host, after)) if after.is_empty() || after.starts_with(':') => host,
+            _ => return false,
+        },
+        None => match server.rsplit_once(':') {
+            Some((host, port)) if !host.contains(':') && port.parse::<u16>().is_ok() => host,
+            Some(_) => server,
+            None => server,
+        },
+    };
+    if host.eq_ignore_ascii_case("localhost") {
+        return true;
+    }
+    match host.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(ip)) => ip.is_loopback(),
+        Ok(std::net::IpAddr::V6(ip)) => ip.is_loopback(),
+        Err(_) => false,
+    }
+}
 /// Percent-encodes `text` for a query component (everything but RFC 3986 unreserved bytes).
 pub fn query_encode(text: &str) -> String {
     let mut out = String::with_capacity(text.len());

@@ -123,7 +123,8 @@ impl CatalogEntry {
 
     /// Fill what `spec` leaves out from the entry: image (when neither image nor source is
     /// given), ports, volumes, env entries, command, restart policy, `/dev/shm` size and the
-    /// GPU intent. Optional devices are not added.
+    /// GPU intent (into a request of the spec's own: the entry's driver capabilities and
+    /// `min_vram_mib` where it gives none). Optional devices are not added.
     pub fn apply(&self, spec: &mut AppSpec, mirror: Option<&str>) {
         if spec.image.is_none() && spec.source.is_none() {
             spec.image = Some(self.image_on(mirror));
@@ -137,8 +138,19 @@ impl CatalogEntry {
         for (k, v) in &self.env {
             spec.env.entry(k.clone()).or_insert_with(|| v.clone());
         }
-        if spec.gpu.is_none() {
-            spec.gpu.clone_from(&self.gpu);
+        match (spec.gpu.as_mut(), &self.gpu) {
+            (None, _) => spec.gpu.clone_from(&self.gpu),
+            // a request of its own (the seed's `--nvidia --optional`) still gets what the app
+            // needs of a GPU: its driver capabilities and VRAM, unless it says otherwise
+            (Some(own), Some(entry)) => {
+                if own.capabilities.is_none() {
+                    own.capabilities.clone_from(&entry.capabilities);
+                }
+                if own.min_vram_mib.is_none() {
+                    own.min_vram_mib.clone_from(&entry.min_vram_mib);
+                }
+            }
+            (Some(_), None) => {}
         }
         if spec.command.is_empty() {
             spec.command.clone_from(&self.command);
@@ -236,6 +248,41 @@ mod tests {
             "a required NVIDIA GPU: refused before any start"
         );
         assert_eq!(gpu.effective_vendor(), Some(odac_protocol::Vendor::Nvidia));
+        assert!(
+            gpu.driver_capabilities()
+                .is_some_and(|c| c.to_string().contains("video"))
+        );
+    }
+
+    #[test]
+    fn media_apps_ask_for_video_in_their_gpu_request_even_under_the_payloads_own() {
+        let jellyfin = lookup("jellyfin")
+            .cloned()
+            .unwrap_or_else(|| unreachable!());
+        let mut seed = AppSpec::new("jf", "x");
+        seed.gpu = serde_json::from_str(r#"{"runtime":"nvidia","optional":true}"#).ok();
+        jellyfin.apply(&mut seed, None);
+        let gpu = seed.gpu.clone().unwrap_or_default();
+        let caps = gpu.driver_capabilities().map(|c| c.to_string());
+        assert!(
+            caps.as_deref().is_some_and(|c| c.contains("video")),
+            "{gpu:?}"
+        );
+        assert_eq!(gpu.effective_vendor(), Some(odac_protocol::Vendor::Nvidia));
+        assert!(gpu.is_optional());
+        assert!(
+            seed.env.keys().all(|k| k != "NVIDIA_DRIVER_CAPABILITIES"),
+            "{seed:?}"
+        );
+        // a request that names its own capabilities keeps them
+        let mut own = AppSpec::new("jf2", "x");
+        own.gpu = serde_json::from_str(r#"{"runtime":"nvidia","capabilities":"compute"}"#).ok();
+        jellyfin.apply(&mut own, None);
+        let caps = own
+            .gpu
+            .and_then(|g| g.driver_capabilities())
+            .map(|c| c.to_string());
+        assert_eq!(caps.as_deref(), Some("compute"));
     }
 
     #[test]

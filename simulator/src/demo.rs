@@ -3,7 +3,10 @@
 //! `odac-agent run` connected over TLS with the simulator's CA and token, creates a sample app
 //! with an optional GPU (automatic vendor) whose command lists the GPU device nodes and GPU
 //! environment it received and then sleeps, and prints the dashboard URL and `odac` commands
-//! to try. Ctrl-C removes the sample app (unless `--keep`), stops the agent and the simulator.
+//! to try. Ctrl-C removes the sample app (unless `--keep`), stops the agent and the simulator,
+//! and names every app it leaves (made during the walk-through: their containers keep running
+//! without an agent, and the next demo on the same state dir manages them again) with how to
+//! remove them: `--clean` removes every app of the demo's host on Ctrl-C.
 //!
 //! The demo's agent owns a set of its own: instance [`DEMO_INSTANCE`] (never the service's
 //! `odac`) and a state dir under the demo's (never `/var/lib/odac-agent`), so it neither sees
@@ -182,8 +185,75 @@ fn odac_command() -> String {
         )
 }
 
-/// Runs the demo until Ctrl-C. `keep` leaves the sample app (and its container) in place.
-pub async fn run(listen: &str, state: &Path, keep: bool) -> anyhow::Result<()> {
+/// What Ctrl-C removes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnExit {
+    /// The sample app (the default).
+    RemoveSample,
+    /// Nothing (`--keep`).
+    Keep,
+    /// Every app of the demo's host (`--clean`).
+    Clean,
+}
+
+/// Removes `names` from the control plane and waits (at most 30 s) until the agent removed
+/// their containers; returns the names whose container is still there.
+async fn remove_apps(
+    hub: &std::sync::Arc<crate::state::hub::Hub>,
+    engine: &DockerEngine,
+    names: &[String],
+) -> Vec<String> {
+    for name in names {
+        if let Err(e) = hub.delete_app(name).await {
+            say!("cannot remove app {name}: {e}");
+        }
+    }
+    // the agent acks the deletes, then removes the containers on its next reconcile
+    let label = format!("{}={DEMO_INSTANCE}", labels::INSTANCE);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let left: Vec<String> = match engine.list_by_label(&label).await {
+            Ok(list) => names
+                .iter()
+                .filter(|n| list.iter().any(|c| c.labels.get(labels::APP) == Some(*n)))
+                .cloned()
+                .collect(),
+            Err(e) => {
+                say!("cannot check the demo's containers: {e}");
+                return names.to_vec();
+            }
+        };
+        if left.is_empty() || tokio::time::Instant::now() >= deadline {
+            return left;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// What Ctrl-C says of the apps it leaves on the demo's host.
+pub fn leftovers_text(left: &[String], state: &Path) -> String {
+    if left.is_empty() {
+        return "the demo's host has no app left".to_owned();
+    }
+    let containers: Vec<String> = left
+        .iter()
+        .map(|n| container_name(DEMO_INSTANCE, n))
+        .collect();
+    format!(
+        "left in place: {n} app(s) made during the demo ({apps}); their containers ({containers}) \
+         keep running without an agent, and the next `odac-sim demo --state {state}` manages \
+         them again. To remove them: start the demo again with `--clean` and press Ctrl-C \
+         (every app of the demo is removed), or `docker rm -f {containers_sp}` and delete {state}.",
+        n = left.len(),
+        apps = left.join(", "),
+        containers = containers.join(", "),
+        containers_sp = containers.join(" "),
+        state = state.display(),
+    )
+}
+
+/// Runs the demo until Ctrl-C; `on_exit` says what Ctrl-C removes.
+pub async fn run(listen: &str, state: &Path, on_exit: OnExit) -> anyhow::Result<()> {
     let agent_bin = find_or_build_agent().await?;
 
     say!("building the sample image {DEMO_IMAGE} from the host's busybox…");
@@ -278,44 +348,56 @@ pub async fn run(listen: &str, state: &Path, keep: bool) -> anyhow::Result<()> {
         server.ca_path.display(),
         server.api_url(),
         server.ca_path.display(),
-        if keep {
-            " (the sample app keeps running: --keep)"
-        } else {
-            " and removes the sample app"
+        match on_exit {
+            OnExit::Keep => " (the sample app keeps running: --keep)",
+            OnExit::Clean => " and removes every app of the demo (--clean)",
+            OnExit::RemoveSample =>
+                " and removes the sample app; apps you add stay (it names them; --clean removes them too)",
         },
     );
 
     wait_for_signal().await;
     say!("stopping…");
-    if !keep && hub.app(DEMO_APP).is_some() && hub.delete_app(DEMO_APP).await.is_ok() {
-        // the agent acks the delete, then removes the container on its next reconcile
-        let label = format!("{}={DEMO_INSTANCE}", labels::INSTANCE);
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        loop {
-            if tokio::time::Instant::now() >= deadline {
-                say!(
-                    "the sample container is still there after 30s; remove it with `docker rm -f {}`",
-                    container_name(DEMO_INSTANCE, DEMO_APP)
-                );
-                break;
-            }
-            match engine.list_by_label(&label).await {
-                Ok(list)
-                    if !list.iter().any(|c| {
-                        c.labels.get(labels::APP).map(String::as_str) == Some(DEMO_APP)
-                    }) =>
-                {
-                    break;
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    say!("cannot check the sample container: {e}");
-                    break;
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(300)).await;
+    let on_host = |hub: &crate::state::hub::Hub| -> Vec<String> {
+        hub.apps()
+            .into_iter()
+            .filter(|a| a.host == host)
+            .map(|a| a.name)
+            .collect()
+    };
+    let remove: Vec<String> = match on_exit {
+        OnExit::Keep => Vec::new(),
+        OnExit::Clean => on_host(&hub),
+        OnExit::RemoveSample => on_host(&hub)
+            .into_iter()
+            .filter(|n| n == DEMO_APP)
+            .collect(),
+    };
+    if !remove.is_empty() {
+        let stuck = remove_apps(&hub, &engine, &remove).await;
+        let gone: Vec<&String> = remove.iter().filter(|n| !stuck.contains(n)).collect();
+        if !gone.is_empty() {
+            say!(
+                "removed {}",
+                gone.iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        if !stuck.is_empty() {
+            let names: Vec<String> = stuck
+                .iter()
+                .map(|n| container_name(DEMO_INSTANCE, n))
+                .collect();
+            say!(
+                "still there after 30s: remove with `docker rm -f {}`",
+                names.join(" ")
+            );
         }
     }
+    let left: Vec<String> = on_host(&hub);
+    say!("{}", leftovers_text(&left, state));
     stop_agent(agent).await;
     server.shutdown().await;
     Ok(())

@@ -55,8 +55,9 @@ impl Pass<'_> {
             status.image = Some(details.image.clone());
         }
         (status.image_id, status.repo_digest) = self.image_digest(rec, &details).await?;
-        status.restart_required =
-            their_gpu_hash != identity.gpu_hash || self.gpu_became_available(spec, &status);
+        status.restart_required = their_gpu_hash != identity.gpu_hash
+            || labels::Identity::from_labels(&details.labels).access_hash != identity.access_hash
+            || self.gpu_became_available(spec, &status);
         if details.running {
             rec.seen = Some(details.clone());
             rec.guard.next_start = None;

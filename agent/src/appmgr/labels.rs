@@ -20,6 +20,8 @@ pub const APP: &str = "odac.app";
 pub const SPEC_HASH: &str = "odac.spec-hash";
 /// Hash of the GPU intent (`none` without one).
 pub const GPU_HASH: &str = "odac.gpu-hash";
+/// Hash of the spec's host-access fields (`shm_size`, `caps`, `sysctls`, `devices`).
+pub const ACCESS_HASH: &str = "odac.access-hash";
 /// Restart token (empty without one).
 pub const RESTART_TOKEN: &str = "odac.restart-token";
 /// GPUs held, comma-separated GPU ids (PCI addresses); absent on the CPU.
@@ -40,13 +42,18 @@ fn short_hash(bytes: &[u8]) -> String {
     hex::encode(&Sha256::digest(bytes)[..16])
 }
 
-/// Hash of everything in the spec except the GPU intent, the restart token and secrets: a
-/// change here recreates the container.
+/// Hash of everything in the spec except the GPU intent, the host-access fields, the restart
+/// token and secrets: a change here recreates the container.
 pub fn spec_hash(spec: &AppSpec) -> String {
     // A rotated access token is not a new spec.
     let mut bare = spec.without_secrets();
     bare.gpu = None;
     bare.restart_token = None;
+    // like the GPU intent, host access is bound at creation: a change waits for a restart
+    bare.shm_size = None;
+    bare.caps = Vec::new();
+    bare.sysctls = BTreeMap::new();
+    bare.devices = Vec::new();
     // Serialising a plain struct with BTreeMaps cannot fail and is deterministic.
     short_hash(&serde_json::to_vec(&bare).unwrap_or_default())
 }
@@ -59,6 +66,20 @@ pub fn gpu_hash(gpu: Option<&GpuRequest>) -> String {
     }
 }
 
+/// Hash of the host-access fields as sent; `none` when the spec has none (as for a container
+/// made before this label existed).
+pub fn access_hash(spec: &AppSpec) -> String {
+    if spec.shm_size.is_none()
+        && spec.caps.is_empty()
+        && spec.sysctls.is_empty()
+        && spec.devices.is_empty()
+    {
+        return "none".into();
+    }
+    let fields = (&spec.shm_size, &spec.caps, &spec.sysctls, &spec.devices);
+    short_hash(&serde_json::to_vec(&fields).unwrap_or_default())
+}
+
 /// What a container of an app must carry to count as up to date.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Identity {
@@ -66,6 +87,8 @@ pub struct Identity {
     pub spec_hash: String,
     /// [`gpu_hash`].
     pub gpu_hash: String,
+    /// [`access_hash`].
+    pub access_hash: String,
     /// The restart token, empty without one.
     pub restart_token: String,
 }
@@ -76,6 +99,7 @@ impl Identity {
         Self {
             spec_hash: spec_hash(spec),
             gpu_hash: gpu_hash(spec.gpu.as_ref()),
+            access_hash: access_hash(spec),
             restart_token: spec.restart_token.clone().unwrap_or_default(),
         }
     }
@@ -86,6 +110,10 @@ impl Identity {
         Self {
             spec_hash: get(SPEC_HASH),
             gpu_hash: get(GPU_HASH),
+            access_hash: labels
+                .get(ACCESS_HASH)
+                .cloned()
+                .unwrap_or_else(|| "none".into()),
             restart_token: get(RESTART_TOKEN),
         }
     }
@@ -103,6 +131,7 @@ pub fn container_labels(
     labels.insert(APP.into(), app.into());
     labels.insert(SPEC_HASH.into(), identity.spec_hash.clone());
     labels.insert(GPU_HASH.into(), identity.gpu_hash.clone());
+    labels.insert(ACCESS_HASH.into(), identity.access_hash.clone());
     labels.insert(RESTART_TOKEN.into(), identity.restart_token.clone());
     labels
 }
@@ -185,13 +214,19 @@ mod tests {
     }
 
     #[test]
-    fn host_access_is_in_the_spec_hash() {
+    fn host_access_has_its_own_hash_apart_from_the_spec_hash() {
         let plain = AppSpec::new("web", "busybox");
-        let base = spec_hash(&plain);
+        assert_eq!(access_hash(&plain), "none");
+        let base = access_hash(&plain);
         let changed = |f: &dyn Fn(&mut AppSpec)| {
             let mut a = plain.clone();
             f(&mut a);
-            spec_hash(&a)
+            assert_eq!(
+                spec_hash(&a),
+                spec_hash(&plain),
+                "bound at creation, like the GPU"
+            );
+            access_hash(&a)
         };
         let shm = changed(&|a| a.shm_size = Some(odac_protocol::ShmSize("512m".into())));
         assert_ne!(shm, base);

@@ -58,29 +58,8 @@ impl From<&str> for Precheck {
     }
 }
 
-/// Whether `server` (`host[:port]`) is a literal loopback address, the only registries asked
-/// over plain HTTP: `127.0.0.0/8`, `[::1]`, `localhost` exactly.
-pub(crate) fn is_loopback(server: &str) -> bool {
-    let host = match server.strip_prefix('[') {
-        Some(rest) => match rest.split_once(']') {
-            Some((host, after)) if after.is_empty() || after.starts_with(':') => host,
-            _ => return false,
-        },
-        None => match server.rsplit_once(':') {
-            Some((host, port)) if !host.contains(':') && port.parse::<u16>().is_ok() => host,
-            Some(_) => server,
-            None => server,
-        },
-    };
-    if host.eq_ignore_ascii_case("localhost") {
-        return true;
-    }
-    match host.parse::<std::net::IpAddr>() {
-        Ok(std::net::IpAddr::V4(ip)) => ip.is_loopback(),
-        Ok(std::net::IpAddr::V6(ip)) => ip.is_loopback(),
-        Err(_) => false,
-    }
-}
+pub(crate) use crate::http_client::is_loopback;
+
 const ACCEPT: &str = "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.list.v2+json, application/vnd.oci.image.index.v1+json";
 
 #[derive(Deserialize)]

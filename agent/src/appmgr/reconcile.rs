@@ -7,8 +7,9 @@
 //!   longer desired are stopped and removed (their named volumes stay), up to eight at a time
 //!   and alongside the creations of the pass.
 //! - An app whose container carries the spec hash and restart token of its spec is left
-//!   alone; if only the GPU intent changed, `restart_required` is set and the container keeps
-//!   running until a new restart token arrives (devices are bound at creation). Any other
+//!   alone; if only the GPU intent or the host-access fields (`shm_size`, `caps`, `sysctls`,
+//!   `devices`) changed, `restart_required` is set and the container keeps running until a
+//!   new restart token arrives (devices and host access are bound at creation). Any other
 //!   change recreates the container.
 //! - A missing container is created: policy check, pre-flight [`resolve_with`](crate::gpu::resolve_with), then
 //!   [`start_with_gpu_fallback`](super::fallback::start_with_gpu_fallback). A refusal that cannot change by retrying (policy, pre-flight

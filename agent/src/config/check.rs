@@ -115,6 +115,7 @@ fn reserved_label(key: &str) -> bool {
         labels::APP,
         labels::SPEC_HASH,
         labels::GPU_HASH,
+        labels::ACCESS_HASH,
         labels::RESTART_TOKEN,
     ]
     .contains(&key.as_str())

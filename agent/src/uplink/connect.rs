@@ -110,9 +110,15 @@ pub enum ConnectError {
     #[error("tls handshake with {authority} failed: {reason}")]
     Tls { authority: String, reason: String },
     #[error(
-        "the control plane refused the agent's token (http {status}); check control_plane.token_file or ODAC_AGENT_TOKEN, retrying slowly"
+        "the control plane refused the agent's token (http {status}){}; check control_plane.token_file or ODAC_AGENT_TOKEN, retrying slowly",
+        said(message.as_deref())
     )]
-    Unauthorized { status: u16 },
+    Unauthorized {
+        status: u16,
+        /// What the control plane said in the refusal's body (its `error` when JSON),
+        /// control characters escaped, clipped.
+        message: Option<String>,
+    },
     #[error("the control plane refused the websocket upgrade with http {status}{}", retry_after_text(*.retry_after))]
     Refused {
         status: u16,
@@ -149,6 +155,28 @@ impl ConnectError {
 
 /// The longest `Retry-After` honoured; a larger value is taken as this.
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
+
+fn said(message: Option<&str>) -> String {
+    message
+        .map(|m| format!(": the control plane says {m:?}"))
+        .unwrap_or_default()
+}
+
+/// Longest refusal text kept from the control plane's answer.
+const MAX_REFUSAL_CHARS: usize = 400;
+
+/// The control plane's words in a refusal's body: its JSON `error` (the simulator's and the
+/// API's answer shape), else the body as text; `None` when empty. Clipped; control characters
+/// are escaped when the message is shown (`{:?}`).
+fn refusal_text(body: Option<&[u8]>) -> Option<String> {
+    let body = body?;
+    let text = serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned))
+        .unwrap_or_else(|| String::from_utf8_lossy(body).into_owned());
+    let text = text.trim();
+    (!text.is_empty()).then(|| text.chars().take(MAX_REFUSAL_CHARS).collect())
+}
 
 fn retry_after_text(d: Option<Duration>) -> String {
     d.map(|d| format!(" (retry after {}s)", d.as_secs()))
@@ -311,7 +339,10 @@ fn upgrade_error(authority: &str, e: tokio_tungstenite::tungstenite::Error) -> C
         WsError::Http(response) => {
             let status = response.status().as_u16();
             if status == 401 || status == 403 {
-                ConnectError::Unauthorized { status }
+                ConnectError::Unauthorized {
+                    status,
+                    message: refusal_text(response.body().as_deref()),
+                }
             } else {
                 ConnectError::Refused {
                     status,
@@ -359,37 +390,4 @@ fn tls_reason(e: &std::io::Error) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-    use super::*;
-
-    #[test]
-    fn a_refused_identity_is_an_auth_failure() {
-        use tokio_tungstenite::tungstenite::Error as WsError;
-        use tokio_tungstenite::tungstenite::http::Response;
-        for (status, unauthorized) in [(401, true), (403, true), (503, false), (400, false)] {
-            let resp = Response::builder().status(status).body(None).unwrap();
-            let e = upgrade_error("cp:443", WsError::Http(Box::new(resp)));
-            assert_eq!(e.is_unauthorized(), unauthorized, "{status}: {e}");
-        }
-    }
-
-    #[test]
-    fn only_wss_urls() {
-        let e = Endpoint::parse("wss://cp.example.com/agent/v1").unwrap();
-        assert_eq!(e.authority(), "cp.example.com:443");
-        assert_eq!(
-            Endpoint::parse("wss://127.0.0.1:8443/x")
-                .unwrap()
-                .authority(),
-            "127.0.0.1:8443"
-        );
-        let err = Endpoint::parse("ws://cp.example.com/")
-            .unwrap_err()
-            .to_string();
-        assert!(err.starts_with("control_plane.url: scheme \"ws\""), "{err}");
-        assert!(Endpoint::parse("https://cp.example.com/").is_err());
-        assert!(Endpoint::parse("cp.example.com").is_err());
-        assert!(Endpoint::parse("wss://user:pw@cp.example.com/").is_err());
-    }
-}
+mod tests;

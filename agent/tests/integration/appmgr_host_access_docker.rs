@@ -205,26 +205,36 @@ async fn host_access_reaches_the_container_and_bad_specs_fail_alone() {
             "only media and plain have containers: {names:?}"
         );
 
-        // fixed at creation and part of the spec hash: a change recreates the container
+        // fixed at creation, like the GPUs: a change alone waits for a restart token
         let first = media.container_id.clone().unwrap();
         let plain_id = status(&s, "plain").container_id.clone();
-        let changed = app(
-            "media",
-            script,
-            json!({"shm_size": "1g", "caps": ["net_admin", "sys_nice"],
-                   "sysctls": {"net.ipv4.ip_forward": true}, "devices": ["/dev/null"]}),
-        );
+        let fields = json!({"shm_size": "1g", "caps": ["net_admin", "sys_nice"],
+               "sysctls": {"net.ipv4.ip_forward": true}, "devices": ["/dev/null"]});
+        let changed = app("media", script, fields.clone());
         let plain = app("plain", "sleep 3600", json!({}));
-        m.set_desired(over_the_wire(2, vec![changed, plain]))
+        m.set_desired(over_the_wire(2, vec![changed, plain.clone()]))
             .await
             .unwrap();
         let s = m.reconcile_once().await;
         let media = status(&s, "media");
+        assert!(media.restart_required, "{media:?}");
+        assert_eq!(media.container_id.as_deref(), Some(first.as_str()), "kept");
+        let mut restarted = fields;
+        restarted["restart_token"] = json!("2026-01-01T00:00:00Z");
+        m.set_desired(over_the_wire(
+            3,
+            vec![app("media", script, restarted), plain],
+        ))
+        .await
+        .unwrap();
+        let s = m.reconcile_once().await;
+        let media = status(&s, "media");
         assert_eq!(media.state, AppState::Running, "{media:?}");
+        assert!(!media.restart_required, "{media:?}");
         assert_ne!(
             media.container_id.as_deref(),
             Some(first.as_str()),
-            "recreated"
+            "recreated at the restart"
         );
         let details = run.inspect(media).await;
         assert_eq!(details.shm_size, Some(1 << 30));

@@ -129,8 +129,12 @@ enum Command {
         #[arg(long)]
         state: Option<PathBuf>,
         /// Leave the sample app (and its container) in place on exit.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "clean")]
         keep: bool,
+        /// On exit remove every app of the demo's host, the ones you added too (by default
+        /// only the sample app is removed, and the others are named with how to remove them).
+        #[arg(long)]
+        clean: bool,
     },
     /// Start a private Docker engine configured like a GPU host (simulated NVIDIA, AMD and
     /// Intel GPUs, toolkit stand-ins) and a host root describing it; run until Ctrl-C.
@@ -286,11 +290,17 @@ async fn main_async(cli: Cli) -> anyhow::Result<()> {
             listen,
             state,
             keep,
+            clean,
         } => {
+            let on_exit = match (keep, clean) {
+                (true, _) => demo::OnExit::Keep,
+                (_, true) => demo::OnExit::Clean,
+                _ => demo::OnExit::RemoveSample,
+            };
             demo::run(
                 &listen,
                 &state.unwrap_or_else(|| default_state("odac-sim-demo")),
-                keep,
+                on_exit,
             )
             .await?;
         }

@@ -102,6 +102,17 @@ pub enum HostCommand {
     List(ListArgs),
     /// Show one host and each GPU with its current figures.
     Show(HostShowArgs),
+    /// Make a one-time enrollment code and print the `odac-agent enroll` line that uses it.
+    EnrollCode(EnrollCodeArgs),
+}
+
+/// `odac host enroll-code [--config-dir DIR]`.
+#[derive(Debug, Args)]
+pub struct EnrollCodeArgs {
+    /// Where the agent keeps agent.toml and its token (the GPU lab's DIR for its agent);
+    /// the printed line leaves it out for the default /etc/odac.
+    #[arg(long, value_name = "DIR")]
+    pub config_dir: Option<PathBuf>,
 }
 
 /// `odac host show HOST`.

@@ -93,6 +93,11 @@ impl Client {
         })
     }
 
+    /// The control plane's base URL (`https://HOST:PORT`, no `/api/`).
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
     fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }

@@ -1,11 +1,13 @@
 //! The `odac` command line client of the control plane's REST API:
-//! `odac app create|gpu|list|restart|remove|show|logs` and `odac host list`. Exit codes: 0 success,
+//! `odac app create|gpu|list|restart|remove|show|logs`, `odac host list|show|enroll-code` and
+//! `odac registry`. Exit codes: 0 success,
 //! 1 failed request (the API's message in terms of the flags given, or "cannot reach the
 //! API"), 2 usage error.
 
 pub mod args;
 pub mod client;
 pub mod diagnosis;
+pub mod enroll_code;
 pub mod flags;
 pub mod gpu_table;
 pub mod logs;
@@ -319,6 +321,9 @@ fn dispatch(cli: &Cli, client: &Client) -> Result<(), ClientError> {
             }
         }
         Command::Host(HostCommand::Show(args)) => gpu_table::show(client, args)?,
+        Command::Host(HostCommand::EnrollCode(args)) => {
+            enroll_code::run(client, cli.ca_file.as_deref(), args)?;
+        }
     }
     Ok(())
 }

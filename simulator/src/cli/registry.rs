@@ -34,7 +34,19 @@ pub fn run(client: &Client, command: &RegistryCommand) -> Result<(), ClientError
             )?;
             let view: RegistryView = serde_json::from_value(v)
                 .map_err(|e| ClientError::new(format!("unexpected answer: {e}")))?;
-            println!("logged in to {} as {}", view.host, view.username);
+            match (view.verified, view.note.as_deref()) {
+                (true, _) => println!(
+                    "logged in to {} as {} (verified with the registry)",
+                    view.host, view.username
+                ),
+                (false, note) => println!(
+                    "logged in to {} as {}: stored, not verified (the host's agent will check on its next pull){}",
+                    view.host,
+                    view.username,
+                    note.map(|n| format!(": {}", super::term::visible_cell(n)))
+                        .unwrap_or_default()
+                ),
+            }
         }
         RegistryCommand::List(a) => {
             let v = client.get("/api/registries")?;
@@ -48,9 +60,12 @@ pub fn run(client: &Client, command: &RegistryCommand) -> Result<(), ClientError
                     .map_err(|e| ClientError::new(format!("unexpected answer: {e}")))?;
                 let rows: Vec<Vec<String>> = logins
                     .into_iter()
-                    .map(|l| vec![l.host, l.username])
+                    .map(|l| {
+                        let checked = if l.verified { "yes" } else { "no (stored)" };
+                        vec![l.host, l.username, checked.to_owned()]
+                    })
                     .collect();
-                print!("{}", render(&["REGISTRY", "USERNAME"], &rows));
+                print!("{}", render(&["REGISTRY", "USERNAME", "VERIFIED"], &rows));
             }
         }
         RegistryCommand::Logout(a) => {

@@ -104,21 +104,19 @@ pub fn commit(a: &AppView) -> String {
         .map_or_else(|| "-".to_owned(), |c| c.chars().take(12).collect())
 }
 
-/// The DIGEST cell: the first 12 hex digits of the repo digest the container runs (of its
-/// image id for an image that never came from a registry), `-` before the agent reports one.
+/// The DIGEST cell: the first 12 hex digits of the repo digest the container runs; for an
+/// image that never came from a registry (a local tag, a build), its local image id, labelled
+/// `id:` so it is never mistaken for a repo digest; `-` before the agent reports one.
 pub fn digest(a: &AppView) -> String {
-    a.status
-        .as_ref()
-        .and_then(|s| {
-            s.repo_digest
-                .as_deref()
-                .and_then(|d| d.rsplit_once('@').map(|(_, d)| d))
-                .or(s.image_id.as_deref())
-        })
-        .map_or_else(
-            || "-".to_owned(),
-            |d| d.trim_start_matches("sha256:").chars().take(12).collect(),
-        )
+    let short = |d: &str| -> String { d.trim_start_matches("sha256:").chars().take(12).collect() };
+    let Some(s) = a.status.as_ref() else {
+        return "-".to_owned();
+    };
+    match (s.repo_digest.as_deref(), s.image_id.as_deref()) {
+        (Some(d), _) => short(d.rsplit_once('@').map_or(d, |(_, d)| d)),
+        (None, Some(id)) => format!("id:{}", short(id)),
+        (None, None) => "-".to_owned(),
+    }
 }
 
 /// Longest failure text shown in a table cell (`--json` has it whole).
@@ -314,7 +312,11 @@ mod tests {
         let table = apps(std::slice::from_ref(&view));
         assert!(table.lines().next().unwrap().contains("DIGEST"), "{table}");
         view.status.as_mut().unwrap().repo_digest = None;
-        assert_eq!(digest(&view), "aaed00369d7d");
+        assert_eq!(
+            digest(&view),
+            "id:aaed00369d7d",
+            "a local image id is labelled"
+        );
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //! toolkit ([`standins`]), starts a private Docker engine configured like a GPU host
 //! ([`engine`]), prints where everything is, and runs until SIGINT/SIGTERM; then it removes
 //! the engine's containers, stops it and deletes everything it made. Point an agent at it with
-//! `docker.host` and `host_root`.
+//! `docker.host` and `host_root`: the lab writes them to `DIR/agent.toml` (with a state dir
+//! under DIR), which `odac-agent enroll --config-dir DIR` (the line `odac host enroll-code
+//! --config-dir DIR` prints) completes with a control plane and its token.
 
 pub mod engine;
 pub mod error;
@@ -62,6 +64,8 @@ pub struct LabPaths {
     pub hook_log: PathBuf,
     /// While this file exists the hook fails.
     pub hook_fail: PathBuf,
+    /// An agent configuration for the lab, without a control plane yet.
+    pub agent_config: PathBuf,
 }
 
 impl LabPaths {
@@ -71,6 +75,7 @@ impl LabPaths {
             host_root: dir.join("root"),
             hook_log: dir.join("hook.log"),
             hook_fail: dir.join("hook-fail"),
+            agent_config: dir.join("agent.toml"),
         }
     }
 }
@@ -114,11 +119,30 @@ fn build_files(paths: &LabPaths, config: &LabConfig) -> Result<EnginePaths, LabE
     std::fs::write(&file, format!("{driver} {cuda}\n"))
         .map_err(|e| LabError::io("write", &file, e))?;
     std::fs::write(&paths.hook_log, "").map_err(|e| LabError::io("write", &paths.hook_log, e))?;
-    Ok(EnginePaths {
+    let engine = EnginePaths {
         dir: paths.dir.clone(),
         root: paths.host_root.clone(),
         bin,
-    })
+    };
+    let toml = agent_toml(paths, &engine.docker_host());
+    std::fs::write(&paths.agent_config, toml)
+        .map_err(|e| LabError::io("write", &paths.agent_config, e))?;
+    Ok(engine)
+}
+
+/// The lab's `agent.toml`: its host root, engine and a state dir under DIR; the control plane
+/// is added by `odac-agent enroll --config-dir DIR`.
+fn agent_toml(paths: &LabPaths, docker_host: &str) -> String {
+    let quote = |p: &Path| format!("{:?}", p.display().to_string());
+    format!(
+        "# the GPU lab's agent: `odac host enroll-code --config-dir {dir}` prints the\n\
+         # `odac-agent enroll` line that adds [control_plane] here\n\
+         host_root = {root}\nstate_dir = {state}\n\n[docker]\nhost = {docker:?}\n",
+        dir = paths.dir.display(),
+        root = quote(&paths.host_root),
+        state = quote(&paths.dir.join("agent-state")),
+        docker = docker_host,
+    )
 }
 
 /// Deletes what the lab made: the dir's contents, and the dir when the lab created it.
@@ -147,10 +171,11 @@ fn remove_all(dir: &Path, created: bool) -> Result<(), LabError> {
 pub fn banner(paths: &LabPaths, docker_host: &str, pid: u32) -> String {
     format!(
         "docker_host: {docker_host}\nhost_root: {}\nhook_log: {}\nhook_fail: {}\nimage: {LAB_IMAGE}\n\
-         engine_pid: {pid}\nready\n",
+         agent_config: {}\nengine_pid: {pid}\nready\n",
         paths.host_root.display(),
         paths.hook_log.display(),
         paths.hook_fail.display(),
+        paths.agent_config.display(),
     )
 }
 

@@ -5,7 +5,7 @@
 //! This folder is the server side: the TLS listener and HTTP loop ([`listener`],
 //! [`http_serve`], [`tls`], [`http_errors`]), the agents' WebSocket ([`ws`], [`agent_auth`],
 //! [`ws_frames`], `state::liveness`), the REST API ([`api`], [`admin`], [`body`], [`api_error`], [`sse`],
-//! [`logs`], [`reasons`], [`registries`], [`gpu_stats`]) and the dashboard ([`dashboard`]). It reads and changes the fleet
+//! [`logs`], [`reasons`], [`registries`], [`registry_check`], [`gpu_stats`]) and the dashboard ([`dashboard`]). It reads and changes the fleet
 //! only through `crate::state`.
 
 pub mod admin;
@@ -21,6 +21,7 @@ pub mod listener;
 pub mod logs;
 pub mod reasons;
 pub mod registries;
+pub mod registry_check;
 pub mod sse;
 pub mod tls;
 pub mod ws;
@@ -232,6 +233,7 @@ impl Server {
         let material = tls::load_or_create(&cfg.state_dir, &extra)?;
         let store = Store::open(&cfg.state_dir)?;
         let data = store.load()?;
+        let sealer = store.sealer().clone();
         let (tokens, token_file) = if cfg.tokens.is_empty() {
             let (t, path) = load_or_create_token(&cfg.state_dir)?;
             (vec![t], Some(path))
@@ -245,6 +247,7 @@ impl Server {
             cfg.api_token.clone(),
             cfg.heartbeat_secs,
         );
+        hub.registries.load(&cfg.state_dir, sealer)?;
         for code in &cfg.enroll_codes {
             hub.add_enroll_code(code).await;
         }

@@ -1,6 +1,8 @@
 //! The registry-login endpoints (`/api/registries`, `odac registry login|list|logout`): a
-//! login or logout changes the control plane's logins (`state/registries.rs`, in memory only)
-//! and sends again every app whose image names that registry.
+//! login is checked against its registry where the control plane can reach it
+//! (`registry_check.rs`); a login or logout changes the control plane's logins
+//! (`state/registries.rs`, kept sealed in the state dir) and sends again every app whose image
+//! names that registry.
 
 use std::sync::Arc;
 
@@ -14,6 +16,7 @@ use serde::Deserialize;
 
 use crate::server::api_error::ApiError;
 use crate::server::body::{parse_json, typed};
+use crate::server::registry_check::{Check, check};
 use crate::state::hub::Hub;
 use crate::state::registries::RegistryView;
 
@@ -26,10 +29,12 @@ struct Login {
     password: String,
 }
 
-/// `POST /api/registries` `{host, username, password}`: log in (replacing a login of the
-/// host); the apps of that registry are sent again with it.
+/// `POST /api/registries` `{host, username, password}`: checks the credentials against the
+/// registry (`registry_check.rs`); refused ones are answered 422 and not stored; others are
+/// stored (replacing a login of the host), verified or with the reason they were not, and the
+/// apps of that registry are sent again with them.
 pub async fn login(State(hub): State<Arc<Hub>>, body: Bytes) -> Response {
-    let result = (|| {
+    let parsed = (|| {
         let login: Login = typed(parse_json(&body)?, "")?;
         let auth = RegistryAuth {
             server: login.host,
@@ -37,20 +42,47 @@ pub async fn login(State(hub): State<Arc<Hub>>, body: Bytes) -> Response {
             password: login.password,
         };
         auth.validate().map_err(ApiError::from)?;
-        let view = RegistryView {
-            host: auth.server.clone(),
-            username: auth.username.clone(),
-        };
-        hub.registries.insert(auth);
-        Ok::<_, ApiError>(view)
+        Ok::<_, ApiError>(auth)
     })();
-    match result {
-        Ok(view) => {
-            hub.resend_registry_apps(&view.host).await;
-            (StatusCode::CREATED, Json(view)).into_response()
+    let auth = match parsed {
+        Ok(auth) => auth,
+        Err(e) => return e.into_response(),
+    };
+    let (verified, note) = match check(&auth).await {
+        Check::Verified => (true, None),
+        Check::Refused(why) => {
+            return ApiError {
+                status: StatusCode::UNPROCESSABLE_ENTITY,
+                error: format!(
+                    "registry {} refused the login: {why}; nothing was stored",
+                    auth.server
+                ),
+                field: Some("password".to_owned()),
+            }
+            .into_response();
         }
-        Err(e) => e.into_response(),
+        Check::NotVerified(why) => (false, Some(why)),
+    };
+    let view = RegistryView {
+        host: auth.server.clone(),
+        username: auth.username.clone(),
+        verified,
+        note: note.clone(),
+    };
+    let keeper = Arc::clone(&hub);
+    let saved = tokio::task::spawn_blocking(move || keeper.registries.insert(auth, verified, note))
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r.map_err(|e| e.to_string()));
+    if let Err(why) = saved {
+        return ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("cannot keep the login of {}: {why}", view.host),
+        )
+        .into_response();
     }
+    hub.resend_registry_apps(&view.host).await;
+    (StatusCode::CREATED, Json(view)).into_response()
 }
 
 /// `GET /api/registries`: the logins, without passwords.
@@ -60,7 +92,23 @@ pub async fn list(State(hub): State<Arc<Hub>>) -> Json<Vec<RegistryView>> {
 
 /// `DELETE /api/registries/{host}`: log out; 404 when there was no login.
 pub async fn logout(State(hub): State<Arc<Hub>>, Path(host): Path<String>) -> Response {
-    if !hub.registries.remove(&host) {
+    let keeper = Arc::clone(&hub);
+    let gone = host.clone();
+    let removed = tokio::task::spawn_blocking(move || keeper.registries.remove(&gone))
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r.map_err(|e| e.to_string()));
+    let removed = match removed {
+        Ok(removed) => removed,
+        Err(why) => {
+            return ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("cannot forget the login of {host}: {why}"),
+            )
+            .into_response();
+        }
+    };
+    if !removed {
         return ApiError {
             status: StatusCode::NOT_FOUND,
             error: format!("no login for registry {host:?}"),

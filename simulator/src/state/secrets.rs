@@ -4,7 +4,7 @@
 //! nonce per seal and the app's name as associated data, so a sealed secret cannot be moved
 //! to another app. A copy of the state dir (a backup, a bug report) therefore reveals no
 //! secret; the agents still receive the secret in their desired state, and the REST API never
-//! returns it.
+//! returns it. Registry passwords are sealed the same way (`registries.rs`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -110,6 +110,11 @@ impl Store {
         })
     }
 
+    /// The state dir's sealer (git secrets, registry passwords).
+    pub fn sealer(&self) -> &Sealer {
+        &self.sealer
+    }
+
     /// The path of `fleet.json`.
     pub fn path(&self) -> &Path {
         &self.path

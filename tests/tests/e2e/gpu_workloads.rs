@@ -185,7 +185,7 @@ fn driver_capabilities_reach_the_toolkit_and_the_status() {
         .unwrap();
 
     // the seed's payload for Jellyfin with `--nvidia --optional`: the catalog's entry brings
-    // the video capability (its NVIDIA_DRIVER_CAPABILITIES), so the transcoder finds NVENC
+    // the video capability (its gpu.capabilities, added to the payload's own request), so the transcoder finds NVENC
     // (the lab's image stands in for Jellyfin's, which this machine cannot pull)
     let mut jellyfin = transcoder(
         "jf",

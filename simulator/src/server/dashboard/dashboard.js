@@ -3,8 +3,12 @@
 // of /api/events (SSE: host, app, app_deleted, event) to its own state instead of fetching
 // everything again. Shows fleet totals, hosts with their GPU detail (model, VRAM, driver, PCI
 // address, why a vendor is not schedulable and the fix), filters by host name, vendor and
-// reason, and drives PUT /api/apps/{name}/gpu (switch: on = optional GPU, automatic vendor)
-// and POST …/restart.
+// reason, and drives PUT /api/apps/{name}/gpu and POST …/restart. The GPU switch only turns
+// an app's request off and on again: off remembers the request, on restores it exactly (vendor,
+// count, optional) or, for an app that never had one, asks for an optional GPU of any vendor.
+// The header counts GPU apps whose GPU need is not met (failed, or running without the GPU
+// they asked for) beside the GPUs; a failing app shows one line (reason, what it means, the
+// fix from /api/reasons) with the details folded. Times are UTC, as the CLI prints them.
 "use strict";
 
 const token = (() => {
@@ -85,6 +89,18 @@ function gib(bytes) {
   return (g >= 10 ? g.toFixed(0) : g.toFixed(1)) + " GiB";
 }
 
+// A time as the CLI prints it: UTC, with the zone said.
+function utc(ms) {
+  return new Date(ms).toISOString().replace("T", " ").slice(0, 19) + " UTC";
+}
+
+// Apps that asked for a GPU and do not have it working: failed or crash-looping, or running
+// without the GPU (a fallback). What the header counts.
+function gpuFailing(a) {
+  if (!a.requested) return false;
+  return a.state === "failed" || a.state === "crash_loop" || (!!a.fallback && !a.attached);
+}
+
 function fixFor(code, vendor) {
   const r = state.reasons.get(code);
   if (!r) return null;
@@ -151,20 +167,41 @@ function renderTotals() {
   const apps = [...state.apps.values()];
   const running = apps.filter(a => a.state === "running").length;
   const failed = apps.filter(a => a.state === "failed" || a.state === "crash_loop").length;
-  const total = (id, n, what) => el("div", { class: "total", id }, el("span", { class: "n" }, String(n)), el("span", { class: "what" }, what));
+  const gpuBad = apps.filter(gpuFailing);
+  const badHosts = [...new Set(gpuBad.map(a => a.hostname || a.host))].sort();
+  // the failing GPU apps' reasons join the hosts' in the top reasons, counted in apps
+  const appReasons = new Map(); // code → {code, vendor, apps, hosts}
+  for (const a of gpuBad) {
+    const code = a.fallback ? a.fallback.reason : (a.status && a.status.crash ? a.status.crash.reason : a.state);
+    const e = appReasons.get(code) || { code, vendor: a.requested.runtime, apps: 0, hosts: new Set() };
+    e.apps += 1;
+    e.hosts.add(a.hostname || a.host);
+    appReasons.set(code, e);
+  }
+  const total = (id, n, what, bad) => el("div", { class: "total" + (bad ? " bad" : ""), id }, el("span", { class: "n" }, String(n)), el("span", { class: "what" }, what));
   document.getElementById("totals").replaceChildren(
     total("total-hosts", connected + " / " + hosts.length, "hosts connected"),
     total("total-gpus", gpus, "GPUs: " + Object.entries(byVendor).map(([v, n]) => v + " " + n).join(" · ")),
-    total("total-schedulable", schedulable + " / " + gpus, "GPUs schedulable"),
-    total("total-apps", running + " / " + apps.length, "apps running" + (failed ? " · " + failed + " failed" : "")));
+    total("total-schedulable", schedulable + " / " + gpus, "GPUs schedulable" +
+      (gpuBad.length ? " · " + gpuBad.length + " GPU app" + (gpuBad.length === 1 ? "" : "s") + " failing" : "")),
+    total("total-gpu-failing", gpuBad.length, gpuBad.length
+      ? "GPU app" + (gpuBad.length === 1 ? "" : "s") + " failing on " + badHosts.join(", ")
+      : "GPU apps failing", gpuBad.length > 0),
+    total("total-apps", running + " / " + apps.length, "apps running" + (failed ? " · " + failed + " failed" : ""), failed > 0));
   const top = [...reasons.values()].sort((a, b) => b.hosts - a.hosts || a.code.localeCompare(b.code)).slice(0, 5);
-  document.getElementById("top-reasons-box").hidden = top.length === 0;
-  document.getElementById("top-reasons").replaceChildren(...top.map(r => {
+  const topApps = [...appReasons.values()].sort((a, b) => b.apps - a.apps || a.code.localeCompare(b.code)).slice(0, 5);
+  document.getElementById("top-reasons-box").hidden = top.length + topApps.length === 0;
+  const explain = code => state.reasons.get(code) ? el("span", { class: "detail" }, state.reasons.get(code).explanation) : null;
+  document.getElementById("top-reasons").replaceChildren(...topApps.map(r => {
+    const fix = fixFor(r.code, r.vendor);
+    return el("li", { "data-reason": r.code, "data-kind": "apps" },
+      el("strong", {}, "GPU apps: " + r.code), " — " + r.apps + " app" + (r.apps === 1 ? "" : "s") + " on " + [...r.hosts].join(", "),
+      explain(r.code), fix ? el("span", { class: "fix" }, fix) : null);
+  }), ...top.map(r => {
     const fix = fixFor(r.code, r.vendor);
     return el("li", { "data-reason": r.code },
       el("strong", {}, r.vendor + ": " + r.code), " — " + r.hosts + " host" + (r.hosts === 1 ? "" : "s"),
-      state.reasons.get(r.code) ? el("span", { class: "detail" }, state.reasons.get(r.code).explanation) : null,
-      fix ? el("span", { class: "fix" }, fix) : null);
+      explain(r.code), fix ? el("span", { class: "fix" }, fix) : null);
   }));
   // the reason filter offers the reasons present in the fleet
   const select = document.getElementById("filter-reason");
@@ -177,13 +214,20 @@ function renderTotals() {
   }
 }
 
-// The short digest of what the container really runs (first 12 hex digits of its repo digest,
-// else of its image id), as `odac app list` shows it; the whole digest in the tooltip.
+// The short digest of what the container really runs (first 12 hex digits of its repo digest),
+// as `odac app list` shows it; an image that never came from a registry shows its local image
+// id labelled `id:`, never as if it were a digest. The whole value in the tooltip.
 function digestTag(status) {
-  const full = status && (status.repo_digest || status.image_id);
-  if (!full) return null;
-  const hex = (full.includes("@") ? full.slice(full.lastIndexOf("@") + 1) : full).replace(/^sha256:/, "");
-  return el("span", { class: "digest detail", title: full }, "@" + hex.slice(0, 12));
+  if (!status) return null;
+  const short = v => v.replace(/^sha256:/, "").slice(0, 12);
+  if (status.repo_digest) {
+    const d = status.repo_digest;
+    return el("span", { class: "digest detail", title: d }, "@" + short(d.slice(d.lastIndexOf("@") + 1)));
+  }
+  if (status.image_id) {
+    return el("span", { class: "digest detail", title: "local image id " + status.image_id }, "id:" + short(status.image_id));
+  }
+  return null;
 }
 
 function gpuDetail(h) {
@@ -252,6 +296,9 @@ function renderApps(f) {
   const body = document.querySelector("#apps tbody");
   keepFocus(() => body.replaceChildren(...apps.map(a => {
     const gpuOn = gpuInFlight.has(a.name) ? gpuInFlight.get(a.name) : !!a.requested;
+    const kept = remembered(a.name);
+    const switchText = gpuOn ? "GPU on: " + request(a.requested) + " (switch off to remove the request)"
+      : "GPU off" + (kept ? " (on restores " + request(kept) + ")" : " (on: optional, any vendor)");
     const toggleId = "gpu-" + a.name;
     const fb = a.fallback;
     // a failed pull or build: the app's own reason, not a GPU fallback
@@ -271,18 +318,39 @@ function renderApps(f) {
       td("GPU attached", { class: "attached mono" }, attached(a.attached), appGpuUsage(a)),
       crash ? td("Reason", { class: "reason crash" }, ...crashCell(crash)) :
       td("Reason", { class: fb || imageFailure || (failed && error) ? "reason" : "reason none" },
-        imageFailure ? imageFailure.reason :
-        fb ? fb.reason + (a.attached ? "" : (a.state === "running" ? " (on CPU)" : "")) : (failed && error ? "failed" : "—"),
-        fb && !imageFailure ? el("span", { class: "detail" }, fb.tier + (fb.detail ? ": " + fb.detail : "")) : null,
-        error ? el("span", { class: "detail" }, error) : null),
+        ...reasonCell(a, imageFailure ? null : fb, failed, error, imageFailure)),
       td("GPU", {}, el("label", { class: "switch", for: toggleId },
         el("input", { type: "checkbox", id: toggleId, role: "switch", checked: gpuOn, "aria-checked": String(gpuOn),
-          onchange: ev => setGpu(a.name, ev.target.checked) }),
-        el("span", {}, "GPU for " + a.name))),
+          "aria-describedby": "gpu-says-" + a.name, onchange: ev => setGpu(a, ev.target.checked) }),
+        el("span", {}, "GPU for " + a.name)),
+        el("span", { class: "detail switch-text", id: "gpu-says-" + a.name }, switchText)),
       td("Actions", {}, el("button", { type: "button", id: "restart-" + a.name, "aria-label": "Restart " + a.name, onclick: () => restart(a.name) }, "Restart"),
         el("button", { type: "button", id: "logs-" + a.name, "aria-label": "Logs of " + a.name, onclick: () => openLogs(a.name) }, "Logs")));
   })));
   document.getElementById("apps-empty").hidden = state.apps.size > 0;
+}
+
+// Where a fallback was decided, in words (the status says `preflight` or `engine`).
+const TIER_WORDS = { preflight: "found before the start", engine: "refused by the engine" };
+
+// The Reason cell of an app that is not crashed: one line (the code, what it means, the fix),
+// the engine's or agent's words folded below it, each text once.
+function reasonCell(a, fb, failed, error, imageFailure) {
+  // a failed pull or build is the app's own reason (its image_failure part), not a GPU one
+  const code = imageFailure ? imageFailure.reason : fb ? fb.reason : (failed && error ? "failed" : null);
+  if (!code) return ["—"];
+  const info = state.reasons.get(code);
+  const vendor = a.requested && a.requested.runtime;
+  const fix = imageFailure || fb ? fixFor(code, vendor) : null;
+  const head = code + (fb && !a.attached && a.state === "running" ? " (on CPU)" : "") +
+    (info ? ": " + info.explanation : "");
+  const words = [...new Set([imageFailure && imageFailure.detail, fb && fb.detail, error].filter(Boolean))];
+  const where = fb ? (TIER_WORDS[fb.tier] || fb.tier) : null;
+  return [el("span", { class: "reason-line" }, head),
+    fix ? el("span", { class: "fix" }, fix) : null,
+    words.length || where ? el("details", { class: "more" }, el("summary", {}, "details"),
+      where ? el("span", { class: "detail" }, where) : null,
+      ...words.map(w => el("pre", { class: "words" }, w))) : null];
 }
 
 // The health check's verdict next to the state; the failing check's output as its title.
@@ -299,7 +367,7 @@ function crashCell(c) {
   const facts = [];
   if (c.exit_code !== undefined && c.exit_code !== null) facts.push("exit " + c.exit_code);
   if (c.oom_killed) facts.push("killed: out of memory");
-  facts.push(c.next_retry_at_ms ? "next retry " + new Date(c.next_retry_at_ms).toLocaleTimeString() : "not restarted");
+  facts.push(c.next_retry_at_ms ? "next retry " + utc(c.next_retry_at_ms) : "not restarted");
   return [c.reason,
     el("span", { class: "detail" }, facts.join(", ")),
     c.output_tail ? el("details", { class: "tail" }, el("summary", {}, "last output"), el("pre", {}, c.output_tail)) : null];
@@ -308,7 +376,7 @@ function crashCell(c) {
 function renderEvents() {
   const list = document.getElementById("events");
   list.replaceChildren(...state.events.slice(-MAX_EVENTS).reverse().map(e =>
-    el("li", { class: e.level }, new Date(e.ts_ms).toLocaleTimeString() + " — " + (e.app ? e.app + ": " : "") + e.message)));
+    el("li", { class: e.level }, utc(e.ts_ms) + " — " + (e.app ? e.app + ": " : "") + e.message)));
 }
 
 function render() {
@@ -327,12 +395,24 @@ function renderSoon() {
 
 // ---- actions -----------------------------------------------------------------------------
 
-async function setGpu(name, on) {
+// The requests the switch turned off, by app (kept for the browser session), so that turning
+// it on again restores the same request instead of rewriting vendor or count.
+function remembered(name) {
+  try { return JSON.parse(sessionStorage.getItem("odac-gpu-off:" + name) || "null"); } catch (_) { return null; }
+}
+
+async function setGpu(a, on) {
+  const name = a.name;
+  const key = "odac-gpu-off:" + name;
+  const before = a.requested || null;
+  const body = on ? (remembered(name) || true) : false;
   gpuInFlight.set(name, on);
   try {
-    const r = await api("PUT", "/api/apps/" + encodeURIComponent(name) + "/gpu", on ? true : false);
+    const r = await api("PUT", "/api/apps/" + encodeURIComponent(name) + "/gpu", body);
     if (r && r.app) state.apps.set(r.app.name, r.app);
-    say("app " + name + ": GPU " + (on ? "on (optional, automatic vendor)" : "off") +
+    if (on) sessionStorage.removeItem(key);
+    else if (before) sessionStorage.setItem(key, JSON.stringify(before));
+    say("app " + name + ": GPU " + (on ? "on: " + request(r && r.app ? r.app.requested : body) : "off") +
         (r.restart_required_to_apply ? " — restart required to apply" : ""));
   } catch (e) { say(e.message, true); }
   gpuInFlight.delete(name);

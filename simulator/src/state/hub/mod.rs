@@ -106,7 +106,7 @@ pub struct Hub {
     pub logs: crate::state::log_viewers::LogViewers,
     /// Live GPU figures and their last hour, per host (`gpu_stats` reports).
     pub gpu_history: crate::state::gpu_history::GpuHistory,
-    /// Registry logins, in memory only, sent with the apps that need them.
+    /// Registry logins (kept sealed in the state dir), sent with the apps that need them.
     pub registries: crate::state::registries::Registries,
     /// The mirror the catalog's images are pulled from (`--catalog-registry`).
     pub catalog_registry: std::sync::OnceLock<String>,
