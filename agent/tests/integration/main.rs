@@ -35,6 +35,7 @@ mod git_source_fake;
 mod gpu_from_inventory;
 mod gpu_image_fake;
 mod gpu_resolve;
+mod host_access_restart_fake;
 mod inventory_cli;
 mod inventory_fixtures;
 mod inventory_garbage;

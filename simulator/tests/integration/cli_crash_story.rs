@@ -139,7 +139,7 @@ fn following_the_logs_of_an_app_that_is_not_running_says_so() {
     });
     sim.rt.block_on(c.send(&end)).unwrap();
     // it waits for the agent's next run and says so, with when that is, instead of ending
-    // without a word (it follows the new run once it comes: tests/tests/logs_follow.rs)
+    // without a word (it follows the new run once it comes: tests/tests/e2e/logs_follow.rs)
     let mut child = child;
     let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
     let mut line = String::new();

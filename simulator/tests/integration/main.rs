@@ -20,6 +20,7 @@ mod cli_gpu_facts;
 mod conformance;
 mod dashboard_browser;
 mod dashboard_crash_browser;
+mod dashboard_defects_browser;
 mod dashboard_fleet_browser;
 mod dashboard_gpu_browser;
 mod dashboard_logs_browser;

@@ -7,18 +7,23 @@
 
 mod app_logs;
 mod blackhole;
+mod demo_exit;
 mod engine_refusal;
 mod enroll;
+mod enroll_code;
 mod fault_matrix;
 mod git_source;
 mod gpu_lab;
+mod gpu_lab_enroll;
 mod gpu_telemetry;
 mod gpu_workloads;
 mod host_access;
 mod impersonation;
 mod in_process;
+mod logs_follow;
 mod one_engine;
 mod registry;
+mod registry_login;
 mod scale_200_apps;
 mod secrets;
 mod seed_commands;

@@ -11,8 +11,8 @@
 //! `ODAC_REQUIRE_DOCKER=1`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod browser;
-mod common;
+use crate::browser;
+use crate::common;
 
 use std::time::Duration;
 
