@@ -16,6 +16,7 @@ pub mod inventory;
 pub mod liveness;
 pub mod lock;
 pub mod logging;
+pub mod metrics;
 pub mod notify;
 pub mod run;
 pub mod telemetry;

@@ -24,6 +24,7 @@ pub fn spawn_for(
     inventory: InventoryFeed,
     apps: Arc<dyn AppControl>,
     sink: GpuStatsSink,
+    metrics: Option<crate::metrics::GpuMetrics>,
     shutdown: CancellationToken,
 ) -> impl std::future::Future<Output = ()> + Send + 'static {
     telemetry_loop(
@@ -35,20 +36,26 @@ pub fn spawn_for(
             move || apps.statuses()
         },
         move |stats| sink.put(stats),
-        move |samples| apps.offer_gpu_samples(samples),
+        move |gpus, stats| {
+            apps.offer_gpu_samples(&stats.gpus);
+            if let Some(m) = &metrics {
+                m.offer(gpus, stats);
+            }
+        },
         shutdown,
     )
 }
 
-/// Runs until `shutdown`; every reading is also handed to `seen` (the app manager's free
-/// VRAM), whether or not it moved enough to be sent.
+/// Runs until `shutdown`; every reading is also handed to `seen` with the GPUs it sampled
+/// (the app manager's free VRAM, the metrics endpoint), whether or not it moved enough to be
+/// sent.
 pub async fn telemetry_loop(
     collector: Collector,
     every: Duration,
     inventory: InventoryFeed,
     statuses: impl Fn() -> Vec<AppStatus> + Send,
     put: impl Fn(GpuStats) + Send,
-    seen: impl Fn(&[odac_protocol::GpuSample]) + Send,
+    seen: impl Fn(&[odac_protocol::GpuInfo], &GpuStats) + Send,
     shutdown: CancellationToken,
 ) {
     let collector = Arc::new(Mutex::new(collector));
@@ -86,13 +93,13 @@ pub async fn telemetry_loop(
                 continue;
             }
         };
-        seen(&samples);
         let stats = GpuStats {
             interval_secs,
             gpus: samples,
             apps,
             usage,
         };
+        seen(&gpus, &stats);
         if threshold.admit(&stats) {
             put(stats);
         }
@@ -140,7 +147,7 @@ mod tests {
             move |s| {
                 let _ = sent_tx.send(s);
             },
-            |_| {},
+            |_, _| {},
             shutdown.clone(),
         ));
         let first = sent.recv().await.unwrap();

@@ -1,0 +1,222 @@
+//! The agent's own health, `odac_agent_…`: whether the control-plane link is up and how often
+//! it was dialled again ([`watch_link`] follows the uplink's link events), reports sent,
+//! acknowledged and pending (read from the outbox at scrape time), apps by state and GPU
+//! requests by attach result and reason (from the app manager's statuses at scrape time),
+//! and the build. Event metrics counted where they happen are in [`super::events`].
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+use odac_protocol::{AppState, AppStatus};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::registry::Registry;
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
+use super::gpu::Statuses;
+use crate::lock::lock;
+use crate::uplink::{LinkEvent, Outbox};
+
+/// Every app state, so a dashboard sees zeros rather than gaps.
+const STATES: [AppState; 10] = [
+    AppState::Pending,
+    AppState::Pulling,
+    AppState::Creating,
+    AppState::Running,
+    AppState::Restarting,
+    AppState::CrashLoop,
+    AppState::Stopped,
+    AppState::Exited,
+    AppState::Failed,
+    AppState::Removed,
+];
+
+/// The link gauges, set by [`watch_link`].
+#[derive(Debug, Clone, Default)]
+pub struct LinkMetrics {
+    up: Gauge,
+    reconnects: Counter,
+}
+
+impl LinkMetrics {
+    /// Adds the link metrics to `registry`.
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "odac_agent_link_up",
+            "Whether the agent has an established session with the control plane (1) or not (0)",
+            self.up.clone(),
+        );
+        registry.register(
+            "odac_agent_reconnects",
+            "Times the agent dialled the control plane again after a failed attempt or a lost session",
+            self.reconnects.clone(),
+        );
+    }
+
+    /// Applies one link event.
+    pub fn apply(&self, event: &LinkEvent, dialled_before: &mut bool) {
+        match event {
+            LinkEvent::Connecting => {
+                if std::mem::replace(dialled_before, true) {
+                    self.reconnects.inc();
+                }
+            }
+            LinkEvent::Connected => {
+                self.up.set(1);
+            }
+            LinkEvent::SessionLost { .. }
+            | LinkEvent::ConnectFailed { .. }
+            | LinkEvent::Stopped => {
+                self.up.set(0);
+            }
+            LinkEvent::BackingOff(_) => {}
+        }
+    }
+}
+
+/// Follows the uplink's link events until `shutdown`.
+pub async fn watch_link(
+    metrics: LinkMetrics,
+    mut events: broadcast::Receiver<LinkEvent>,
+    shutdown: CancellationToken,
+) {
+    let mut dialled_before = false;
+    loop {
+        let event = tokio::select! {
+            () = shutdown.cancelled() => return,
+            e = events.recv() => e,
+        };
+        match event {
+            Ok(e) => metrics.apply(&e, &mut dialled_before),
+            // a missed event is at worst a stale gauge until the next one
+            Err(broadcast::error::RecvError::Lagged(_)) => {}
+            Err(broadcast::error::RecvError::Closed) => return,
+        }
+    }
+}
+
+/// What the agent collector reads at scrape time.
+#[derive(Clone)]
+pub struct AgentCollector {
+    /// The app manager's statuses.
+    pub statuses: Statuses,
+    /// The uplink's outbox.
+    pub outbox: Option<Arc<Mutex<Outbox>>>,
+}
+
+impl fmt::Debug for AgentCollector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AgentCollector").finish_non_exhaustive()
+    }
+}
+
+/// Apps that asked for a GPU, by what became of the request: `attached`, `fallback` (runs
+/// without it), `failed`, `pending` (not decided yet); `reason` is the fallback's reason
+/// code, `none` without one.
+pub fn gpu_requests(statuses: &[AppStatus]) -> BTreeMap<(&'static str, String), i64> {
+    let mut out = BTreeMap::new();
+    for s in statuses.iter().filter(|s| s.gpu.requested.is_some()) {
+        if s.state == AppState::Removed {
+            continue;
+        }
+        let result = if s.gpu.attached.is_some() {
+            "attached"
+        } else if s.state == AppState::Failed {
+            "failed"
+        } else if s.gpu.fallback.is_some() {
+            "fallback"
+        } else {
+            "pending"
+        };
+        let reason = s
+            .gpu
+            .fallback
+            .as_ref()
+            .map_or_else(|| "none".to_owned(), |f| f.reason.as_str().to_owned());
+        *out.entry((result, reason)).or_insert(0) += 1;
+    }
+    out
+}
+
+/// Apps by state, every known state present.
+pub fn apps_by_state(statuses: &[AppStatus]) -> BTreeMap<String, i64> {
+    let mut out: BTreeMap<String, i64> = STATES.iter().map(|s| (s.to_string(), 0)).collect();
+    for s in statuses {
+        *out.entry(s.state.to_string()).or_insert(0) += 1;
+    }
+    out
+}
+
+impl Collector for AgentCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> fmt::Result {
+        let info = ConstGauge::new(1i64);
+        let mut m = encoder.encode_descriptor(
+            "odac_agent_build_info",
+            "The agent's version (always 1)",
+            None,
+            MetricType::Gauge,
+        )?;
+        info.encode(m.encode_family(&[("version", crate::AGENT_VERSION)])?)?;
+
+        if let Some(outbox) = &self.outbox {
+            let ((sent, acked), pending) = {
+                let o = lock(outbox);
+                (o.sent_and_acked(), o.pending())
+            };
+            let c = ConstCounter::new(sent);
+            let m = encoder.encode_descriptor(
+                "odac_agent_reports_sent",
+                "Reports sent to the control plane, resends included",
+                None,
+                c.metric_type(),
+            )?;
+            c.encode(m)?;
+            let c = ConstCounter::new(acked);
+            let m = encoder.encode_descriptor(
+                "odac_agent_reports_acked",
+                "Reports the control plane acknowledged",
+                None,
+                c.metric_type(),
+            )?;
+            c.encode(m)?;
+            let g = ConstGauge::new(i64::try_from(pending).unwrap_or(i64::MAX));
+            let m = encoder.encode_descriptor(
+                "odac_agent_reports_pending",
+                "Reports waiting for an acknowledgement",
+                None,
+                g.metric_type(),
+            )?;
+            g.encode(m)?;
+        }
+
+        let statuses = (self.statuses)();
+        let mut m = encoder.encode_descriptor(
+            "odac_agent_apps",
+            "Apps of the desired state by state",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (state, n) in apps_by_state(&statuses) {
+            ConstGauge::new(n).encode(m.encode_family(&[("state", state)])?)?;
+        }
+        let requests = gpu_requests(&statuses);
+        if !requests.is_empty() {
+            let mut m = encoder.encode_descriptor(
+                "odac_agent_gpu_requests",
+                "Apps that asked for a GPU by attach result and fallback reason",
+                None,
+                MetricType::Gauge,
+            )?;
+            for ((result, reason), n) in requests {
+                let labels = [("result", result.to_owned()), ("reason", reason)];
+                ConstGauge::new(n).encode(m.encode_family(&labels)?)?;
+            }
+        }
+        Ok(())
+    }
+}
