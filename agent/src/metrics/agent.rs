@@ -157,7 +157,7 @@ impl Collector for AgentCollector {
         let info = ConstGauge::new(1i64);
         let mut m = encoder.encode_descriptor(
             "odac_agent_build_info",
-            "The agent's version (always 1)",
+            "The agent's version (always 1).",
             None,
             MetricType::Gauge,
         )?;
@@ -171,7 +171,7 @@ impl Collector for AgentCollector {
             let c = ConstCounter::new(sent);
             let m = encoder.encode_descriptor(
                 "odac_agent_reports_sent",
-                "Reports sent to the control plane, resends included",
+                "Reports sent to the control plane, resends included.",
                 None,
                 c.metric_type(),
             )?;
@@ -179,7 +179,7 @@ impl Collector for AgentCollector {
             let c = ConstCounter::new(acked);
             let m = encoder.encode_descriptor(
                 "odac_agent_reports_acked",
-                "Reports the control plane acknowledged",
+                "Reports the control plane acknowledged.",
                 None,
                 c.metric_type(),
             )?;
@@ -187,7 +187,7 @@ impl Collector for AgentCollector {
             let g = ConstGauge::new(i64::try_from(pending).unwrap_or(i64::MAX));
             let m = encoder.encode_descriptor(
                 "odac_agent_reports_pending",
-                "Reports waiting for an acknowledgement",
+                "Reports waiting for an acknowledgement.",
                 None,
                 g.metric_type(),
             )?;
@@ -197,7 +197,7 @@ impl Collector for AgentCollector {
         let statuses = (self.statuses)();
         let mut m = encoder.encode_descriptor(
             "odac_agent_apps",
-            "Apps of the desired state by state",
+            "Apps of the desired state by state.",
             None,
             MetricType::Gauge,
         )?;
@@ -208,7 +208,7 @@ impl Collector for AgentCollector {
         if !requests.is_empty() {
             let mut m = encoder.encode_descriptor(
                 "odac_agent_gpu_requests",
-                "Apps that asked for a GPU by attach result and fallback reason",
+                "Apps that asked for a GPU by attach result and fallback reason.",
                 None,
                 MetricType::Gauge,
             )?;
