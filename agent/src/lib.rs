@@ -17,6 +17,7 @@ pub mod liveness;
 pub mod lock;
 pub mod logging;
 pub mod metrics;
+pub mod metrics_feed;
 pub mod notify;
 pub mod run;
 pub mod telemetry;

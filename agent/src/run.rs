@@ -125,6 +125,7 @@ pub async fn run_with(
             listener,
             &hostname,
             &config.apps.instance,
+            crate::appmgr::container::container_name,
             Arc::new(move || statuses.statuses()),
         )
     });
@@ -195,11 +196,20 @@ pub async fn run_with(
         telemetry_feed,
         Arc::new(ManagerControl(telemetry_manager)),
         uplink.gpu_stats(),
-        metrics.as_ref().map(|m| m.gpu.clone()),
+        metrics.as_ref().map(|m| {
+            let gpu = m.gpu.clone();
+            Box::new(move |gpus: &[_], stats: &_| gpu.offer(gpus, stats))
+                as crate::telemetry::task::SampleObserver
+        }),
         shutdown.clone(),
     ));
     if let Some(metrics) = metrics {
-        tasks.spawn(metrics.run(uplink.outbox(), uplink.link_events(), shutdown.clone()));
+        tasks.spawn(crate::metrics_feed::run(
+            metrics,
+            uplink.outbox(),
+            uplink.link_events(),
+            shutdown.clone(),
+        ));
     }
     uplink.run(shutdown.clone()).await;
     crate::notify::stopping();

@@ -80,16 +80,22 @@ fn free_port() -> SocketAddr {
         .unwrap()
 }
 
-/// One HTTP/1.1 request over `stream`; the whole answer.
-fn exchange(mut stream: impl Read + Write, method: &str, path: &str, accept: &str) -> String {
+/// One HTTP/1.1 request over `stream`; the whole answer (`None` when the endpoint closed or
+/// reset the connection).
+fn exchange(
+    mut stream: impl Read + Write,
+    method: &str,
+    path: &str,
+    accept: &str,
+) -> Option<String> {
     write!(
         stream,
         "{method} {path} HTTP/1.1\r\nHost: localhost\r\nAccept: {accept}\r\nConnection: close\r\n\r\n"
     )
-    .unwrap();
+    .ok()?;
     let mut out = String::new();
-    stream.read_to_string(&mut out).unwrap();
-    out
+    stream.read_to_string(&mut out).ok()?;
+    Some(out)
 }
 
 fn tcp(addr: SocketAddr, method: &str, path: &str, accept: &str) -> Option<String> {
@@ -97,7 +103,7 @@ fn tcp(addr: SocketAddr, method: &str, path: &str, accept: &str) -> Option<Strin
     stream
         .set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap();
-    Some(exchange(stream, method, path, accept))
+    exchange(stream, method, path, accept)
 }
 
 /// Polls until the endpoint answers `GET /metrics`.
@@ -259,7 +265,7 @@ fn a_unix_socket_path_is_served_and_a_stale_socket_file_replaced() {
     let get = |p: &Path| {
         let s = std::os::unix::net::UnixStream::connect(p).ok()?;
         s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-        Some(exchange(s, "GET", "/metrics", "*/*"))
+        exchange(s, "GET", "/metrics", "*/*")
     };
     let answer = wait_ready(|| get(&path));
     assert!(body(&answer).contains("odac_agent_link_up 0"), "{answer}");

@@ -1,12 +1,13 @@
 //! The agent's own health, `odac_agent_…`: whether the control-plane link is up and how often
-//! it was dialled again ([`watch_link`] follows the uplink's link events), reports sent,
+//! it was dialled again ([`LinkMetrics`], fed from the uplink's link events), reports sent,
 //! acknowledged and pending (read from the outbox at scrape time), apps by state and GPU
 //! requests by attach result and reason (from the app manager's statuses at scrape time),
 //! and the build. Event metrics counted where they happen are in [`super::events`].
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use odac_protocol::{AppState, AppStatus};
 use prometheus_client::collector::Collector;
@@ -15,12 +16,8 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::registry::Registry;
-use tokio::sync::broadcast;
-use tokio_util::sync::CancellationToken;
 
 use super::gpu::Statuses;
-use crate::lock::lock;
-use crate::uplink::{LinkEvent, Outbox};
 
 /// Every app state, so a dashboard sees zeros rather than gaps.
 const STATES: [AppState; 10] = [
@@ -36,11 +33,12 @@ const STATES: [AppState; 10] = [
     AppState::Removed,
 ];
 
-/// The link gauges, set by [`watch_link`].
+/// The link metrics, set from the uplink's link events (`crate::metrics_feed`).
 #[derive(Debug, Clone, Default)]
 pub struct LinkMetrics {
     up: Gauge,
     reconnects: Counter,
+    dialled: Arc<AtomicBool>,
 }
 
 impl LinkMetrics {
@@ -58,55 +56,42 @@ impl LinkMetrics {
         );
     }
 
-    /// Applies one link event.
-    pub fn apply(&self, event: &LinkEvent, dialled_before: &mut bool) {
-        match event {
-            LinkEvent::Connecting => {
-                if std::mem::replace(dialled_before, true) {
-                    self.reconnects.inc();
-                }
-            }
-            LinkEvent::Connected => {
-                self.up.set(1);
-            }
-            LinkEvent::SessionLost { .. }
-            | LinkEvent::ConnectFailed { .. }
-            | LinkEvent::Stopped => {
-                self.up.set(0);
-            }
-            LinkEvent::BackingOff(_) => {}
+    /// The agent dials the control plane (every dial after the first is a reconnect).
+    pub fn dialling(&self) {
+        if self.dialled.swap(true, Ordering::Relaxed) {
+            self.reconnects.inc();
         }
+    }
+
+    /// A session is established.
+    pub fn up(&self) {
+        self.up.set(1);
+    }
+
+    /// No session: an attempt failed, a session ended, or the uplink stopped.
+    pub fn down(&self) {
+        self.up.set(0);
     }
 }
 
-/// Follows the uplink's link events until `shutdown`.
-pub async fn watch_link(
-    metrics: LinkMetrics,
-    mut events: broadcast::Receiver<LinkEvent>,
-    shutdown: CancellationToken,
-) {
-    let mut dialled_before = false;
-    loop {
-        let event = tokio::select! {
-            () = shutdown.cancelled() => return,
-            e = events.recv() => e,
-        };
-        match event {
-            Ok(e) => metrics.apply(&e, &mut dialled_before),
-            // a missed event is at worst a stale gauge until the next one
-            Err(broadcast::error::RecvError::Lagged(_)) => {}
-            Err(broadcast::error::RecvError::Closed) => return,
-        }
-    }
+/// Reports sent so far (resends included), acknowledged so far, and pending now.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReportCounts {
+    pub sent: u64,
+    pub acked: u64,
+    pub pending: usize,
 }
+
+/// Reads the report counts at scrape time.
+pub type Reports = Arc<dyn Fn() -> ReportCounts + Send + Sync>;
 
 /// What the agent collector reads at scrape time.
 #[derive(Clone)]
 pub struct AgentCollector {
     /// The app manager's statuses.
     pub statuses: Statuses,
-    /// The uplink's outbox.
-    pub outbox: Option<Arc<Mutex<Outbox>>>,
+    /// The uplink's report counts.
+    pub reports: Option<Reports>,
 }
 
 impl fmt::Debug for AgentCollector {
@@ -163,11 +148,12 @@ impl Collector for AgentCollector {
         )?;
         info.encode(m.encode_family(&[("version", crate::AGENT_VERSION)])?)?;
 
-        if let Some(outbox) = &self.outbox {
-            let ((sent, acked), pending) = {
-                let o = lock(outbox);
-                (o.sent_and_acked(), o.pending())
-            };
+        if let Some(reports) = &self.reports {
+            let ReportCounts {
+                sent,
+                acked,
+                pending,
+            } = reports();
             let c = ConstCounter::new(sent);
             let m = encoder.encode_descriptor(
                 "odac_agent_reports_sent",

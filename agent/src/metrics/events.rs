@@ -1,6 +1,6 @@
 //! The agent's event metrics, counted where the events happen and kept for the whole
 //! process (like the default registry of Prometheus' Go client): engine call errors by kind
-//! (counted where bollard's errors become `EngineError`), image pull durations by result, and
+//! (counted where bollard's errors become the engine seam's errors), image pull durations by result, and
 //! the duration of each reconcile pass (the app manager applying the desired state). The
 //! hooks are one call each and never block; [`register`] adds them to a scrape registry.
 
@@ -11,8 +11,6 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-
-use crate::engine::EngineError;
 
 type Labels = [(&'static str, &'static str); 1];
 
@@ -30,16 +28,9 @@ static EVENTS: LazyLock<Events> = LazyLock::new(|| Events {
     apply: Histogram::new(exponential_buckets(0.005, 2.0, 14)),
 });
 
-/// One failed engine call, by the kind of failure.
-pub fn engine_error(error: &EngineError) {
-    let kind = match error {
-        EngineError::Unavailable(_) => "unavailable",
-        EngineError::NotFound(_) => "not_found",
-        EngineError::Conflict(_) => "conflict",
-        EngineError::Rejected { .. } => "rejected",
-        EngineError::BuildFailed { .. } => "build_failed",
-        EngineError::Other(_) => "other",
-    };
+/// One failed engine call, by the kind of failure (`EngineError::kind`: `unavailable`,
+/// `not_found`, `conflict`, `rejected`, `build_failed`, `other`).
+pub fn engine_error(kind: &'static str) {
     EVENTS.engine_errors.get_or_create(&[("kind", kind)]).inc();
 }
 

@@ -4,8 +4,9 @@
 //! for NVIDIA, AMD and Intel alike where the meaning is the same. A GPU an app holds appears
 //! once per holding app with `app` and `container` labels (as dcgm-exporter labels a GPU
 //! with the pod that holds it), one nobody holds without them. The figures are the telemetry
-//! loop's latest sample ([`GpuMetrics::offer`]); who holds what is read from the app
-//! manager's statuses at scrape time, so a removed app's series are gone at the next scrape.
+//! loop's latest sample ([`GpuMetrics::offer`]) with its allocations; an app that no longer
+//! holds a GPU in the app manager's statuses at scrape time is left out, so a removed app's
+//! series are gone at the next scrape.
 //! Per-process figures (NVIDIA) are `odac_app_gpu_memory_used_bytes` and
 //! `odac_app_gpu_utilization_ratio`. A figure a GPU does not report has no series.
 
@@ -18,10 +19,11 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeGaugeValue};
 use prometheus_client::metrics::MetricType;
 
 use crate::lock::lock;
-use crate::telemetry::apps::app_gpus;
 
 /// The app manager's current statuses, read at scrape time.
 pub type Statuses = Arc<dyn Fn() -> Vec<AppStatus> + Send + Sync>;
+/// The container name of an app of an instance (`appmgr::container::container_name`).
+pub type ContainerName = fn(&str, &str) -> String;
 
 type Labels = Vec<(&'static str, String)>;
 
@@ -39,6 +41,7 @@ pub struct GpuMetrics {
     statuses: Statuses,
     hostname: String,
     instance: String,
+    container_name: ContainerName,
 }
 
 impl fmt::Debug for GpuMetrics {
@@ -50,13 +53,19 @@ impl fmt::Debug for GpuMetrics {
 }
 
 impl GpuMetrics {
-    /// Metrics of host `hostname`; containers are named as apps of `instance`.
-    pub fn new(hostname: &str, instance: &str, statuses: Statuses) -> Self {
+    /// Metrics of host `hostname`; the `container` label is `container_name(instance, app)`.
+    pub fn new(
+        hostname: &str,
+        instance: &str,
+        container_name: ContainerName,
+        statuses: Statuses,
+    ) -> Self {
         Self {
             latest: Arc::default(),
             statuses,
             hostname: hostname.to_owned(),
             instance: instance.to_owned(),
+            container_name,
         }
     }
 
@@ -71,11 +80,18 @@ impl GpuMetrics {
     /// Every series, by metric name (tests and the encoder).
     fn rows(&self) -> Rows {
         let latest = lock(&self.latest).clone();
-        let statuses: Vec<AppStatus> = (self.statuses)()
+        // the sample's allocations, less the apps gone since
+        let present: Vec<String> = (self.statuses)()
             .into_iter()
-            .filter(|s| s.state != AppState::Removed)
+            .filter(|s| s.state != AppState::Removed && s.gpu.attached.is_some())
+            .map(|s| s.name)
             .collect();
-        let holders = app_gpus(&statuses, &latest.gpus);
+        let holders: Vec<&odac_protocol::AppGpus> = latest
+            .stats
+            .apps
+            .iter()
+            .filter(|a| present.contains(&a.app))
+            .collect();
         let mut rows = Rows::default();
         let mut index = [0usize; 3];
         for info in &latest.gpus {
@@ -157,10 +173,7 @@ impl GpuMetrics {
     fn with_app(&self, base: &Labels, app: &str) -> Labels {
         let mut labels = base.clone();
         labels.push(("app", app.to_owned()));
-        labels.push((
-            "container",
-            crate::appmgr::container::container_name(&self.instance, app),
-        ));
+        labels.push(("container", (self.container_name)(&self.instance, app)));
         labels
     }
 }

@@ -2,7 +2,9 @@
 //! NVIDIA's DCGM exporter with the app holding each GPU ([`gpu`]), the agent's own health
 //! (`odac_agent_…`: [`agent`] read at scrape time, [`events`] counted where they happen),
 //! one registry ([`registry`]) and the HTTP endpoint that serves it ([`server`]); the
-//! `listen` setting is [`config`]. [`Endpoint`] is what `run` starts.
+//! `listen` setting is [`config`]. [`Endpoint`] is what `run` starts, through
+//! `crate::metrics_feed`, which feeds it from the uplink; this folder imports no other part of
+//! the agent, so every part may report into it.
 
 pub mod agent;
 pub mod config;
@@ -11,25 +13,23 @@ pub mod gpu;
 pub mod registry;
 pub mod server;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
-pub use agent::{AgentCollector, LinkMetrics};
+pub use agent::{AgentCollector, LinkMetrics, ReportCounts, Reports};
 pub use config::{Listen, MetricsConfig};
 pub use gpu::{GpuMetrics, Statuses};
 pub use registry::MetricsRegistry;
 pub use server::{BindError, MetricsListener};
-
-use crate::uplink::{LinkEvent, Outbox};
 
 /// A bound endpoint and what it serves, before it runs.
 pub struct Endpoint {
     listener: MetricsListener,
     /// The GPU metrics, fed by the telemetry loop.
     pub gpu: GpuMetrics,
-    link: LinkMetrics,
+    /// The link metrics, fed from the uplink's link events.
+    pub link: LinkMetrics,
     statuses: Statuses,
 }
 
@@ -44,16 +44,17 @@ impl std::fmt::Debug for Endpoint {
 impl Endpoint {
     /// The endpoint on `listener` (bound first, so that a bad `metrics.listen` stops the
     /// agent before it does anything); `hostname` and `instance` label the GPU series,
-    /// `statuses` are the app manager's.
+    /// `container_name` names an app's container, `statuses` are the app manager's.
     pub fn new(
         listener: MetricsListener,
         hostname: &str,
         instance: &str,
+        container_name: gpu::ContainerName,
         statuses: Statuses,
     ) -> Endpoint {
         Endpoint {
             listener,
-            gpu: GpuMetrics::new(hostname, instance, Arc::clone(&statuses)),
+            gpu: GpuMetrics::new(hostname, instance, container_name, Arc::clone(&statuses)),
             link: LinkMetrics::default(),
             statuses,
         }
@@ -64,25 +65,16 @@ impl Endpoint {
         self.listener.local_addr()
     }
 
-    /// Serves until `shutdown`, following the link through `link_events` and reading the
-    /// outbox at scrape time.
-    pub async fn run(
-        self,
-        outbox: Arc<Mutex<Outbox>>,
-        link_events: broadcast::Receiver<LinkEvent>,
-        shutdown: CancellationToken,
-    ) {
+    /// Serves until `shutdown`, reading `reports` at scrape time.
+    pub async fn serve(self, reports: Option<Reports>, shutdown: CancellationToken) {
         let registry = Arc::new(MetricsRegistry::new(
             self.gpu,
             AgentCollector {
                 statuses: self.statuses,
-                outbox: Some(outbox),
+                reports,
             },
             &self.link,
         ));
-        tokio::join!(
-            agent::watch_link(self.link.clone(), link_events, shutdown.clone()),
-            server::serve(self.listener, registry, shutdown),
-        );
+        server::serve(self.listener, registry, shutdown).await;
     }
 }

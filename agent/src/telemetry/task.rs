@@ -16,15 +16,18 @@ use super::config::TelemetryConfig;
 use super::threshold::Threshold;
 use crate::uplink::{AppControl, GpuStatsSink, InventoryFeed};
 
+/// Who else sees every sample, with the GPUs it sampled (the metrics endpoint).
+pub type SampleObserver = Box<dyn Fn(&[odac_protocol::GpuInfo], &GpuStats) + Send + Sync>;
+
 /// The loop as `run` starts it: the configured interval, the host root, the app manager's
-/// statuses, samples into the uplink's outbox.
+/// statuses, samples into the uplink's outbox (and to `also`).
 pub fn spawn_for(
     config: &TelemetryConfig,
     host_root: &std::path::Path,
     inventory: InventoryFeed,
     apps: Arc<dyn AppControl>,
     sink: GpuStatsSink,
-    metrics: Option<crate::metrics::GpuMetrics>,
+    also: Option<SampleObserver>,
     shutdown: CancellationToken,
 ) -> impl std::future::Future<Output = ()> + Send + 'static {
     telemetry_loop(
@@ -38,8 +41,8 @@ pub fn spawn_for(
         move |stats| sink.put(stats),
         move |gpus, stats| {
             apps.offer_gpu_samples(&stats.gpus);
-            if let Some(m) = &metrics {
-                m.offer(gpus, stats);
+            if let Some(also) = &also {
+                also(gpus, stats);
             }
         },
         shutdown,

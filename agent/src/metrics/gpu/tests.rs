@@ -4,7 +4,8 @@
 use std::sync::{Arc, Mutex};
 
 use odac_protocol::{
-    AppGpuUsage, AppState, AppStatus, Attached, GpuSample, GpuStats, GpuStatus, Mechanism, Vendor,
+    AppGpuUsage, AppGpus, AppState, AppStatus, Attached, GpuSample, GpuStats, GpuStatus, Mechanism,
+    Vendor,
 };
 use prometheus_client::encoding::prometheus_text;
 use prometheus_client::registry::Registry;
@@ -36,6 +37,10 @@ fn holding(app: &str, device: &str) -> AppStatus {
     }
 }
 
+fn naming(instance: &str, app: &str) -> String {
+    format!("{instance}_{app}")
+}
+
 fn scrape(m: &GpuMetrics) -> String {
     let mut registry = Registry::default();
     registry.register_collector(Box::new(m.clone()));
@@ -51,6 +56,7 @@ fn a_free_gpu_has_device_labels_and_a_held_one_a_series_per_app() {
     let m = GpuMetrics::new(
         "edge-1",
         "prod",
+        naming,
         Arc::new(move || source.lock().unwrap().clone()),
     );
     let gpus = vec![
@@ -77,7 +83,10 @@ fn a_free_gpu_has_device_labels_and_a_held_one_a_series_per_app() {
                 clock_mhz: Some(1700),
             },
         ],
-        apps: vec![],
+        apps: vec![AppGpus {
+            app: "llm".into(),
+            gpus: vec!["0000:26:00.0".into()],
+        }],
         usage: vec![AppGpuUsage {
             app: "llm".into(),
             gpu: "0000:26:00.0".into(),
@@ -127,7 +136,12 @@ fn two_apps_on_one_gpu_get_a_series_each_and_nvidia_devices_are_numbered() {
             att.vendor = Vendor::Nvidia;
         }
     }
-    let m = GpuMetrics::new("h", "i", Arc::new(move || vec![a.clone(), b.clone()]));
+    let m = GpuMetrics::new(
+        "h",
+        "i",
+        naming,
+        Arc::new(move || vec![a.clone(), b.clone()]),
+    );
     let mut g = gpu(Vendor::Nvidia, "0000:3b:00.0", "card0", Some("GPU-1"));
     g.card_node = None;
     m.offer(
@@ -139,6 +153,16 @@ fn two_apps_on_one_gpu_get_a_series_each_and_nvidia_devices_are_numbered() {
                 util: Some(40),
                 ..GpuSample::default()
             }],
+            apps: vec![
+                AppGpus {
+                    app: "a".into(),
+                    gpus: vec!["0000:3b:00.0".into()],
+                },
+                AppGpus {
+                    app: "b".into(),
+                    gpus: vec!["0000:3b:00.0".into()],
+                },
+            ],
             ..GpuStats::default()
         },
     );
