@@ -12,7 +12,6 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use odac_e2e::gpu_counters::set_amd;
 use odac_e2e::gpu_lab::Lab;
 use odac_e2e::poll::poll;
 use odac_e2e::ports::free_port;
@@ -167,6 +166,24 @@ fn query(port: u16, q: &str) -> Result<Vec<Value>, String> {
     Ok(v["data"]["result"].as_array().cloned().unwrap_or_default())
 }
 
+/// The sysfs directory of PCI device `id` under `dir` (the real one, not a bus symlink).
+fn device_dir(dir: &Path, id: &str) -> Option<std::path::PathBuf> {
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let path = entry.path();
+        let kind = entry.file_type().ok()?;
+        if !kind.is_dir() {
+            continue;
+        }
+        if entry.file_name() == id {
+            return Some(path);
+        }
+        if let Some(found) = device_dir(&path, id) {
+            return Some(found);
+        }
+    }
+    None
+}
+
 /// The value of a sample of an instant query result.
 fn value(sample: &Value) -> &str {
     sample["value"][1].as_str().unwrap_or_default()
@@ -198,7 +215,14 @@ fn prometheus_scrapes_an_apps_gpu_series_and_they_go_with_the_app() {
         .gpus[0]
         .pci_address
         .clone();
-    set_amd(&lab.host_root, &gpu_id, 37, 2048, 55, 120).unwrap();
+    // the lab's GPU: 37 % busy, 2 GiB of VRAM in use
+    let dev = device_dir(&lab.host_root.join("sys/devices"), &gpu_id).expect("the GPU's sysfs dir");
+    std::fs::write(dev.join("gpu_busy_percent"), "37\n").unwrap();
+    std::fs::write(
+        dev.join("mem_info_vram_used"),
+        format!("{}\n", 2048u64 * 1024 * 1024),
+    )
+    .unwrap();
 
     let name = "metrics-amd";
     stack
