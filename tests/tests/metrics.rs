@@ -163,6 +163,9 @@ fn query(port: u16, q: &str) -> Result<Vec<Value>, String> {
         .read_to_string()
         .map_err(|e| format!("{q}: {e}"))?;
     let v: Value = serde_json::from_str(&body).map_err(|e| format!("{q}: {e}: {body}"))?;
+    if v["status"] != "success" {
+        return Err(format!("{q}: {body}"));
+    }
     Ok(v["data"]["result"].as_array().cloned().unwrap_or_default())
 }
 
@@ -215,14 +218,26 @@ fn prometheus_scrapes_an_apps_gpu_series_and_they_go_with_the_app() {
         .gpus[0]
         .pci_address
         .clone();
-    // the lab's GPU: 37 % busy, 2 GiB of VRAM in use
+    // the lab's GPU: 37 % busy, 2 GiB of VRAM in use, 55 °C, 120 W, 1700 MHz
     let dev = device_dir(&lab.host_root.join("sys/devices"), &gpu_id).expect("the GPU's sysfs dir");
-    std::fs::write(dev.join("gpu_busy_percent"), "37\n").unwrap();
-    std::fs::write(
-        dev.join("mem_info_vram_used"),
-        format!("{}\n", 2048u64 * 1024 * 1024),
-    )
-    .unwrap();
+    let hwmon = dev.join("hwmon/hwmon0");
+    std::fs::create_dir_all(&hwmon).unwrap();
+    for (file, value) in [
+        (dev.join("gpu_busy_percent"), 37u64),
+        (dev.join("mem_info_vram_used"), 2048 * 1024 * 1024),
+        (hwmon.join("temp1_input"), 55_000),
+        (hwmon.join("power1_average"), 120_000_000),
+        (hwmon.join("freq1_input"), 1_700_000_000),
+    ] {
+        std::fs::write(file, format!("{value}\n")).unwrap();
+    }
+    let total_mib: u64 = std::fs::read_to_string(dev.join("mem_info_vram_total"))
+        .unwrap()
+        .trim()
+        .parse::<u64>()
+        .unwrap()
+        / (1024 * 1024);
+    let free_mib = (total_mib - 2048).to_string();
 
     let name = "metrics-amd";
     stack
@@ -277,6 +292,16 @@ fn prometheus_scrapes_an_apps_gpu_series_and_they_go_with_the_app() {
     .unwrap();
     assert_eq!(fb.len(), 1, "{fb:?}");
     assert_eq!(value(&fb[0]), "2048", "{fb:?}");
+    for (metric, want) in [
+        ("DCGM_FI_DEV_GPU_TEMP", "55"),
+        ("DCGM_FI_DEV_POWER_USAGE", "120"),
+        ("DCGM_FI_DEV_SM_CLOCK", "1700"),
+        ("DCGM_FI_DEV_FB_FREE", free_mib.as_str()),
+    ] {
+        let r = query(prom_port, &format!("{metric}{{app=\"{name}\"}}")).unwrap();
+        assert_eq!(r.len(), 1, "{metric}: {r:?}");
+        assert_eq!(value(&r[0]), want, "{metric}: {r:?}");
+    }
     let link = query(prom_port, "odac_agent_link_up").unwrap();
     assert_eq!(link.len(), 1, "{link:?}");
     assert_eq!(value(&link[0]), "1", "{link:?}");
@@ -285,6 +310,43 @@ fn prometheus_scrapes_an_apps_gpu_series_and_they_go_with_the_app() {
     assert_eq!(value(&running[0]), "1", "{running:?}");
     let attached = query(prom_port, "odac_agent_gpu_requests{result=\"attached\"}").unwrap();
     assert_eq!(attached.len(), 1, "{attached:?}");
+
+    // the Grafana dashboard's queries run on this Prometheus, and its app panels show the app
+    let dashboard: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            odac_e2e::bins::workspace_root().join("deploy/grafana-dashboard.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let mut exprs = 0;
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            let expr = target["expr"]
+                .as_str()
+                .unwrap()
+                .replace("$Hostname", ".*")
+                .replace("$gpu", ".*")
+                .replace("$app", ".*");
+            let result =
+                query(prom_port, &expr).unwrap_or_else(|e| panic!("panel {}: {e}", panel["title"]));
+            exprs += 1;
+            let title = panel["title"].as_str().unwrap_or_default();
+            // everything but the per-process (NVIDIA-only) panels has data on this AMD host
+            let nvidia_only = title.contains("(NVIDIA)");
+            if !nvidia_only
+                && (title.contains("the app's GPUs")
+                    || title.starts_with("GPU ")
+                    || title == "Control-plane link up")
+            {
+                assert!(!result.is_empty(), "panel {title}: {expr} is empty");
+            }
+            if title.contains("the app's GPUs") {
+                assert_eq!(result[0]["metric"]["app"], name, "{title}: {result:?}");
+            }
+        }
+    }
+    assert!(exprs >= 18, "{exprs} queries");
 
     // the app goes: its series go with it, the GPU stays without an app
     stack.sim.delete_app(name).unwrap();
