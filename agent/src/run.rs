@@ -198,7 +198,7 @@ pub async fn run_with(
         uplink.gpu_stats(),
         metrics.as_ref().map(|m| {
             let gpu = m.gpu.clone();
-            Box::new(move |gpus: &[_], stats: &_| gpu.offer(gpus, stats))
+            Box::new(move |gpus: &[_], stats: &_, engines: &_| gpu.offer(gpus, stats, engines))
                 as crate::telemetry::task::SampleObserver
         }),
         shutdown.clone(),

@@ -4,12 +4,14 @@
 //! for NVIDIA, AMD and Intel alike where the meaning is the same. A GPU an app holds appears
 //! once per holding app with `app` and `container` labels (as dcgm-exporter labels a GPU
 //! with the pod that holds it), one nobody holds without them. The figures are the telemetry
-//! loop's latest sample ([`GpuMetrics::offer`]) with its allocations; an app that no longer
+//! loop's latest sample ([`GpuMetrics::offer`]) with its allocations (and NVML's memory-copy,
+//! encoder and decoder utilisations, which the `gpu_stats` report does not carry); an app that no longer
 //! holds a GPU in the app manager's statuses at scrape time is left out, so a removed app's
 //! series are gone at the next scrape.
 //! Per-process figures (NVIDIA) are `odac_app_gpu_memory_used_bytes` and
 //! `odac_app_gpu_utilization_ratio`. A figure a GPU does not report has no series.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
@@ -27,11 +29,26 @@ pub type ContainerName = fn(&str, &str) -> String;
 
 type Labels = Vec<(&'static str, String)>;
 
+/// Engine utilisations only some GPUs report (NVIDIA through NVML), by GPU id.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EngineUtil {
+    /// Memory (copy engine / memory controller) busy, %.
+    pub mem_copy: Option<u8>,
+    /// Video encoder busy, %.
+    pub encoder: Option<u8>,
+    /// Video decoder busy, %.
+    pub decoder: Option<u8>,
+}
+
+/// [`EngineUtil`] by GPU id (inventory `pci_address`).
+pub type EngineUtils = BTreeMap<String, EngineUtil>;
+
 /// The latest sample and the inventory it was taken against.
 #[derive(Debug, Default, Clone)]
 struct Latest {
     gpus: Vec<GpuInfo>,
     stats: GpuStats,
+    engines: EngineUtils,
 }
 
 /// The DCGM-named GPU metrics (a scrape-time collector).
@@ -69,11 +86,13 @@ impl GpuMetrics {
         }
     }
 
-    /// The telemetry loop's latest sample of `gpus`.
-    pub fn offer(&self, gpus: &[GpuInfo], stats: &GpuStats) {
+    /// The telemetry loop's latest sample of `gpus`, with the engine utilisations of those
+    /// that report them.
+    pub fn offer(&self, gpus: &[GpuInfo], stats: &GpuStats, engines: &EngineUtils) {
         *lock(&self.latest) = Latest {
             gpus: gpus.to_vec(),
             stats: stats.clone(),
+            engines: engines.clone(),
         };
     }
 
@@ -120,8 +139,16 @@ impl GpuMetrics {
                 .vram_total_mib
                 .zip(sample.vram_used_mib)
                 .and_then(|(t, u)| t.checked_sub(u));
+            let engine = latest
+                .engines
+                .get(&info.pci_address)
+                .copied()
+                .unwrap_or_default();
             for labels in label_sets {
                 rows.push(GPU_UTIL, &labels, sample.util.map(i64::from));
+                rows.push(MEM_COPY_UTIL, &labels, engine.mem_copy.map(i64::from));
+                rows.push(ENC_UTIL, &labels, engine.encoder.map(i64::from));
+                rows.push(DEC_UTIL, &labels, engine.decoder.map(i64::from));
                 rows.push(FB_USED, &labels, sample.vram_used_mib.map(clamp));
                 rows.push(FB_FREE, &labels, free.map(clamp));
                 rows.push(GPU_TEMP, &labels, sample.temp_c.map(i64::from));
@@ -186,6 +213,9 @@ fn clamp(v: u64) -> i64 {
 type Def = (&'static str, &'static str);
 
 pub(crate) const GPU_UTIL: Def = ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).");
+pub(crate) const MEM_COPY_UTIL: Def = ("DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).");
+pub(crate) const ENC_UTIL: Def = ("DCGM_FI_DEV_ENC_UTIL", "Encoder utilization (in %).");
+pub(crate) const DEC_UTIL: Def = ("DCGM_FI_DEV_DEC_UTIL", "Decoder utilization (in %).");
 pub(crate) const FB_USED: Def = ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).");
 pub(crate) const FB_FREE: Def = ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).");
 pub(crate) const GPU_TEMP: Def = ("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).");

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use agent::{AgentCollector, LinkMetrics, ReportCounts, Reports};
 pub use config::{Listen, MetricsConfig};
-pub use gpu::{GpuMetrics, Statuses};
+pub use gpu::{EngineUtil, EngineUtils, GpuMetrics, Statuses};
 pub use registry::MetricsRegistry;
 pub use server::{BindError, MetricsListener};
 

@@ -17,7 +17,8 @@ use super::threshold::Threshold;
 use crate::uplink::{AppControl, GpuStatsSink, InventoryFeed};
 
 /// Who else sees every sample, with the GPUs it sampled (the metrics endpoint).
-pub type SampleObserver = Box<dyn Fn(&[odac_protocol::GpuInfo], &GpuStats) + Send + Sync>;
+pub type SampleObserver =
+    Box<dyn Fn(&[odac_protocol::GpuInfo], &GpuStats, &crate::metrics::EngineUtils) + Send + Sync>;
 
 /// The loop as `run` starts it: the configured interval, the host root, the app manager's
 /// statuses, samples into the uplink's outbox (and to `also`).
@@ -39,10 +40,10 @@ pub fn spawn_for(
             move || apps.statuses()
         },
         move |stats| sink.put(stats),
-        move |gpus, stats| {
+        move |gpus, stats, engines| {
             apps.offer_gpu_samples(&stats.gpus);
             if let Some(also) = &also {
-                also(gpus, stats);
+                also(gpus, stats, engines);
             }
         },
         shutdown,
@@ -58,7 +59,7 @@ pub async fn telemetry_loop(
     inventory: InventoryFeed,
     statuses: impl Fn() -> Vec<AppStatus> + Send,
     put: impl Fn(GpuStats) + Send,
-    seen: impl Fn(&[odac_protocol::GpuInfo], &GpuStats) + Send,
+    seen: impl Fn(&[odac_protocol::GpuInfo], &GpuStats, &crate::metrics::EngineUtils) + Send,
     shutdown: CancellationToken,
 ) {
     let collector = Arc::new(Mutex::new(collector));
@@ -86,10 +87,14 @@ pub async fn telemetry_loop(
         let sampled = tokio::task::spawn_blocking(move || {
             let mut c = crate::lock::lock(&sampling);
             let samples = c.sample(&list, Instant::now());
-            (samples, c.app_usage(&statuses, &held))
+            (
+                samples,
+                c.app_usage(&statuses, &held),
+                c.engine_utils().clone(),
+            )
         })
         .await;
-        let (samples, usage) = match sampled {
+        let (samples, usage, engines) = match sampled {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!("gpu telemetry sample failed: {e}");
@@ -102,7 +107,7 @@ pub async fn telemetry_loop(
             apps,
             usage,
         };
-        seen(&gpus, &stats);
+        seen(&gpus, &stats, &engines);
         if threshold.admit(&stats) {
             put(stats);
         }
@@ -150,7 +155,7 @@ mod tests {
             move |s| {
                 let _ = sent_tx.send(s);
             },
-            |_, _| {},
+            |_, _, _| {},
             shutdown.clone(),
         ));
         let first = sent.recv().await.unwrap();

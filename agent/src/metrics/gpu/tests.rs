@@ -94,7 +94,7 @@ fn a_free_gpu_has_device_labels_and_a_held_one_a_series_per_app() {
             util: Some(50),
         }],
     };
-    m.offer(&gpus, &stats);
+    m.offer(&gpus, &stats, &Default::default());
     let text = scrape(&m);
     assert!(text.contains("# TYPE DCGM_FI_DEV_GPU_UTIL gauge"), "{text}");
     assert!(
@@ -116,7 +116,8 @@ fn a_free_gpu_has_device_labels_and_a_held_one_a_series_per_app() {
     ] {
         assert!(text.contains(&line), "{line} missing in\n{text}");
     }
-    // a figure the GPU did not report has no series
+    // a figure the GPU did not report has no series (no engine figures on this AMD host)
+    assert!(!text.contains("DCGM_FI_DEV_MEM_COPY_UTIL"), "{text}");
     assert_eq!(text.matches("DCGM_FI_DEV_GPU_TEMP{").count(), 1, "{text}");
 
     // the app is removed: at the next scrape the GPU is free again, no app series left
@@ -165,6 +166,15 @@ fn two_apps_on_one_gpu_get_a_series_each_and_nvidia_devices_are_numbered() {
             ],
             ..GpuStats::default()
         },
+        &[(
+            "0000:3b:00.0".to_owned(),
+            super::EngineUtil {
+                mem_copy: Some(12),
+                encoder: Some(0),
+                decoder: None,
+            },
+        )]
+        .into(),
     );
     let text = scrape(&m);
     let series: Vec<&str> = text
@@ -181,4 +191,16 @@ fn two_apps_on_one_gpu_get_a_series_each_and_nvidia_devices_are_numbered() {
         series[1].contains("app=\"b\",container=\"i_b\"} 40"),
         "{text}"
     );
+    // NVML's engine figures under dcgm's names; the decoder it did not give has no series
+    let copy: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("DCGM_FI_DEV_MEM_COPY_UTIL{"))
+        .collect();
+    assert_eq!(copy.len(), 2, "{text}");
+    assert!(
+        copy[0].ends_with("app=\"a\",container=\"i_a\"} 12"),
+        "{text}"
+    );
+    assert_eq!(text.matches("DCGM_FI_DEV_ENC_UTIL{").count(), 2, "{text}");
+    assert!(!text.contains("DCGM_FI_DEV_DEC_UTIL"), "{text}");
 }
