@@ -66,3 +66,54 @@ async fn watch_link(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use prometheus_client::encoding::prometheus_text;
+    use prometheus_client::registry::Registry;
+
+    use super::*;
+
+    fn text(link: &LinkMetrics) -> String {
+        let mut registry = Registry::default();
+        link.register(&mut registry);
+        let mut out = String::new();
+        prometheus_text::encode(&mut out, &registry).unwrap();
+        out
+    }
+
+    #[test]
+    fn the_link_is_up_only_while_a_session_is_established_and_every_later_dial_counts() {
+        let link = LinkMetrics::default();
+        apply(&link, &LinkEvent::Connecting);
+        assert!(text(&link).contains("odac_agent_link_up 0\n"));
+        assert!(text(&link).contains("odac_agent_reconnects_total 0\n"));
+        apply(&link, &LinkEvent::Connected);
+        assert!(text(&link).contains("odac_agent_link_up 1\n"));
+        apply(
+            &link,
+            &LinkEvent::SessionLost {
+                reason: "closed".into(),
+                healthy_for: Duration::from_secs(5),
+            },
+        );
+        assert!(text(&link).contains("odac_agent_link_up 0\n"));
+        for _ in 0..2 {
+            apply(&link, &LinkEvent::Connecting);
+            apply(
+                &link,
+                &LinkEvent::ConnectFailed {
+                    error: "refused".into(),
+                    unauthorized: false,
+                },
+            );
+        }
+        apply(&link, &LinkEvent::Connecting);
+        apply(&link, &LinkEvent::Connected);
+        let t = text(&link);
+        assert!(t.contains("odac_agent_link_up 1\n"), "{t}");
+        assert!(t.contains("odac_agent_reconnects_total 3\n"), "{t}");
+    }
+}

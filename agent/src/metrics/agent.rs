@@ -206,3 +206,48 @@ impl Collector for AgentCollector {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use odac_protocol::{Fallback, FallbackTier, GpuRequest, Reason};
+
+    use super::*;
+
+    fn app(state: AppState, requested: bool, fallback: Option<Reason>) -> AppStatus {
+        let mut s = AppStatus {
+            state,
+            ..AppStatus::default()
+        };
+        if requested {
+            s.gpu.requested = Some(GpuRequest::default());
+        }
+        s.gpu.fallback = fallback.map(|reason| Fallback {
+            tier: FallbackTier::Preflight,
+            reason,
+            detail: None,
+        });
+        s
+    }
+
+    #[test]
+    fn apps_count_by_state_and_gpu_requests_by_result_and_reason() {
+        let statuses = vec![
+            app(AppState::Running, true, Some(Reason::NoDevice)),
+            app(AppState::Running, false, None),
+            app(AppState::Failed, true, Some(Reason::NoDevice)),
+            app(AppState::Pending, true, None),
+            app(AppState::Removed, true, None),
+        ];
+        let states = apps_by_state(&statuses);
+        assert_eq!(states["running"], 2);
+        assert_eq!(states["failed"], 1);
+        assert_eq!(states["crash_loop"], 0, "every state is listed");
+        let requests = gpu_requests(&statuses);
+        let want = BTreeMap::from([
+            (("failed", "no_device".to_owned()), 1),
+            (("fallback", "no_device".to_owned()), 1),
+            (("pending", "none".to_owned()), 1),
+        ]);
+        assert_eq!(requests, want, "a removed app is not counted");
+    }
+}
