@@ -16,6 +16,8 @@ pub mod inventory;
 pub mod liveness;
 pub mod lock;
 pub mod logging;
+pub mod metrics;
+pub mod metrics_feed;
 pub mod notify;
 pub mod run;
 pub mod telemetry;

@@ -80,6 +80,19 @@ pub async fn run_with(
     )
     // held elsewhere, or an unusable apps.lock_dir: a restart cannot fix either (exit 78)
     .map_err(|e| RunError::Config(e.to_string()))?;
+    // the metrics endpoint is bound before anything starts: a taken port is exit 78
+    let metrics_listener = match config
+        .metrics
+        .listen()
+        .map_err(|e| RunError::Config(e.to_string()))?
+    {
+        Some(listen) => Some(
+            crate::metrics::MetricsListener::bind(&listen)
+                .await
+                .map_err(|e| RunError::Config(e.to_string()))?,
+        ),
+        None => None,
+    };
     let mut apps = config.apps.clone();
     apps.owner = agent_id.clone();
     let manager = AppManager::open(apps, engine.clone(), config.host_root.clone())
@@ -106,6 +119,16 @@ pub async fn run_with(
     let hostname = non_empty(&first.host.hostname)
         .unwrap_or("unknown")
         .to_owned();
+    let metrics = metrics_listener.map(|listener| {
+        let statuses = manager.clone();
+        crate::metrics::Endpoint::new(
+            listener,
+            &hostname,
+            &config.apps.instance,
+            crate::appmgr::container::container_name,
+            Arc::new(move || statuses.statuses()),
+        )
+    });
     let (inventory_tx, inventory_rx) = watch::channel(Some(Arc::new(first)));
     let first_pass = tokio::spawn({
         let manager = manager.clone();
@@ -173,8 +196,21 @@ pub async fn run_with(
         telemetry_feed,
         Arc::new(ManagerControl(telemetry_manager)),
         uplink.gpu_stats(),
+        metrics.as_ref().map(|m| {
+            let gpu = m.gpu.clone();
+            Box::new(move |gpus: &[_], stats: &_, engines: &_| gpu.offer(gpus, stats, engines))
+                as crate::telemetry::task::SampleObserver
+        }),
         shutdown.clone(),
     ));
+    if let Some(metrics) = metrics {
+        tasks.spawn(crate::metrics_feed::run(
+            metrics,
+            uplink.outbox(),
+            uplink.link_events(),
+            shutdown.clone(),
+        ));
+    }
     uplink.run(shutdown.clone()).await;
     crate::notify::stopping();
     // the other tasks watch the same token; the caller bounds how long this may take

@@ -184,6 +184,7 @@ impl Pulls {
                     events.info(&name, format!("pulling {image}: {}", describe(&p)));
                 }
             };
+            let started = Instant::now();
             let result = match shared.precheck(&image, auth.as_ref()).await {
                 Err(message) => Err(message),
                 Ok(()) => {
@@ -202,6 +203,7 @@ impl Pulls {
                     }
                 }
             };
+            crate::metrics::events::pull_finished(started.elapsed(), result.is_ok());
             match &result {
                 Ok(()) => shared.events.info(&name, format!("pulled {image}")),
                 Err(e) => shared

@@ -104,7 +104,9 @@ impl Reconciler {
                 .entry(name)
                 .or_insert_with(|| crashbook::restore(saved));
         }
+        let started = Instant::now();
         let result = self.pass_inner(input).await;
+        crate::metrics::events::apply_finished(started.elapsed());
         if result.is_err() {
             input.facts.forget();
         }

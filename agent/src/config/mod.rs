@@ -54,6 +54,9 @@ pub struct Config {
     /// GPU telemetry (`[telemetry]`).
     #[serde(default)]
     pub telemetry: crate::telemetry::TelemetryConfig,
+    /// The Prometheus endpoint (`[metrics]`).
+    #[serde(default)]
+    pub metrics: crate::metrics::MetricsConfig,
 }
 
 /// `[control_plane]`.

@@ -43,6 +43,8 @@ fn the_example_file_loads_as_is() {
     let c = load(text, &[]).unwrap();
     assert_eq!(c.control_plane.url, "wss://app.odac.run/agent/v1");
     assert_eq!(c.backoff(), BackoffPolicy::default());
+    // the endpoint is off until `[metrics] listen` is set
+    assert_eq!(c.metrics.listen().unwrap(), None);
     assert_eq!(
         c.apps,
         AppManagerConfig {

@@ -99,6 +99,9 @@ impl Config {
             min,
             max,
         )?;
+        self.metrics
+            .listen()
+            .map_err(|e| ConfigError::key(crate::metrics::config::LISTEN_KEY, e.message))?;
         super::check::log_filter(&self.log_level)?;
         super::check::apps(&self.apps)?;
         if let Some(h) = &self.docker.host

@@ -257,8 +257,15 @@ pub(crate) fn summary(s: BollardSummary) -> ContainerSummary {
     }
 }
 
-/// Map a bollard error onto the seam's error, keeping the engine's exact words.
+/// Map a bollard error onto the seam's error, keeping the engine's exact words; counted in
+/// `odac_agent_engine_errors_total`.
 pub(crate) fn map_error(err: BollardError) -> EngineError {
+    let mapped = map_bollard_error(err);
+    crate::metrics::events::engine_error(mapped.kind());
+    mapped
+}
+
+fn map_bollard_error(err: BollardError) -> EngineError {
     match err {
         BollardError::DockerResponseServerError {
             status_code,

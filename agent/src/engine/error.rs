@@ -63,6 +63,19 @@ impl EngineError {
         self.http_status().is_some_and(|s| (400..500).contains(&s))
     }
 
+    /// The variant's name, for metrics: `unavailable`, `not_found`, `conflict`, `rejected`,
+    /// `build_failed` or `other`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Unavailable(_) => "unavailable",
+            Self::NotFound(_) => "not_found",
+            Self::Conflict(_) => "conflict",
+            Self::Rejected { .. } => "rejected",
+            Self::BuildFailed { .. } => "build_failed",
+            Self::Other(_) => "other",
+        }
+    }
+
     /// Whether this error means the object is missing.
     pub fn is_not_found(&self) -> bool {
         matches!(self, Self::NotFound(_))

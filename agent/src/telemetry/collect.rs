@@ -158,6 +158,14 @@ impl Collector {
         out
     }
 
+    /// NVML's memory-copy, encoder and decoder utilisations (empty while it is not loaded).
+    pub fn engine_utils(&self) -> crate::metrics::EngineUtils {
+        match &self.nvml {
+            NvmlState::Loaded(nvml) => nvml.engine_utils(),
+            _ => Default::default(),
+        }
+    }
+
     /// What each app uses of each NVIDIA GPU ([`super::usage::app_usage`]); empty while NVML
     /// is not loaded (the sample loads it when the inventory has an NVIDIA GPU).
     pub fn app_usage(&mut self, statuses: &[AppStatus], held: &[AppGpus]) -> Vec<AppGpuUsage> {
@@ -298,6 +306,7 @@ mod tests {
         std::fs::write(dev.join("gpu_busy_percent"), "12\n").unwrap();
         let fake = FakeNvml::new(
             vec![NvmlGpu {
+                engines: Default::default(),
                 pci_address: "0000:3b:00.0".into(),
                 uuid: None,
                 vram_total_bytes: None,

@@ -40,6 +40,8 @@ pub struct NvmlGpu {
     pub vram_total_bytes: Option<u64>,
     /// Figures (`id` = `pci_address`).
     pub sample: GpuSample,
+    /// Memory-copy, encoder and decoder utilisation (metrics only, not sent).
+    pub engines: crate::metrics::EngineUtil,
 }
 
 /// One process on a GPU, as NVML lists it.
@@ -73,6 +75,13 @@ pub trait Nvml: Send {
     fn processes(&self) -> Result<Vec<NvmlGpuProcesses>, NvmlError>;
     /// The driver version NVML reports.
     fn driver_version(&self) -> Option<String>;
+    /// Every device's memory-copy, encoder and decoder utilisation, by PCI address.
+    fn engine_utils(&self) -> crate::metrics::EngineUtils {
+        let gpus = self.gpus().unwrap_or_default();
+        gpus.into_iter()
+            .map(|g| (g.pci_address, g.engines))
+            .collect()
+    }
     /// The CUDA driver API version NVML reports (`12.4`); `None` when it cannot tell.
     fn cuda_version(&self) -> Option<String> {
         None
@@ -136,12 +145,11 @@ impl Nvml for RealNvml {
     fn gpus(&self) -> Result<Vec<NvmlGpu>, NvmlError> {
         self.each_device(|device, pci_address| {
             let memory = device.memory_info().ok();
+            let rates = device.utilization_rates().ok();
+            let percent = |u: u32| u.min(100) as u8;
             let sample = GpuSample {
                 id: pci_address.clone(),
-                util: device
-                    .utilization_rates()
-                    .ok()
-                    .map(|u| u.gpu.min(100) as u8),
+                util: rates.as_ref().map(|u| percent(u.gpu)),
                 vram_used_mib: memory.as_ref().map(|m| mib(m.used)),
                 vram_total_mib: memory.as_ref().map(|m| mib(m.total)),
                 temp_c: device
@@ -156,6 +164,17 @@ impl Nvml for RealNvml {
                 uuid: device.uuid().ok(),
                 vram_total_bytes: memory.as_ref().map(|m| m.total),
                 sample,
+                engines: crate::metrics::EngineUtil {
+                    mem_copy: rates.as_ref().map(|u| percent(u.memory)),
+                    encoder: device
+                        .encoder_utilization()
+                        .ok()
+                        .map(|u| percent(u.utilization)),
+                    decoder: device
+                        .decoder_utilization()
+                        .ok()
+                        .map(|u| percent(u.utilization)),
+                },
             }
         })
     }
@@ -339,9 +358,22 @@ mod tests {
     }
 
     #[test]
+    fn engine_utilisations_are_listed_by_pci_address() {
+        let mut gpu = NvmlGpu {
+            pci_address: "0000:3b:00.0".into(),
+            ..NvmlGpu::default()
+        };
+        (gpu.engines.mem_copy, gpu.engines.encoder) = (Some(21), Some(3));
+        let listed = FakeNvml::new(vec![gpu.clone()], None).engine_utils();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed["0000:3b:00.0"], gpu.engines);
+    }
+
+    #[test]
     fn the_fake_changes_figures_seen_through_clones() {
         let fake = FakeNvml::new(
             vec![NvmlGpu {
+                engines: Default::default(),
                 pci_address: "0000:19:00.0".into(),
                 uuid: Some("GPU-1".into()),
                 vram_total_bytes: None,

@@ -137,6 +137,7 @@ mod tests {
     fn nvidia_vram_and_driver_come_from_nvml() {
         let fake = FakeNvml::new(
             vec![NvmlGpu {
+                engines: Default::default(),
                 pci_address: "0000:3b:00.0".into(),
                 uuid: None,
                 vram_total_bytes: Some(42_949_672_960),
@@ -168,6 +169,7 @@ mod tests {
     fn nvidia_vram_reaches_the_scan_for_the_gpu_decision() {
         let fake = FakeNvml::new(
             vec![NvmlGpu {
+                engines: Default::default(),
                 pci_address: "0000:3b:00.0".into(),
                 uuid: None,
                 vram_total_bytes: Some(17_179_869_184),

@@ -16,14 +16,19 @@ use super::config::TelemetryConfig;
 use super::threshold::Threshold;
 use crate::uplink::{AppControl, GpuStatsSink, InventoryFeed};
 
+/// Who else sees every sample, with the GPUs it sampled (the metrics endpoint).
+pub type SampleObserver =
+    Box<dyn Fn(&[odac_protocol::GpuInfo], &GpuStats, &crate::metrics::EngineUtils) + Send + Sync>;
+
 /// The loop as `run` starts it: the configured interval, the host root, the app manager's
-/// statuses, samples into the uplink's outbox.
+/// statuses, samples into the uplink's outbox (and to `also`).
 pub fn spawn_for(
     config: &TelemetryConfig,
     host_root: &std::path::Path,
     inventory: InventoryFeed,
     apps: Arc<dyn AppControl>,
     sink: GpuStatsSink,
+    also: Option<SampleObserver>,
     shutdown: CancellationToken,
 ) -> impl std::future::Future<Output = ()> + Send + 'static {
     telemetry_loop(
@@ -35,20 +40,26 @@ pub fn spawn_for(
             move || apps.statuses()
         },
         move |stats| sink.put(stats),
-        move |samples| apps.offer_gpu_samples(samples),
+        move |gpus, stats, engines| {
+            apps.offer_gpu_samples(&stats.gpus);
+            if let Some(also) = &also {
+                also(gpus, stats, engines);
+            }
+        },
         shutdown,
     )
 }
 
-/// Runs until `shutdown`; every reading is also handed to `seen` (the app manager's free
-/// VRAM), whether or not it moved enough to be sent.
+/// Runs until `shutdown`; every reading is also handed to `seen` with the GPUs it sampled
+/// (the app manager's free VRAM, the metrics endpoint), whether or not it moved enough to be
+/// sent.
 pub async fn telemetry_loop(
     collector: Collector,
     every: Duration,
     inventory: InventoryFeed,
     statuses: impl Fn() -> Vec<AppStatus> + Send,
     put: impl Fn(GpuStats) + Send,
-    seen: impl Fn(&[odac_protocol::GpuSample]) + Send,
+    seen: impl Fn(&[odac_protocol::GpuInfo], &GpuStats, &crate::metrics::EngineUtils) + Send,
     shutdown: CancellationToken,
 ) {
     let collector = Arc::new(Mutex::new(collector));
@@ -76,23 +87,27 @@ pub async fn telemetry_loop(
         let sampled = tokio::task::spawn_blocking(move || {
             let mut c = crate::lock::lock(&sampling);
             let samples = c.sample(&list, Instant::now());
-            (samples, c.app_usage(&statuses, &held))
+            (
+                samples,
+                c.app_usage(&statuses, &held),
+                c.engine_utils().clone(),
+            )
         })
         .await;
-        let (samples, usage) = match sampled {
+        let (samples, usage, engines) = match sampled {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!("gpu telemetry sample failed: {e}");
                 continue;
             }
         };
-        seen(&samples);
         let stats = GpuStats {
             interval_secs,
             gpus: samples,
             apps,
             usage,
         };
+        seen(&gpus, &stats, &engines);
         if threshold.admit(&stats) {
             put(stats);
         }
@@ -140,7 +155,7 @@ mod tests {
             move |s| {
                 let _ = sent_tx.send(s);
             },
-            |_| {},
+            |_, _, _| {},
             shutdown.clone(),
         ));
         let first = sent.recv().await.unwrap();

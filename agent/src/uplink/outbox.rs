@@ -85,6 +85,10 @@ pub struct Outbox {
     removals: Option<RemovalLog>,
     /// The latest GPU sample (older ones are never sent again).
     gpu_stats: Option<Entry<GpuStats>>,
+    /// Reports handed to a session to send, resends included (metrics).
+    sent_total: u64,
+    /// Reports the control plane acknowledged (metrics).
+    acked_total: u64,
 }
 
 impl Outbox {
@@ -315,6 +319,7 @@ impl Outbox {
             }));
         }
         out.sort_by_key(|m| m.seq().unwrap_or_default());
+        self.sent_total += out.len() as u64;
         out
     }
 
@@ -322,6 +327,14 @@ impl Outbox {
     /// pending (replaced by a newer report, or acked before) is ignored. Returns true when
     /// something was removed.
     pub fn ack(&mut self, seq: u64) -> bool {
+        let acked = self.drop_acked(seq);
+        if acked {
+            self.acked_total += 1;
+        }
+        acked
+    }
+
+    fn drop_acked(&mut self, seq: u64) -> bool {
         let Some(key) = self.by_seq.remove(&seq) else {
             return false;
         };
@@ -373,6 +386,11 @@ impl Outbox {
     /// Statuses evicted so far because of the bound.
     pub fn evicted_statuses(&self) -> u64 {
         self.evicted_statuses
+    }
+
+    /// Reports sent so far (resends counted again) and reports acknowledged so far.
+    pub fn sent_and_acked(&self) -> (u64, u64) {
+        (self.sent_total, self.acked_total)
     }
 }
 

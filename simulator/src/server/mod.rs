@@ -19,6 +19,7 @@ pub mod http_errors;
 pub mod http_serve;
 pub mod listener;
 pub mod logs;
+pub mod metrics;
 pub mod reasons;
 pub mod registries;
 pub mod registry_check;
@@ -186,6 +187,7 @@ pub fn router(hub: Arc<Hub>) -> Router {
             axum::routing::delete(registries::logout),
         )
         .route("/api/reasons", get(crate::server::reasons::list_reasons))
+        .route("/metrics", get(metrics::metrics))
         .route("/api/enroll/codes", post(admin::new_enroll_code))
         .route(
             "/api/admin/faults",

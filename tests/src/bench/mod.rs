@@ -10,7 +10,8 @@
 //! - [`capacity`]: `odac-sim fleet` of 1,000–5,000 agents against one `odac-sim serve`;
 //! - [`link`]: bytes per minute per idle agent, and a reconnect storm;
 //! - [`pull`]: a ≥ 50 MB image pulled from a local registry by the agent's pull path beside
-//!   `docker pull`.
+//!   `docker pull`;
+//! - [`scrape`]: what Prometheus scrapes of `/metrics` cost the agent.
 //!
 //! `--quick` shortens every suite (fewer runs, shorter windows, 50 fleet agents) so CI keeps
 //! the runner working; no target is asserted, the verdicts are printed.
@@ -27,6 +28,7 @@ pub mod inventory;
 pub mod link;
 pub mod procfs;
 pub mod pull;
+pub mod scrape;
 pub mod stats;
 pub mod table;
 
@@ -55,13 +57,14 @@ impl Opts {
 }
 
 /// The suites, in the order `all` runs them.
-pub const SUITES: [&str; 6] = [
+pub const SUITES: [&str; 7] = [
     "footprint",
     "apply",
     "inventory",
     "capacity",
     "link",
     "pull",
+    "scrape",
 ];
 
 /// Runs one suite by name; `Ok(None)` when it was skipped (no Docker engine).
@@ -73,6 +76,7 @@ pub fn run_suite(name: &str, opts: Opts) -> Result<Option<Table>> {
         "capacity" => capacity::run(opts).map(Some),
         "link" => link::run(opts),
         "pull" => pull::run(opts),
+        "scrape" => scrape::run(opts),
         other => Err(Error::Other(format!(
             "unknown suite {other:?} (one of {}, or all)",
             SUITES.join(", ")

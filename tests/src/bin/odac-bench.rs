@@ -1,5 +1,5 @@
 //! `odac-bench`: the benchmark runner. `odac-bench <suite>… | all [--quick]` runs the suites
-//! (footprint, apply, inventory, capacity, link, pull; see `tests/src/bench/`) on loopback with the
+//! (footprint, apply, inventory, capacity, link, pull, scrape; see `tests/src/bench/`) on loopback with the
 //! real `odac-sim` and `odac-agent` binaries of the same cargo profile and the Docker engine,
 //! and prints one Markdown table per suite: median and spread over repeated runs, the
 //! baseline measured in the same run, the ratio, the target and whether it was met. The tables
@@ -17,7 +17,7 @@ use std::time::Instant;
 use bench::{Opts, SUITES};
 
 const USAGE: &str =
-    "usage: odac-bench <footprint|apply|inventory|capacity|link|pull>... | all [--quick]";
+    "usage: odac-bench <footprint|apply|inventory|capacity|link|pull|scrape>... | all [--quick]";
 
 /// The machine, for the header and the README.
 fn machine() -> String {

@@ -1,5 +1,5 @@
 //! Unit tests of the outbox: seqs kept on resend, statuses coalesced and bounded, events
-//! bounded, removals and the seq mark kept across restarts.
+//! bounded, removals and the seq mark kept across restarts, the sent and acked counts.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 use super::*;
@@ -211,4 +211,20 @@ fn after_welcome_current_reports_resend_equal_ones_and_replace_changed_ones() {
         matches!(&sent[3], AgentMessage::AppStatus(r) if r.status.state == AppState::CrashLoop)
     );
     assert!(!o.ack(3), "web's seq 3 was replaced: void");
+}
+
+#[test]
+fn sent_and_acked_count_resends_and_real_acks_only() {
+    let mut o = Outbox::new(OutboxLimits::default());
+    o.put_status(status("a", AppState::Running));
+    o.put_status(status("b", AppState::Running));
+    assert_eq!(o.take_unsent().len(), 2);
+    assert!(o.ack(1));
+    assert!(!o.ack(1), "a second ack of the same seq");
+    assert!(!o.ack(99), "an ack of no report");
+    // a new session resends what is unacked
+    o.new_session();
+    assert_eq!(o.take_unsent().len(), 1);
+    assert_eq!(o.sent_and_acked(), (3, 1));
+    assert_eq!(o.pending(), 1);
 }
