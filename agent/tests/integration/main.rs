@@ -43,6 +43,7 @@ mod inventory_limits;
 mod inventory_verdict;
 mod log_lines_docker;
 mod logging_levels;
+mod metrics_endpoint;
 mod ownership_fake;
 mod protocol_conversation;
 mod pull_fake;

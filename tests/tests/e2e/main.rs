@@ -21,6 +21,7 @@ mod host_access;
 mod impersonation;
 mod in_process;
 mod logs_follow;
+mod metrics;
 mod one_engine;
 mod registry;
 mod registry_login;
