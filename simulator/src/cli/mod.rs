@@ -1,5 +1,5 @@
 //! The `odac` command line client of the control plane's REST API:
-//! `odac app create|gpu|list|restart|remove|show|logs` and `odac host list`. Exit codes: 0 success,
+//! `odac app create|gpu|update|list|restart|remove|show|logs` and `odac host list`. Exit codes: 0 success,
 //! 1 failed request (the API's message in terms of the flags given, or "cannot reach the
 //! API"), 2 usage error.
 
@@ -13,6 +13,7 @@ pub mod registry;
 pub mod show;
 pub mod table;
 pub mod term;
+pub mod update;
 
 use std::io::Read;
 
@@ -276,6 +277,7 @@ fn dispatch(cli: &Cli, client: &Client) -> Result<(), ClientError> {
     match &cli.command {
         Command::App(AppCommand::Create(args)) => create(client, args)?,
         Command::App(AppCommand::Gpu(args)) => gpu(client, args)?,
+        Command::App(AppCommand::Update(args)) => update::update(client, args)?,
         Command::App(AppCommand::List(args)) => {
             let v = client.get("/api/apps")?;
             if args.json {
