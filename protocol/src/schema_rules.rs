@@ -122,6 +122,8 @@ pub fn tighten(schema: &mut Schema) {
         ("HealthCheck", "timeout_secs", secs(1)),
         ("HealthCheck", "retries", secs(1)),
         ("HealthCheck", "start_period_secs", secs(0)),
+        ("UpdatePolicy", "min_healthy_secs", secs(0)),
+        ("UpdatePolicy", "healthy_deadline_secs", secs(1)),
         (
             "LogLimits",
             "max_size_bytes",

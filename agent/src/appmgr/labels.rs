@@ -47,6 +47,8 @@ pub fn spec_hash(spec: &AppSpec) -> String {
     let mut bare = spec.without_secrets();
     bare.gpu = None;
     bare.restart_token = None;
+    // how a change is rolled out is not what the container is made of
+    bare.update = None;
     // Serialising a plain struct with BTreeMaps cannot fail and is deterministic.
     short_hash(&serde_json::to_vec(&bare).unwrap_or_default())
 }
@@ -60,7 +62,7 @@ pub fn gpu_hash(gpu: Option<&GpuRequest>) -> String {
 }
 
 /// What a container of an app must carry to count as up to date.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Identity {
     /// [`spec_hash`].
     pub spec_hash: String,
