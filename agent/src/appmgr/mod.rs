@@ -44,6 +44,7 @@ mod reconcile;
 mod refusals;
 pub mod registry_auth;
 mod removal;
+mod rollout;
 mod rollout_book;
 mod settings;
 mod source;

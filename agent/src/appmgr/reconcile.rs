@@ -54,6 +54,7 @@ use super::ownership::{self, Ownership};
 use super::pass::{AppMemory, Pass, stop_and_remove};
 use super::pull::Pulls;
 use super::refusals::Refusals;
+use super::rollout_book::Rollouts;
 use super::settings::AppManagerConfig;
 use super::source::{GitImage, with_build};
 use crate::engine::{
@@ -71,6 +72,8 @@ pub(crate) struct Reconciler {
     /// app's record takes its part; and what was saved last.
     crashes: Option<(crashbook::Book, crashbook::Book)>,
     refusals: Refusals,
+    /// The way back of every app, and the rollouts under way.
+    rollouts: Rollouts,
 }
 
 /// The inputs of a pass.
@@ -108,6 +111,7 @@ impl Reconciler {
             input.facts.forget();
         }
         self.save_crashes(dir);
+        self.rollouts.save(dir);
         result
     }
 
@@ -194,19 +198,21 @@ impl Reconciler {
         by_app.retain(|app, _| apps.iter().any(|a| &a.name == app));
         self.apps
             .retain(|name, _| apps.iter().any(|a| &a.name == name));
+        self.rollouts.retain(&names);
         for c in by_app.values().flatten() {
             pass.allocations.add(&labels::gpus(&c.labels));
         }
 
+        let book = self.rollouts.book(&input.config.state_dir);
+        let mut wakes = Vec::with_capacity(apps.len());
         let creations = async {
             let mut out = Vec::with_capacity(apps.len());
             for spec in apps {
                 let existing = by_app.remove(&spec.name).unwrap_or_default();
                 let rec = self.apps.entry(spec.name.clone()).or_default();
-                let status = match pass.app(rec, spec, existing).await {
-                    Ok(status) => status,
-                    Err(e) => pass.own_failure(rec, spec, e).await?,
-                };
+                let record = book.entry(spec.name.clone()).or_default();
+                let (status, wake) = pass.rolled_out(rec, record, spec, existing).await?;
+                wakes.push((spec.name.clone(), wake));
                 out.push(status);
             }
             Ok::<_, EngineError>(out)
@@ -214,6 +220,9 @@ impl Reconciler {
         let (removed, out) = tokio::join!(removals, creations);
         removed.into_iter().collect::<Result<(), EngineError>>()?;
         let out = out?;
+        for (app, wake) in wakes {
+            self.rollouts.wake_at(&app, wake);
+        }
         let mut gone_apps: Vec<&String> = gone.iter().map(|(app, _)| app).collect();
         gone_apps.dedup();
         for app in gone_apps {
@@ -224,7 +233,8 @@ impl Reconciler {
 
     /// The earliest scheduled restart or retry.
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        self.apps.values().filter_map(|r| r.guard.next_start).min()
+        let restarts = self.apps.values().filter_map(|r| r.guard.next_start);
+        restarts.chain(self.rollouts.next_wake()).min()
     }
 }
 
@@ -273,7 +283,7 @@ async fn remove_all(
 const MAX_PARALLEL_REMOVALS: usize = 8;
 
 impl Pass<'_> {
-    async fn app(
+    pub(super) async fn app(
         &mut self,
         rec: &mut AppMemory,
         spec: &AppSpec,
