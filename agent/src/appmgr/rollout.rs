@@ -72,8 +72,9 @@ impl Pass<'_> {
         let mut status = self.app_or_own_failure(rec, spec, existing).await?;
         let now_ms = wall_ms();
         let Some(pending) = r.pending.as_mut() else {
-            let wake = self.first_version(rec, r, spec, &desired, &status, &policy);
-            return Ok((status, wake));
+            // recorded at a poll tick: a scheduled pass would read every fact afresh
+            self.first_version(rec, r, spec, &desired, &status, &policy);
+            return Ok((status, None));
         };
         match verdict(pending, &status, &policy, spec, now_ms) {
             Verdict::Waiting(at) => {
@@ -176,7 +177,7 @@ impl Pass<'_> {
 
     /// A version with nothing to go back to (the first one, or after a lost record) becomes
     /// the way back once it has run `min_healthy_secs` (healthy, with a health check). Also
-    /// follows a plain restart or a GPU change waiting for one. When to look again.
+    /// follows a plain restart or a GPU change waiting for one.
     fn first_version(
         &self,
         rec: &AppMemory,
@@ -185,14 +186,14 @@ impl Pass<'_> {
         desired: &Identity,
         status: &AppStatus,
         policy: &UpdatePolicy,
-    ) -> Option<Instant> {
+    ) {
         if status.state != AppState::Running
             || status
                 .health
                 .as_ref()
                 .is_some_and(|h| h.state != HealthState::Healthy)
         {
-            return None;
+            return;
         }
         if let Some(good) = r.good.as_mut() {
             // the same version (a restart, a GPU change waiting for one): keep it current
@@ -203,15 +204,15 @@ impl Pass<'_> {
             if status.image_id.is_some() && good.image_id != status.image_id {
                 good.image_id.clone_from(&status.image_id);
             }
-            return None;
+            return;
         }
-        let since = rec.guard.running_since?;
+        let Some(since) = rec.guard.running_since else {
+            return;
+        };
         let proven = since + std::time::Duration::from_secs(u64::from(policy.min_healthy_secs()));
-        if self.now < proven {
-            return Some(proven);
+        if self.now >= proven {
+            r.good = Some(good_of(spec, desired, status, self.generation));
         }
-        r.good = Some(good_of(spec, desired, status, self.generation));
-        None
     }
 
     /// [`Pass::app`], an engine error about this app's request being its own failure.
