@@ -144,6 +144,7 @@ fn spec(image: &str) -> AppSpec {
         min_healthy_secs: Some(4),
         healthy_deadline_secs: Some(4),
         auto_revert: None,
+        max_lock_secs: None,
     });
     spec
 }
@@ -336,6 +337,100 @@ async fn a_health_check_that_never_passes_is_rolled_back_after_the_deadline() {
             assert_eq!(s.running_generation, Some(1));
             assert_eq!(s.image_id, before.image_id);
             assert_eq!(s.health, None, "the previous version has no health check");
+        },
+        run.clean_up(),
+    )
+    .await;
+}
+
+/// `docker exec ID sh -c SCRIPT`: the app itself acting on its `/run/odac`.
+fn in_app(id: &str, script: &str) {
+    let out = std::process::Command::new("docker")
+        .args(["exec", id, "sh", "-c", script])
+        .output()
+        .expect("run docker exec");
+    assert!(out.status.success(), "{script}: {out:?}");
+}
+
+#[tokio::test]
+async fn an_update_waits_while_the_app_holds_its_lock_and_not_longer_than_max_lock_secs() {
+    let Some(run) = Run::new("rollout_update_lock").await else {
+        return;
+    };
+    then_clean_up(
+        async {
+            let m = run.open();
+            let mut events = m.subscribe_events();
+            let first = first_version(&run, &m).await;
+            let id1 = first.container_id.clone().unwrap();
+            in_app(&id1, "touch /run/odac/update.lock");
+
+            let mut second = spec(STEADY);
+            second.env.insert("SECOND".into(), "1".into());
+            set(&m, 2, second.clone()).await;
+            for _ in 0..5 {
+                let s = m.reconcile_once().await.remove(0);
+                let r = s.rollout.clone().expect("a rollout part");
+                assert_eq!(r.state, RolloutState::UpdateWaitingLock, "{s:?}");
+                assert_eq!(r.generation, 2);
+                assert!(r.deadline_at_ms.is_some());
+                assert_eq!(
+                    s.container_id.as_deref(),
+                    Some(id1.as_str()),
+                    "not replaced"
+                );
+                assert_eq!(
+                    (s.state, s.running_generation),
+                    (AppState::Running, Some(1))
+                );
+                tokio::time::sleep(Duration::from_millis(400)).await;
+            }
+            in_app(&id1, "rm /run/odac/update.lock");
+            let s = m.reconcile_once().await.remove(0);
+            assert_ne!(
+                s.container_id.as_deref(),
+                Some(id1.as_str()),
+                "updated in one pass"
+            );
+            assert_eq!(s.rollout.map(|r| r.state), Some(RolloutState::RollingOut));
+            let s = until(&m, "the second version proves itself", |s| {
+                s.rollout.is_none() && s.state == AppState::Running
+            })
+            .await;
+            let id2 = s.container_id.unwrap();
+
+            // a lock older than update.max_lock_secs is overridden, with a warning
+            in_app(&id2, "touch /run/odac/update.lock");
+            let mut third = second;
+            third.env.insert("THIRD".into(), "1".into());
+            third.update.as_mut().unwrap().max_lock_secs = Some(2);
+            set(&m, 3, third).await;
+            let s = m.reconcile_once().await.remove(0);
+            assert_eq!(
+                s.rollout.map(|r| r.state),
+                Some(RolloutState::UpdateWaitingLock)
+            );
+            let s = until(&m, "the third version despite the old lock", |s| {
+                s.container_id.as_deref() != Some(id2.as_str())
+            })
+            .await;
+            assert_eq!(s.rollout.map(|r| r.state), Some(RolloutState::RollingOut));
+            let mut messages = Vec::new();
+            while let Ok(e) = events.try_recv() {
+                messages.push(e.message);
+            }
+            assert!(
+                messages
+                    .iter()
+                    .any(|m| m.contains("more than update.max_lock_secs (2 s): updating anyway")),
+                "{messages:#?}"
+            );
+            assert!(
+                messages
+                    .iter()
+                    .any(|m| m.contains("generation 2 waits: the app holds /run/odac/update.lock")),
+                "{messages:#?}"
+            );
         },
         run.clean_up(),
     )

@@ -62,8 +62,8 @@ pub use pull::PullPolicy;
 pub use reason::Reason;
 pub use registry_auth::{RegistryAuth, registry_host};
 pub use rollout::{
-    DEFAULT_HEALTHY_DEADLINE_SECS, DEFAULT_MIN_HEALTHY_SECS, RolloutReport, RolloutState,
-    UpdatePolicy,
+    DEFAULT_HEALTHY_DEADLINE_SECS, DEFAULT_MAX_LOCK_SECS, DEFAULT_MIN_HEALTHY_SECS, RolloutReport,
+    RolloutState, UpdatePolicy,
 };
 pub use runtime::{
     CrashInfo, CrashReason, HealthCheck, HealthReport, HealthState, LogLimits,

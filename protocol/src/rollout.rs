@@ -19,6 +19,9 @@ pub const DEFAULT_MIN_HEALTHY_SECS: u32 = 10;
 /// How long a new version with a health check has to report healthy, by default.
 pub const DEFAULT_HEALTHY_DEADLINE_SECS: u32 = 120;
 
+/// How long an update waits for the app's `/run/odac/update.lock` to go, by default.
+pub const DEFAULT_MAX_LOCK_SECS: u32 = 3600;
+
 /// How an app's container is replaced when its spec changes (`update` in the spec).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub struct UpdatePolicy {
@@ -34,6 +37,11 @@ pub struct UpdatePolicy {
     /// is not healthy by the deadline (default true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auto_revert: Option<bool>,
+    /// Seconds an update waits while the app holds `/run/odac/update.lock` (a recording, a
+    /// long job), counted from the lock file's modification time; an older lock is ignored
+    /// with a warning (0..=86400, default 3600).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_lock_secs: Option<u32>,
 }
 
 impl UpdatePolicy {
@@ -53,8 +61,14 @@ impl UpdatePolicy {
         self.auto_revert.unwrap_or(true)
     }
 
+    /// `max_lock_secs` or its default.
+    pub fn max_lock_secs(&self) -> u32 {
+        self.max_lock_secs.unwrap_or(DEFAULT_MAX_LOCK_SECS)
+    }
+
     /// Checks the bounds; the error names the field.
     pub fn validate(&self) -> Result<(), ValidationError> {
+        check_range("max_lock_secs", self.max_lock_secs, 0..=MAX_HEALTH_SECS)?;
         check_range(
             "min_healthy_secs",
             self.min_healthy_secs,
@@ -79,6 +93,10 @@ pub enum RolloutState {
     RolledBack,
     /// The new version failed and `update.auto_revert` is false: it is left as it is.
     Failed,
+    /// The app holds its update lock (`/run/odac/update.lock`): the previous version runs
+    /// until the lock goes or `deadline_at_ms` (`update.max_lock_secs` after the lock's
+    /// modification time) passes.
+    UpdateWaitingLock,
 }
 
 impl RolloutState {
@@ -88,6 +106,7 @@ impl RolloutState {
             RolloutState::RollingOut => "rolling_out",
             RolloutState::RolledBack => "rolled_back",
             RolloutState::Failed => "failed",
+            RolloutState::UpdateWaitingLock => "update_waiting_lock",
         }
     }
 }

@@ -49,6 +49,7 @@ mod rollout_book;
 mod settings;
 mod source;
 pub mod store;
+mod update_lock;
 mod volumes;
 
 pub use error::{AppMgrError, StoreError};

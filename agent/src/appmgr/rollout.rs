@@ -21,6 +21,7 @@ use super::diagnosis::{self, instant_of, wall_ms};
 use super::labels::Identity;
 use super::pass::{AppMemory, Pass};
 use super::rollout_book::{Failed, Good, Pending, Record, recreates};
+use super::update_lock::{self, Lock};
 use crate::engine::{ContainerSummary, EngineError};
 
 /// What a pass made of a rollout under way.
@@ -63,10 +64,15 @@ impl Pass<'_> {
                         generation: self.generation,
                         container_id: None,
                         seen_at_ms: None,
+                        lock_seen: false,
+                        lock_expired: false,
                     });
                 }
             }
             _ => r.pending = None,
+        }
+        if let Some(waiting) = self.waiting_for_lock(rec, r, spec, &existing).await? {
+            return Ok((waiting, None));
         }
         let backup = existing.clone();
         let mut status = self.app_or_own_failure(rec, spec, existing).await?;
@@ -213,6 +219,71 @@ impl Pass<'_> {
         if self.now >= proven {
             r.good = Some(good_of(spec, desired, status, self.generation));
         }
+    }
+
+    /// A rollout that has not replaced the previous version yet while the app holds its update
+    /// lock: the previous version as it runs, `update_waiting_lock` with the lock's deadline.
+    /// `None` when the update may go on (no lock, an expired one: warned once, or nothing of
+    /// the previous version running to keep).
+    async fn waiting_for_lock(
+        &mut self,
+        rec: &mut AppMemory,
+        r: &mut Record,
+        spec: &AppSpec,
+        existing: &[ContainerSummary],
+    ) -> Result<Option<AppStatus>, EngineError> {
+        let (Some(good), Some(pending)) = (r.good.as_ref(), r.pending.as_mut()) else {
+            return Ok(None);
+        };
+        let previous_runs = pending.container_id.is_none()
+            && existing.iter().any(|c| {
+                let theirs = Identity::from_labels(&c.labels);
+                theirs.spec_hash == good.identity.spec_hash
+                    && theirs.restart_token == good.identity.restart_token
+            });
+        if !previous_runs {
+            return Ok(None);
+        }
+        let max = spec.update.unwrap_or_default().max_lock_secs();
+        let now = std::time::SystemTime::now();
+        let until_ms = match update_lock::check(&self.config.state_dir, &spec.name, max, now) {
+            Lock::Free => return Ok(None),
+            Lock::Expired { age_secs } => {
+                if !pending.lock_expired {
+                    pending.lock_expired = true;
+                    self.events.warn(
+                        &spec.name,
+                        format!("the app has held /run/odac/update.lock for {age_secs} s, more than update.max_lock_secs ({max} s): updating anyway"),
+                    );
+                }
+                return Ok(None);
+            }
+            Lock::Held { until_ms } => until_ms,
+        };
+        if !pending.lock_seen {
+            pending.lock_seen = true;
+            self.events.info(
+                &spec.name,
+                format!(
+                    "generation {} waits: the app holds /run/odac/update.lock",
+                    pending.generation
+                ),
+            );
+        }
+        let generation = pending.generation;
+        let previous = good.spec.clone();
+        let running = good.generation;
+        let mut status = self
+            .app_or_own_failure(rec, &previous, existing.to_vec())
+            .await?;
+        status.running_generation = Some(running);
+        status.rollout = Some(RolloutReport {
+            state: RolloutState::UpdateWaitingLock,
+            generation,
+            deadline_at_ms: Some(until_ms),
+            ..RolloutReport::default()
+        });
+        Ok(Some(status))
     }
 
     /// [`Pass::app`], an engine error about this app's request being its own failure.

@@ -63,6 +63,12 @@ pub(crate) struct Pending {
     /// When that container was first seen running, Unix milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seen_at_ms: Option<u64>,
+    /// The wait for the app's update lock was told (an event, once).
+    #[serde(default)]
+    pub lock_seen: bool,
+    /// The lock outlived `update.max_lock_secs` and was overridden (warned once).
+    #[serde(default)]
+    pub lock_expired: bool,
 }
 
 /// A rollout that failed.

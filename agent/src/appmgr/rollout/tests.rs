@@ -17,6 +17,8 @@ fn pending() -> Pending {
         generation: 7,
         container_id: None,
         seen_at_ms: None,
+        lock_seen: false,
+        lock_expired: false,
     }
 }
 
@@ -34,6 +36,7 @@ fn policy(min: u32, deadline: u32) -> UpdatePolicy {
         min_healthy_secs: Some(min),
         healthy_deadline_secs: Some(deadline),
         auto_revert: None,
+        max_lock_secs: None,
     }
 }
 
