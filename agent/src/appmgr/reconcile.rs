@@ -21,7 +21,8 @@
 //!   ([`crashbook`](super::crashbook)).
 //! - An app with a git source gets its image from a background build first
 //!   ([`source`](super::source)); the container of the previous version keeps running until
-//!   the new image is ready. The images of apps no longer desired are removed with them.
+//!   the new image is ready; so does that of a registry app while its new image is pulled.
+//!   The images of apps no longer desired are removed with them.
 //! - GPU allocations are rebuilt from the containers' labels at the start of every pass.
 //! - A quiet pass (a plain poll tick) costs one engine call: it reuses the engine's
 //!   capabilities and the host scan of an earlier pass (or of the agent's inventory loop,
@@ -49,6 +50,7 @@ use super::crashloop::CrashGuard;
 use super::events::EventTx;
 use super::facts::Facts;
 use super::host::HostSource;
+use super::image::ImageReady;
 use super::labels::{self, Identity};
 use super::ownership::{self, Ownership};
 use super::pass::{AppMemory, Pass, stop_and_remove};
@@ -337,6 +339,15 @@ impl Pass<'_> {
                 GitImage::Wait(status) => return self.building(rec, spec, *status, stale).await,
             },
         };
+        // the previous version runs while the new image is pulled (and goes when it fails)
+        if stale.is_some()
+            && built.is_none()
+            && let Some(image) = spec.image.clone()
+            && let ImageReady::Wait(status) =
+                self.ensure_image(rec, spec, &identity, &image).await?
+        {
+            return self.building(rec, spec, *status, stale).await;
+        }
         if let Some(c) = stale {
             tracing::info!(app = %spec.name, container = %c.id, "spec or restart token changed: recreating");
             self.remove(&c.id).await?;
@@ -363,8 +374,8 @@ impl Pass<'_> {
         )
     }
 
-    /// The status of a git-sourced app whose new image is not ready: the previous version
-    /// (`stale`) runs meanwhile, or is removed when the new one did not build.
+    /// The status of an app whose new image is not ready (built or pulled): the previous
+    /// version (`stale`) runs meanwhile, or is removed when the new one did not build or pull.
     async fn building(
         &mut self,
         rec: &mut AppMemory,
