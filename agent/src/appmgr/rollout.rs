@@ -1,5 +1,6 @@
-//! Updates that cannot take an app down. A spec change that recreates the container
-//! ([`recreates`]) is a *rollout* once a previous version has proven itself: the new container
+//! Updates that cannot take an app down. A spec change that recreates the container, or a
+//! restart that may bring a new image (a git source's next commit), ([`recreates`]) is a
+//! *rollout* once a previous version has proven itself: the new container
 //! must keep running `update.min_healthy_secs` (and, with a health check, be healthy within
 //! `update.healthy_deadline_secs` of being seen running); the status meanwhile carries
 //! `rollout.state = rolling_out` with the deadline. When the new version exits, crash-loops, is
@@ -56,7 +57,7 @@ impl Pass<'_> {
             return Ok((status, None));
         }
         match &r.good {
-            Some(good) if recreates(&good.identity, &desired) => {
+            Some(good) if recreates(&good.identity, &desired, image_may_change(spec)) => {
                 if r.pending.as_ref().map(|p| &p.identity) != Some(&desired) {
                     tracing::info!(app = %spec.name, generation = self.generation, "rolling out a new version");
                     r.pending = Some(Pending {
@@ -202,7 +203,7 @@ impl Pass<'_> {
             return;
         }
         if let Some(good) = r.good.as_mut() {
-            // the same version (a restart, a GPU change waiting for one): keep it current
+            // the same version (a plain restart, a GPU change waiting for one): keep it current
             if good.spec != spec.without_secrets() || good.identity != *desired {
                 good.spec = spec.without_secrets();
                 good.identity = desired.clone();
@@ -298,6 +299,12 @@ impl Pass<'_> {
             Err(e) => self.own_failure(rec, spec, e).await,
         }
     }
+}
+
+/// Whether a restart of `spec` may bring another image: the next commit of a git source, or
+/// a pull that may find a re-pushed tag.
+fn image_may_change(spec: &AppSpec) -> bool {
+    spec.source.is_some() || spec.pull == odac_protocol::PullPolicy::Always
 }
 
 /// The way back made of `spec` as it runs now.

@@ -169,11 +169,14 @@ fn load(dir: &Path) -> Book {
     })
 }
 
-/// Whether going from `from` to `to` recreates the container: another spec, or another GPU
-/// intent applied by another restart token (a GPU change alone waits for a restart).
-pub(crate) fn recreates(from: &Identity, to: &Identity) -> bool {
+/// Whether going from `from` to `to` puts a new version in place: another spec, or a restart
+/// (another token) that applies another GPU intent (a GPU change alone waits for a restart) or
+/// that may bring another image (`image_may_change`: a git source's next commit, a pull
+/// policy `always`). A plain restart of the same version is no rollout.
+pub(crate) fn recreates(from: &Identity, to: &Identity, image_may_change: bool) -> bool {
     from.spec_hash != to.spec_hash
-        || (from.gpu_hash != to.gpu_hash && from.restart_token != to.restart_token)
+        || (from.restart_token != to.restart_token
+            && (from.gpu_hash != to.gpu_hash || image_may_change))
 }
 
 #[cfg(test)]
@@ -190,16 +193,20 @@ mod tests {
 
     #[test]
     fn only_a_new_spec_or_an_applied_gpu_change_is_a_rollout() {
-        assert!(recreates(&id("a", "g", ""), &id("b", "g", "")));
+        assert!(recreates(&id("a", "g", ""), &id("b", "g", ""), false));
         assert!(
-            !recreates(&id("a", "g", ""), &id("a", "g", "t1")),
+            !recreates(&id("a", "g", ""), &id("a", "g", "t1"), false),
             "a plain restart"
         );
         assert!(
-            !recreates(&id("a", "g", ""), &id("a", "h", "")),
+            !recreates(&id("a", "g", ""), &id("a", "h", ""), true),
             "restart required"
         );
-        assert!(recreates(&id("a", "g", ""), &id("a", "h", "t1")));
+        assert!(recreates(&id("a", "g", ""), &id("a", "h", "t1"), false));
+        assert!(
+            recreates(&id("a", "g", ""), &id("a", "g", "t1"), true),
+            "the next commit"
+        );
     }
 
     #[test]
