@@ -6,7 +6,9 @@
 //! generation is not created again (engine `create` events counted over a 15 s window: short
 //! for a test, the rule has no time limit); an agent restarted afterwards keeps it so. A health
 //! check that never passes is rolled back after its (shortened) deadline with the check's
-//! output. Each test has its own `apps.instance` and removes every container of it at the end.
+//! output. An update waits while the app keeps `/run/odac/update.lock` (created and removed
+//! from inside the container) and overrides a lock older than `update.max_lock_secs`. Without
+//! `update.auto_revert` a failed version is left as it is, its status saying so. Each test has its own `apps.instance` and removes every container of it at the end.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod docker_support;
@@ -431,6 +433,43 @@ async fn an_update_waits_while_the_app_holds_its_lock_and_not_longer_than_max_lo
                     .any(|m| m.contains("generation 2 waits: the app holds /run/odac/update.lock")),
                 "{messages:#?}"
             );
+        },
+        run.clean_up(),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn without_auto_revert_the_failed_version_is_left_and_says_so() {
+    let Some(run) = Run::new("rollout_no_revert").await else {
+        return;
+    };
+    then_clean_up(
+        async {
+            let m = run.open();
+            first_version(&run, &m).await;
+            let mut broken = spec(EXITS_3);
+            broken.update.as_mut().unwrap().auto_revert = Some(false);
+            set(&m, 2, broken).await;
+            let s = until(&m, "the rollout failed", |s| {
+                s.rollout
+                    .as_ref()
+                    .is_some_and(|r| r.state == RolloutState::Failed)
+            })
+            .await;
+            let r = s.rollout.clone().unwrap();
+            assert_eq!(r.generation, 2);
+            assert_eq!(r.error.as_deref(), Some("exited with code 3"));
+            assert_eq!(r.cause.and_then(|c| c.exit_code), Some(3));
+            assert_eq!(
+                s.running_generation, None,
+                "the failed version is what runs"
+            );
+            assert_eq!(s.image.as_deref(), Some(EXITS_3));
+            // it is left to its restart policy, the failure still told
+            let s = until(&m, "restarted as before", |s| s.restart_count >= 1).await;
+            assert_eq!(s.image.as_deref(), Some(EXITS_3));
+            assert_eq!(s.rollout.map(|r| r.state), Some(RolloutState::Failed));
         },
         run.clean_up(),
     )
