@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use futures_util::StreamExt;
 
 use super::devices::refuse_request;
-use super::{EngineCall, FakeContainer, FakeEngine, summary};
+use super::{EngineCall, FakeContainer, FakeEngine, State, summary};
 use crate::engine::api::ContainerEngine;
 use crate::engine::capabilities::EngineCapabilities;
 use crate::engine::error::EngineError;
@@ -25,6 +25,22 @@ fn fake_image_id(image: &str, digest: Option<&String>) -> String {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     (image, digest).hash(&mut h);
     format!("sha256:{:064x}", h.finish())
+}
+
+/// The image id `image` names: a reference on the host, or (as the engine takes) the id of
+/// one. `None` when no image on the host is meant.
+fn resolve_image(state: &State, image: &str) -> Option<String> {
+    state
+        .images
+        .iter()
+        .map(|r| fake_image_id(r, state.digests.get(r)))
+        .find(|id| id == image)
+        .or_else(|| {
+            state
+                .images
+                .contains(image)
+                .then(|| fake_image_id(image, state.digests.get(image)))
+        })
 }
 
 /// The paths in a tar archive (an unreadable archive lists what could be read).
@@ -50,7 +66,7 @@ impl ContainerEngine for FakeEngine {
 
     async fn image_exists(&self, image: &str) -> Result<bool, EngineError> {
         let state = self.enter(EngineCall::ImageExists(image.to_owned()))?;
-        Ok(state.images.contains(image))
+        Ok(resolve_image(&state, image).is_some())
     }
 
     async fn import_image(
@@ -70,7 +86,7 @@ impl ContainerEngine for FakeEngine {
 
     async fn create(&self, spec: &ContainerSpec) -> Result<String, EngineError> {
         let mut state = self.enter(EngineCall::Create(Box::new(spec.clone())))?;
-        if !state.images.contains(&spec.image) {
+        if resolve_image(&state, &spec.image).is_none() {
             return Err(EngineError::NotFound(format!(
                 "No such image: {}",
                 spec.image
@@ -112,7 +128,8 @@ impl ContainerEngine for FakeEngine {
             cap_add: spec.cap_add.clone(),
             sysctls: spec.sysctls.clone(),
             env: Self::process_env(&state, spec),
-            image_id: fake_image_id(&spec.image, state.digests.get(&spec.image)),
+            image_id: resolve_image(&state, &spec.image)
+                .unwrap_or_else(|| fake_image_id(&spec.image, state.digests.get(&spec.image))),
             ..ContainerDetails::default()
         };
         let container = FakeContainer {
