@@ -3,7 +3,8 @@
 //! output, and the previous configuration runs again on the same image id with its env, the
 //! status `rolled_back` with the cause and `running_generation`; later passes create nothing
 //! (the failed generation is not retried), a restarted agent keeps it so, and a new restart
-//! token tries the failed spec again.
+//! token tries the failed spec again. A version the engine refuses to start is rolled back in
+//! the same pass, its container removed first.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
@@ -144,4 +145,50 @@ async fn a_version_that_exits_is_rolled_back_and_not_retried() {
     assert_eq!(s.rollout.map(|r| r.state), Some(RolloutState::RollingOut));
     assert_eq!(s.image.as_deref(), Some(NEW));
     assert_eq!(fake.calls_of(Op::Create).len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_version_the_engine_will_not_start_is_rolled_back_in_the_same_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = Arc::new(FakeEngine::new());
+    fake.add_image(OLD);
+    fake.add_image(NEW);
+    let m = open(&fake, dir.path());
+    set(&m, 1, app(OLD)).await;
+    until(&m, |s| s.state == AppState::Running).await;
+    for _ in 0..12 {
+        m.reconcile_once().await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    fake.fail_next(
+        Op::Start,
+        odac_agent::engine::EngineError::Rejected {
+            status: 400,
+            message: "exec: \"serve\": executable file not found in $PATH".into(),
+        },
+    );
+    set(&m, 2, app(NEW)).await;
+    let s = m.reconcile_once().await.remove(0);
+    let r = s.rollout.clone().expect("a rollout part");
+    assert_eq!(
+        (s.state, r.state),
+        (AppState::Running, RolloutState::RolledBack),
+        "{s:#?}"
+    );
+    assert!(
+        r.error
+            .as_deref()
+            .unwrap_or_default()
+            .starts_with("could not be started: "),
+        "{r:?}"
+    );
+    assert!(r.error.unwrap().contains("executable file not found"));
+    let ids = fake.container_ids();
+    assert_eq!(
+        ids.len(),
+        1,
+        "the container that did not start is gone: {ids:?}"
+    );
+    assert_eq!(s.container_id.as_deref(), Some(ids[0].as_str()));
+    assert_eq!(s.image.as_deref(), Some(OLD));
 }

@@ -133,7 +133,11 @@ impl Pass<'_> {
                         ),
                     );
                     tracing::warn!(app = %spec.name, generation = failed.report.generation, back, error = %error, "rollout failed: rolling back");
-                    // the failed container's counters are not the previous version's
+                    // the failed container goes first (one whose start failed is in no listing),
+                    // and its counters are not the previous version's
+                    if let Some(id) = &status.container_id {
+                        self.remove(id).await?;
+                    }
                     *rec = AppMemory::default();
                     let status = self.after_failure(rec, r, spec, &failed, backup).await?;
                     return Ok((status, None));
