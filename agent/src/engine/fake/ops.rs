@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use futures_util::StreamExt;
 
 use super::devices::refuse_request;
-use super::{EngineCall, FakeContainer, FakeEngine, State, summary};
+use super::{EngineCall, FakeContainer, FakeEngine, fake_image_id, resolve_image, summary};
 use crate::engine::api::ContainerEngine;
 use crate::engine::capabilities::EngineCapabilities;
 use crate::engine::error::EngineError;
@@ -18,30 +18,6 @@ use crate::engine::types::{
     BuildOutput, ContainerDetails, ContainerSpec, ContainerState, ContainerSummary, ImageSummary,
     label_matches,
 };
-
-/// A stable fake image id for a reference and its digest.
-fn fake_image_id(image: &str, digest: Option<&String>) -> String {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    (image, digest).hash(&mut h);
-    format!("sha256:{:064x}", h.finish())
-}
-
-/// The image id `image` names: a reference on the host, or (as the engine takes) the id of
-/// one. `None` when no image on the host is meant.
-fn resolve_image(state: &State, image: &str) -> Option<String> {
-    state
-        .images
-        .iter()
-        .map(|r| fake_image_id(r, state.digests.get(r)))
-        .find(|id| id == image)
-        .or_else(|| {
-            state
-                .images
-                .contains(image)
-                .then(|| fake_image_id(image, state.digests.get(image)))
-        })
-}
 
 /// The paths in a tar archive (an unreadable archive lists what could be read).
 fn tar_paths(tar_bytes: &[u8]) -> Vec<String> {
