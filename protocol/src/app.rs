@@ -19,6 +19,7 @@ use crate::limits::{
 };
 use crate::pull::PullPolicy;
 use crate::registry_auth::{RegistryAuth, registry_host};
+use crate::rollout::UpdatePolicy;
 use crate::runtime::{HealthCheck, LogLimits, RestartPolicy};
 use crate::validation::{
     ValidationError, check_bytes, check_command, check_dns_label, check_opt_string, check_required,
@@ -99,6 +100,10 @@ pub struct AppSpec {
     /// the agent's `[apps.policy] allowed_device_prefixes`; never a GPU device.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<String>,
+    /// How a change of this spec is rolled out (and rolled back); not part of what the
+    /// container is made of: changing only this recreates nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update: Option<UpdatePolicy>,
 }
 
 /// A published port.
@@ -286,6 +291,9 @@ impl AppSpec {
         }
         if let Some(l) = &self.logs {
             l.validate().map_err(|e| e.under("logs"))?;
+        }
+        if let Some(u) = &self.update {
+            u.validate().map_err(|e| e.under("update"))?;
         }
         Ok(())
     }

@@ -23,6 +23,7 @@ mod messages;
 mod pull;
 mod reason;
 mod registry_auth;
+mod rollout;
 mod runtime;
 pub mod schema;
 pub mod schema_rules;
@@ -61,6 +62,10 @@ pub use messages::{
 pub use pull::PullPolicy;
 pub use reason::Reason;
 pub use registry_auth::{RegistryAuth, registry_host};
+pub use rollout::{
+    DEFAULT_HEALTHY_DEADLINE_SECS, DEFAULT_MAX_LOCK_SECS, DEFAULT_MIN_HEALTHY_SECS, RolloutReport,
+    RolloutState, UpdatePolicy,
+};
 pub use runtime::{
     CrashInfo, CrashReason, HealthCheck, HealthReport, HealthState, LogLimits,
     MAX_HEALTH_OUTPUT_BYTES, MAX_LOG_FILES, MAX_OUTPUT_TAIL_BYTES, MAX_OUTPUT_TAIL_LINES,

@@ -122,6 +122,9 @@ pub fn tighten(schema: &mut Schema) {
         ("HealthCheck", "timeout_secs", secs(1)),
         ("HealthCheck", "retries", secs(1)),
         ("HealthCheck", "start_period_secs", secs(0)),
+        ("UpdatePolicy", "min_healthy_secs", secs(0)),
+        ("UpdatePolicy", "healthy_deadline_secs", secs(1)),
+        ("UpdatePolicy", "max_lock_secs", secs(0)),
         (
             "LogLimits",
             "max_size_bytes",

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::gpu::{GpuRequest, deserialize_opt_gpu};
 use crate::limits::MAX_LIST;
 use crate::reason::Reason;
+use crate::rollout::RolloutReport;
 use crate::runtime::{CrashInfo, HealthReport};
 use crate::validation::{ValidationError, check_dns_label, check_opt_string, check_string_list};
 use crate::vendor::{Mechanism, Vendor};
@@ -66,6 +67,14 @@ pub struct AppStatus {
     /// not (a held failure waits for a change of the spec). An exit's retry is in `crash`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_retry_at_ms: Option<u64>,
+    /// The desired-state generation whose spec of this app the container runs, when it is not
+    /// the app's spec at `generation`: after a rollback, the generation of the version that
+    /// runs again. Absent when the container runs the desired spec.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running_generation: Option<u64>,
+    /// A changed spec being rolled out, or rolled back (see [`RolloutReport`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutReport>,
     /// Why the app's image could not be had (a pull or a build failed), while that failure
     /// stands; never in `gpu.fallback`, which is the GPU decision only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -219,6 +228,9 @@ impl AppStatus {
         }
         if let Some(h) = &self.health {
             h.validate().map_err(|e| e.under("health"))?;
+        }
+        if let Some(r) = &self.rollout {
+            r.validate().map_err(|e| e.under("rollout"))?;
         }
         Ok(())
     }

@@ -19,6 +19,7 @@ use super::labels::{self, Identity};
 use super::pass::{AppMemory, Hold, Pass};
 use super::policy::{self, Admitted};
 use super::refusals::Asker;
+use super::update_lock;
 use crate::engine::ContainerSpec;
 use crate::engine::{ContainerSummary, EngineError};
 use crate::gpu::image as gpu_image;
@@ -198,6 +199,9 @@ impl Pass<'_> {
             base.labels
                 .insert(labels::GIT_COMMIT.into(), built.commit.clone());
         }
+        // after the spec's mounts, which are matched to its volumes by position
+        base.binds
+            .extend(update_lock::bind(&self.config.state_dir, &spec.name));
         base
     }
 
@@ -247,7 +251,12 @@ impl Pass<'_> {
         } else {
             &[]
         };
-        if let Err(v) = policy::check_container(&gpu_spec, node_paths, &self.config.policy) {
+        // the agent's own lock directory is no bind of the spec's
+        let mut checked = gpu_spec.clone();
+        checked
+            .binds
+            .retain(|b| !update_lock::is_lock_bind(b, &self.config.state_dir, &spec.name));
+        if let Err(v) = policy::check_container(&checked, node_paths, &self.config.policy) {
             let error = format!("{}: {v}", Reason::PolicyDenied);
             return Err(Box::new(self.failed(spec, error, None)));
         }

@@ -54,6 +54,8 @@ pub fn spec_hash(spec: &AppSpec) -> String {
     bare.caps = Vec::new();
     bare.sysctls = BTreeMap::new();
     bare.devices = Vec::new();
+    // how a change is rolled out is not what the container is made of
+    bare.update = None;
     // Serialising a plain struct with BTreeMaps cannot fail and is deterministic.
     short_hash(&serde_json::to_vec(&bare).unwrap_or_default())
 }
@@ -81,7 +83,7 @@ pub fn access_hash(spec: &AppSpec) -> String {
 }
 
 /// What a container of an app must carry to count as up to date.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Identity {
     /// [`spec_hash`].
     pub spec_hash: String,

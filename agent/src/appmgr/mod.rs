@@ -44,9 +44,12 @@ mod reconcile;
 mod refusals;
 pub mod registry_auth;
 mod removal;
+mod rollout;
+mod rollout_book;
 mod settings;
 mod source;
 pub mod store;
+mod update_lock;
 mod volumes;
 
 pub use error::{AppMgrError, StoreError};

@@ -22,7 +22,8 @@
 //!   ([`crashbook`](super::crashbook)).
 //! - An app with a git source gets its image from a background build first
 //!   ([`source`](super::source)); the container of the previous version keeps running until
-//!   the new image is ready. The images of apps no longer desired are removed with them.
+//!   the new image is ready; so does that of a registry app while its new image is pulled.
+//!   The images of apps no longer desired are removed with them.
 //! - GPU allocations are rebuilt from the containers' labels at the start of every pass.
 //! - A quiet pass (a plain poll tick) costs one engine call: it reuses the engine's
 //!   capabilities and the host scan of an earlier pass (or of the agent's inventory loop,
@@ -50,11 +51,13 @@ use super::crashloop::CrashGuard;
 use super::events::EventTx;
 use super::facts::Facts;
 use super::host::HostSource;
+use super::image::ImageReady;
 use super::labels::{self, Identity};
 use super::ownership::{self, Ownership};
 use super::pass::{AppMemory, Pass, stop_and_remove};
 use super::pull::Pulls;
 use super::refusals::Refusals;
+use super::rollout_book::Rollouts;
 use super::settings::AppManagerConfig;
 use super::source::{GitImage, with_build};
 use crate::engine::{
@@ -72,6 +75,8 @@ pub(crate) struct Reconciler {
     /// app's record takes its part; and what was saved last.
     crashes: Option<(crashbook::Book, crashbook::Book)>,
     refusals: Refusals,
+    /// The way back of every app, and the rollouts under way.
+    rollouts: Rollouts,
 }
 
 /// The inputs of a pass.
@@ -111,6 +116,7 @@ impl Reconciler {
             input.facts.forget();
         }
         self.save_crashes(dir);
+        self.rollouts.save(dir);
         result
     }
 
@@ -197,19 +203,21 @@ impl Reconciler {
         by_app.retain(|app, _| apps.iter().any(|a| &a.name == app));
         self.apps
             .retain(|name, _| apps.iter().any(|a| &a.name == name));
+        self.rollouts.retain(&names);
         for c in by_app.values().flatten() {
             pass.allocations.add(&labels::gpus(&c.labels));
         }
 
+        let book = self.rollouts.book(&input.config.state_dir);
+        let mut wakes = Vec::with_capacity(apps.len());
         let creations = async {
             let mut out = Vec::with_capacity(apps.len());
             for spec in apps {
                 let existing = by_app.remove(&spec.name).unwrap_or_default();
                 let rec = self.apps.entry(spec.name.clone()).or_default();
-                let status = match pass.app(rec, spec, existing).await {
-                    Ok(status) => status,
-                    Err(e) => pass.own_failure(rec, spec, e).await?,
-                };
+                let record = book.entry(spec.name.clone()).or_default();
+                let (status, wake) = pass.rolled_out(rec, record, spec, existing).await?;
+                wakes.push((spec.name.clone(), wake));
                 out.push(status);
             }
             Ok::<_, EngineError>(out)
@@ -217,6 +225,9 @@ impl Reconciler {
         let (removed, out) = tokio::join!(removals, creations);
         removed.into_iter().collect::<Result<(), EngineError>>()?;
         let out = out?;
+        for (app, wake) in wakes {
+            self.rollouts.wake_at(&app, wake);
+        }
         let mut gone_apps: Vec<&String> = gone.iter().map(|(app, _)| app).collect();
         gone_apps.dedup();
         for app in gone_apps {
@@ -227,7 +238,8 @@ impl Reconciler {
 
     /// The earliest scheduled restart or retry.
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        self.apps.values().filter_map(|r| r.guard.next_start).min()
+        let restarts = self.apps.values().filter_map(|r| r.guard.next_start);
+        restarts.chain(self.rollouts.next_wake()).min()
     }
 }
 
@@ -276,7 +288,7 @@ async fn remove_all(
 const MAX_PARALLEL_REMOVALS: usize = 8;
 
 impl Pass<'_> {
-    async fn app(
+    pub(super) async fn app(
         &mut self,
         rec: &mut AppMemory,
         spec: &AppSpec,
@@ -330,6 +342,15 @@ impl Pass<'_> {
                 GitImage::Wait(status) => return self.building(rec, spec, *status, stale).await,
             },
         };
+        // the previous version runs while the new image is pulled (and goes when it fails)
+        if stale.is_some()
+            && built.is_none()
+            && let Some(image) = spec.image.clone()
+            && let ImageReady::Wait(status) =
+                self.ensure_image(rec, spec, &identity, &image).await?
+        {
+            return self.building(rec, spec, *status, stale).await;
+        }
         if let Some(c) = stale {
             tracing::info!(app = %spec.name, container = %c.id, "spec or restart token changed: recreating");
             self.remove(&c.id).await?;
@@ -356,8 +377,8 @@ impl Pass<'_> {
         )
     }
 
-    /// The status of a git-sourced app whose new image is not ready: the previous version
-    /// (`stale`) runs meanwhile, or is removed when the new one did not build.
+    /// The status of an app whose new image is not ready (built or pulled): the previous
+    /// version (`stale`) runs meanwhile, or is removed when the new one did not build or pull.
     async fn building(
         &mut self,
         rec: &mut AppMemory,

@@ -115,6 +115,17 @@ fn control_table() -> Vec<(&'static str, Value, bool)> {
             false,
         ),
         (
+            "an update policy at its bounds",
+            upsert(app(json!({"update": {"min_healthy_secs": 0,
+                "healthy_deadline_secs": 86_400, "auto_revert": false}}))),
+            true,
+        ),
+        (
+            "a healthy deadline of 0 s",
+            upsert(app(json!({"update": {"healthy_deadline_secs": 0}}))),
+            false,
+        ),
+        (
             "a log file below 64 KiB",
             upsert(app(json!({"logs": {"max_size_bytes": 65_535}}))),
             false,

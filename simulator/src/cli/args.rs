@@ -85,6 +85,9 @@ pub enum AppCommand {
     Gpu(GpuArgs),
     /// List apps: requested GPU, attached devices and the reason side by side.
     List(ListArgs),
+    /// Change an app's image or env (or its whole spec with -f); the agent rolls it out and
+    /// back when the new version does not stay up.
+    Update(super::update::UpdateArgs),
     /// Restart an app (applies a changed GPU request).
     Restart(NameArg),
     /// Remove an app and its container.

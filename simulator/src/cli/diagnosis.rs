@@ -1,9 +1,11 @@
 //! Why an app is down, as the `odac` CLI shows it in tables: the REASON cell of a crashed app
 //! (its crash reason and exit code, never a GPU reason left from before), of a running app that
 //! crashed before (`restarted 9 times (last exit 3)`), and the health after the state
-//! (`running (unhealthy)`). `odac app show` is [`super::show`].
+//! (`running (unhealthy)`), and the rollout of a changed spec (`running (rolled_back)`, with
+//! `rolled_back: generation 7 exited with code 3` as its reason). `odac app show` is
+//! [`super::show`].
 
-use odac_protocol::{AppStatus, CrashInfo};
+use odac_protocol::{AppStatus, CrashInfo, RolloutReport, RolloutState};
 
 use crate::state::views::AppView;
 
@@ -43,4 +45,21 @@ pub fn state_with_health(state: &str, status: Option<&AppStatus>) -> String {
         Some(h) => format!("{state} ({})", h.state),
         None => state.to_owned(),
     }
+}
+
+/// The rollout part of an app's status, when it has one.
+pub fn rollout(a: &AppView) -> Option<&RolloutReport> {
+    a.status.as_ref().and_then(|s| s.rollout.as_ref())
+}
+
+/// The REASON cell of a failed rollout, e.g. `rolled_back: generation 7 exited with code 3`.
+pub fn rollout_cell(r: &RolloutReport) -> Option<String> {
+    (r.state != RolloutState::RollingOut).then(|| {
+        format!(
+            "{}: generation {} {}",
+            r.state,
+            r.generation,
+            r.error.as_deref().unwrap_or("failed")
+        )
+    })
 }

@@ -1,6 +1,6 @@
 //! The `odac` command line client of the control plane's REST API:
-//! `odac app create|gpu|list|restart|remove|show|logs`, `odac host list|show|enroll-code` and
-//! `odac registry`. Exit codes: 0 success,
+//! `odac app create|gpu|update|list|restart|remove|show|logs`, `odac host list|show|enroll-code`
+//! and `odac registry`. Exit codes: 0 success,
 //! 1 failed request (the API's message in terms of the flags given, or "cannot reach the
 //! API"), 2 usage error.
 
@@ -15,6 +15,7 @@ pub mod registry;
 pub mod show;
 pub mod table;
 pub mod term;
+pub mod update;
 
 use std::io::Read;
 
@@ -278,6 +279,7 @@ fn dispatch(cli: &Cli, client: &Client) -> Result<(), ClientError> {
     match &cli.command {
         Command::App(AppCommand::Create(args)) => create(client, args)?,
         Command::App(AppCommand::Gpu(args)) => gpu(client, args)?,
+        Command::App(AppCommand::Update(args)) => update::update(client, args)?,
         Command::App(AppCommand::List(args)) => {
             let v = client.get("/api/apps")?;
             if args.json {

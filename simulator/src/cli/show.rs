@@ -232,7 +232,54 @@ pub fn show(a: &AppView) -> String {
             }
         }
     }
+    if let Some(r) = crate::cli::diagnosis::rollout(a) {
+        rollout_lines(&mut out, r, status.and_then(|s| s.running_generation));
+    }
     out
+}
+
+/// The rollout of a changed spec: under way with its deadline, or why it was rolled back.
+fn rollout_lines(out: &mut String, r: &odac_protocol::RolloutReport, running: Option<u64>) {
+    let mut line = |k: &str, v: &str| out.push_str(&format!("{k:<13} {v}\n"));
+    line(
+        "rollout",
+        &format!("{} (generation {})", r.state, r.generation),
+    );
+    if let Some(ms) = r.deadline_at_ms {
+        line(
+            "deadline",
+            &format!("{} ({})", rfc3339(ms), relative(ms, now_ms())),
+        );
+    }
+    if let Some(g) = running {
+        line("running", &format!("generation {g} (the previous version)"));
+    }
+    if let Some(e) = &r.error {
+        line("why", &format!("the new version {e}"));
+    }
+    if let Some(ms) = r.at_ms {
+        line(
+            "when",
+            &format!("{} ({})", rfc3339(ms), relative(ms, now_ms())),
+        );
+    }
+    if let Some(h) = &r.health
+        && let Some(o) = &h.last_output
+    {
+        line(
+            "health check",
+            &o.split_whitespace().collect::<Vec<_>>().join(" "),
+        );
+    }
+    if let Some(c) = &r.cause {
+        line("cause", &super::diagnosis::crash_cell(c));
+        if let Some(tail) = &c.output_tail {
+            out.push_str("its last output:\n");
+            for l in tail.lines() {
+                out.push_str(&format!("  {l}\n"));
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -356,5 +403,46 @@ mod tests {
         let text = show(&view(s));
         assert!(text.contains("health check  model not loaded\n"), "{text}");
         assert_eq!(relative(10, 20), "now");
+    }
+
+    #[test]
+    fn a_rollback_says_what_failed_and_what_runs() {
+        let v = view(AppStatus {
+            name: "svc".into(),
+            generation: 8,
+            state: AppState::Running,
+            running_generation: Some(5),
+            rollout: Some(odac_protocol::RolloutReport {
+                state: odac_protocol::RolloutState::RolledBack,
+                generation: 8,
+                error: Some("exited with code 3".into()),
+                cause: Some(CrashInfo {
+                    reason: CrashReason::Crashed,
+                    exit_code: Some(3),
+                    output_tail: Some("starting v2\nbroken config\n".into()),
+                    ..CrashInfo::default()
+                }),
+                at_ms: Some(now_ms()),
+                ..odac_protocol::RolloutReport::default()
+            }),
+            ..AppStatus::default()
+        });
+        assert_eq!(
+            crate::cli::table::reason(&v),
+            "rolled_back: generation 8 exited with code 3"
+        );
+        assert!(
+            crate::cli::table::apps(std::slice::from_ref(&v)).contains("running (rolled_back)")
+        );
+        let text = show(&v);
+        for line in [
+            "rollout       rolled_back (generation 8)\n",
+            "running       generation 5 (the previous version)\n",
+            "why           the new version exited with code 3\n",
+            "cause         crashed (exit 3)\n",
+            "its last output:\n  starting v2\n  broken config\n",
+        ] {
+            assert!(text.contains(line), "{line:?} in {text}");
+        }
     }
 }

@@ -130,6 +130,9 @@ pub fn reason(a: &AppView) -> String {
     if let Some(c) = super::diagnosis::crash(a) {
         return super::diagnosis::crash_cell(c);
     }
+    if let Some(cell) = super::diagnosis::rollout(a).and_then(super::diagnosis::rollout_cell) {
+        return cell;
+    }
     let code = a.reason.map(|r| {
         if a.attached.is_none() && a.state == "running" {
             format!("{r} (on CPU)")
@@ -170,6 +173,9 @@ pub fn apps(apps: &[AppView]) -> String {
             let mut state = super::diagnosis::state_with_health(&a.state, a.status.as_ref());
             if a.restart_required {
                 state.push_str(" (restart required)");
+            }
+            if let Some(r) = super::diagnosis::rollout(a) {
+                state.push_str(&format!(" ({})", r.state));
             }
             let reason = reason(a);
             vec![

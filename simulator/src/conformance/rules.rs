@@ -2,7 +2,8 @@
 //! sections 1, 2 and 4): an upgrade without a token is refused with 401; a refusal for load
 //! carries `Retry-After` (with the close codes, in `closing.rs`); `welcome` answers
 //! `hello`; a full `desired_state` follows `welcome`; every report is acked with its `seq`; a
-//! resent report (same `seq`) is acked again; `resync` is answered with a snapshot; a
+//! resent report (same `seq`) is acked again, and so is a rolled-back status
+//! (`running_generation` below `generation`); `resync` is answered with a snapshot; a
 //! reconnect gets a snapshot again; the same generation never carries different content; an
 //! unknown message type is answered with `unknown_type` and the session goes on (with the
 //! rules on `gpu_stats`, duplicate keys and the agent's errors, in `reports.rs`). A rule that
@@ -12,7 +13,7 @@ use std::time::Duration;
 
 use odac_protocol::{
     AgentMessage, AppStatus, AppStatusReport, ControlMessage, DesiredStateMessage, ErrorCode,
-    Event, EventLevel, Resync,
+    Event, EventLevel, Resync, RolloutReport, RolloutState,
 };
 
 use super::{ConformanceConfig, Outcome, closing, reports};
@@ -79,6 +80,10 @@ pub async fn run(cfg: &ConformanceConfig) -> Vec<Outcome> {
     ));
     out.push(outcome("acks_every_report", acks_reports(&mut conn).await));
     out.push(outcome("acks_a_resent_seq", acks_resend(&mut conn).await));
+    out.push(outcome(
+        "acks_a_rolled_back_status",
+        acks_rolled_back(&mut conn).await,
+    ));
     out.push(outcome(
         "answers_unknown_type",
         answers_unknown_type(&mut conn).await,
@@ -148,11 +153,12 @@ async fn closing_rules(cfg: &ConformanceConfig, out: &mut Vec<Outcome>) {
 }
 
 /// Rules that need a session.
-const RULES_AFTER_WELCOME: [&str; 11] = [
+const RULES_AFTER_WELCOME: [&str; 12] = [
     "welcome_after_hello",
     "snapshot_after_welcome",
     "acks_every_report",
     "acks_a_resent_seq",
+    "acks_a_rolled_back_status",
     "answers_unknown_type",
     "acks_gpu_stats",
     "refuses_duplicate_keys",
@@ -229,6 +235,38 @@ async fn acks_resend(conn: &mut AgentConn) -> Result<String, String> {
     send(conn, &event(1002, "conformance check: an event")).await?;
     wait_ack(conn, 1002).await?;
     Ok("event seq 1002 sent again and acked again".to_owned())
+}
+
+/// A status whose container runs an older generation than the desired one (a rollback):
+/// `running_generation` and the `rollout` part are valid fields, acked like any status.
+async fn acks_rolled_back(conn: &mut AgentConn) -> Result<String, String> {
+    let status = AppStatus {
+        name: "conformance-app".to_owned(),
+        generation: 2,
+        state: odac_protocol::AppState::Running,
+        running_generation: Some(1),
+        rollout: Some(RolloutReport {
+            state: RolloutState::RolledBack,
+            generation: 2,
+            error: Some("exited with code 3".to_owned()),
+            cause: Some(odac_protocol::CrashInfo {
+                reason: odac_protocol::CrashReason::Crashed,
+                exit_code: Some(3),
+                output_tail: Some("conformance check: broken config\n".to_owned()),
+                ..odac_protocol::CrashInfo::default()
+            }),
+            at_ms: Some(1_780_000_000_000),
+            ..RolloutReport::default()
+        }),
+        ..AppStatus::default()
+    };
+    send(
+        conn,
+        &AgentMessage::AppStatus(AppStatusReport { seq: 1005, status }),
+    )
+    .await?;
+    wait_ack(conn, 1005).await?;
+    Ok("app_status seq 1005 (rolled_back, running_generation 1 of 2) acked".to_owned())
 }
 
 async fn answers_unknown_type(conn: &mut AgentConn) -> Result<String, String> {

@@ -12,6 +12,7 @@ pub mod admin;
 pub mod agent_auth;
 pub mod api;
 pub mod api_error;
+pub mod app_update;
 pub mod body;
 pub mod dashboard;
 pub mod gpu_stats;
@@ -170,7 +171,9 @@ pub fn router(hub: Arc<Hub>) -> Router {
         .route("/api/apps", get(api::list_apps).post(api::create_app))
         .route(
             "/api/apps/{name}",
-            get(api::get_app).delete(api::delete_app),
+            get(api::get_app)
+                .put(app_update::replace_app)
+                .delete(api::delete_app),
         )
         .route("/api/apps/{name}/gpu", put(api::set_gpu))
         .route("/api/apps/{name}/restart", post(api::restart_app))

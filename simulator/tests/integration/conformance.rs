@@ -45,6 +45,10 @@ fn the_simulator_passes_every_rule() {
     }
     assert!(out.contains("PASS acks_every_report: "), "{out}");
     assert!(
+        out.contains("PASS acks_a_rolled_back_status: app_status seq 1005"),
+        "{out}"
+    );
+    assert!(
         out.contains("PASS acks_gpu_stats: gpu_stats seq 1101 acked"),
         "{out}"
     );
@@ -100,6 +104,10 @@ fn a_control_plane_that_skips_acks_fails() {
         "{out}"
     );
     assert!(out.contains("FAIL acks_a_resent_seq: "), "{out}");
+    assert!(
+        out.contains("FAIL acks_a_rolled_back_status: no ack for seq 1005"),
+        "{out}"
+    );
     assert!(
         out.contains("FAIL acks_gpu_stats: no ack for gpu_stats seq 1101"),
         "{out}"

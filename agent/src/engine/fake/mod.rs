@@ -287,3 +287,27 @@ fn summary(c: &FakeContainer, binds: Vec<String>) -> ContainerSummary {
         binds,
     }
 }
+
+/// A stable fake image id for a reference and its digest.
+fn fake_image_id(image: &str, digest: Option<&String>) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (image, digest).hash(&mut h);
+    format!("sha256:{:064x}", h.finish())
+}
+
+/// The image id `image` names: a reference on the host, or (as the engine takes) the id of
+/// one. `None` when no image on the host is meant.
+fn resolve_image(state: &State, image: &str) -> Option<String> {
+    state
+        .images
+        .iter()
+        .map(|r| fake_image_id(r, state.digests.get(r)))
+        .find(|id| id == image)
+        .or_else(|| {
+            state
+                .images
+                .contains(image)
+                .then(|| fake_image_id(image, state.digests.get(image)))
+        })
+}

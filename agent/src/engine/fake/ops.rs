@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use futures_util::StreamExt;
 
 use super::devices::refuse_request;
-use super::{EngineCall, FakeContainer, FakeEngine, summary};
+use super::{EngineCall, FakeContainer, FakeEngine, fake_image_id, resolve_image, summary};
 use crate::engine::api::ContainerEngine;
 use crate::engine::capabilities::EngineCapabilities;
 use crate::engine::error::EngineError;
@@ -18,14 +18,6 @@ use crate::engine::types::{
     BuildOutput, ContainerDetails, ContainerSpec, ContainerState, ContainerSummary, ImageSummary,
     label_matches,
 };
-
-/// A stable fake image id for a reference and its digest.
-fn fake_image_id(image: &str, digest: Option<&String>) -> String {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    (image, digest).hash(&mut h);
-    format!("sha256:{:064x}", h.finish())
-}
 
 /// The paths in a tar archive (an unreadable archive lists what could be read).
 fn tar_paths(tar_bytes: &[u8]) -> Vec<String> {
@@ -50,7 +42,7 @@ impl ContainerEngine for FakeEngine {
 
     async fn image_exists(&self, image: &str) -> Result<bool, EngineError> {
         let state = self.enter(EngineCall::ImageExists(image.to_owned()))?;
-        Ok(state.images.contains(image))
+        Ok(resolve_image(&state, image).is_some())
     }
 
     async fn import_image(
@@ -70,7 +62,7 @@ impl ContainerEngine for FakeEngine {
 
     async fn create(&self, spec: &ContainerSpec) -> Result<String, EngineError> {
         let mut state = self.enter(EngineCall::Create(Box::new(spec.clone())))?;
-        if !state.images.contains(&spec.image) {
+        if resolve_image(&state, &spec.image).is_none() {
             return Err(EngineError::NotFound(format!(
                 "No such image: {}",
                 spec.image
@@ -112,7 +104,8 @@ impl ContainerEngine for FakeEngine {
             cap_add: spec.cap_add.clone(),
             sysctls: spec.sysctls.clone(),
             env: Self::process_env(&state, spec),
-            image_id: fake_image_id(&spec.image, state.digests.get(&spec.image)),
+            image_id: resolve_image(&state, &spec.image)
+                .unwrap_or_else(|| fake_image_id(&spec.image, state.digests.get(&spec.image))),
             ..ContainerDetails::default()
         };
         let container = FakeContainer {

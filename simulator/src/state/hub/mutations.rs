@@ -1,4 +1,4 @@
-//! Desired-state changes in the hub, the REST API's mutations: create, update (GPU request,
+//! Desired-state changes in the hub, the REST API's mutations: create, update (whole spec, GPU request,
 //! restart), delete, and resending the apps of a registry whose login changed. Each bumps the
 //! host's generation, is saved before it is acknowledged (only the host and app it touched,
 //! off the runtime worker), then goes to the host's agent session and to SSE clients.
@@ -169,6 +169,34 @@ impl Hub {
         };
         self.update_app(name, &what, |_, spec| {
             spec.gpu = gpu;
+            Ok(true)
+        })
+        .await
+    }
+
+    /// Replaces an app's whole spec (validated and resolved by the caller): a spec without a
+    /// restart token keeps the current one, a git source without an access token keeps the
+    /// stored one for the same URL. Nothing changes (no new generation) when the result is
+    /// the spec the app already has.
+    pub async fn replace_spec(
+        self: &Arc<Self>,
+        name: &str,
+        mut spec: AppSpec,
+    ) -> Result<AppView, HubError> {
+        self.update_app(name, "spec replaced", |_, current| {
+            if spec.restart_token.is_none() {
+                spec.restart_token.clone_from(&current.restart_token);
+            }
+            if let (Some(new), Some(old)) = (spec.source.as_mut(), current.source.as_ref())
+                && new.secret.is_none()
+                && new.url == old.url
+            {
+                new.secret.clone_from(&old.secret);
+            }
+            if spec == *current {
+                return Ok(false);
+            }
+            *current = spec;
             Ok(true)
         })
         .await

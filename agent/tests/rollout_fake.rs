@@ -1,0 +1,194 @@
+//! A rollout rolled back, against the fake engine (time paused, no Docker): a version that
+//! ran its `min_healthy_secs` is the way back; the next version's container exits 3 with
+//! output, and the previous configuration runs again on the same image id with its env, the
+//! status `rolled_back` with the cause and `running_generation`; later passes create nothing
+//! (the failed generation is not retried), a restarted agent keeps it so, and a new restart
+//! token tries the failed spec again. A version the engine refuses to start is rolled back in
+//! the same pass, its container removed first.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use odac_agent::appmgr::{AppManager, AppManagerConfig};
+use odac_agent::engine::{FakeEngine, Op};
+use odac_protocol::{AppSpec, AppState, AppStatus, DesiredState, RolloutState};
+
+const OLD: &str = "example.test/web:1";
+const NEW: &str = "example.test/web:2";
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/hosts/no-gpu")
+}
+
+fn open(fake: &Arc<FakeEngine>, dir: &Path) -> AppManager {
+    let config = AppManagerConfig {
+        state_dir: dir.to_path_buf(),
+        stop_timeout_secs: 0,
+        ..AppManagerConfig::default()
+    };
+    AppManager::open(config, fake.clone(), fixture()).unwrap()
+}
+
+fn app(image: &str) -> AppSpec {
+    let mut spec = AppSpec::new("web", image);
+    spec.command = vec!["serve".into()];
+    spec.env = [("VERSION".to_owned(), image.to_owned())].into();
+    spec
+}
+
+async fn set(m: &AppManager, generation: u64, spec: AppSpec) {
+    m.set_desired(DesiredState {
+        generation,
+        apps: vec![spec],
+    })
+    .await
+    .unwrap();
+}
+
+async fn until(m: &AppManager, pred: impl Fn(&AppStatus) -> bool) -> AppStatus {
+    for _ in 0..100 {
+        let s = m.reconcile_once().await.remove(0);
+        if pred(&s) {
+            return s;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    panic!("never reached: {:#?}", m.statuses());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_version_that_exits_is_rolled_back_and_not_retried() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = Arc::new(FakeEngine::new());
+    fake.add_image(OLD);
+    fake.add_image(NEW);
+    let m = open(&fake, dir.path());
+    set(&m, 1, app(OLD)).await;
+    let first = until(&m, |s| s.state == AppState::Running).await;
+    let old_image = first.image_id.clone().unwrap();
+    // 12 s of passes: the first version has run its 10 s and is the way back
+    for _ in 0..12 {
+        m.reconcile_once().await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+
+    set(&m, 2, app(NEW)).await;
+    let s = m.reconcile_once().await.remove(0);
+    let r = s.rollout.clone().expect("rolling out");
+    assert_eq!(
+        (r.state, r.generation),
+        (RolloutState::RollingOut, 2),
+        "{s:#?}"
+    );
+    let new_id = s.container_id.clone().unwrap();
+    fake.push_log(&new_id, "starting v2\nbroken config\n");
+    fake.exit_container(&new_id, 3);
+
+    let s = m.reconcile_once().await.remove(0);
+    let r = s.rollout.clone().expect("a rollout part");
+    assert_eq!(
+        (s.state, r.state),
+        (AppState::Running, RolloutState::RolledBack),
+        "{s:#?}"
+    );
+    assert_eq!(
+        (s.generation, r.generation, s.running_generation),
+        (2, 2, Some(1))
+    );
+    assert_eq!(r.error.as_deref(), Some("exited with code 3"));
+    let cause = r.cause.unwrap();
+    assert_eq!(cause.exit_code, Some(3));
+    assert!(
+        cause
+            .output_tail
+            .unwrap_or_default()
+            .contains("broken config")
+    );
+    assert_eq!(s.image_id.as_deref(), Some(old_image.as_str()));
+    assert_eq!(s.image.as_deref(), Some(OLD));
+    let back = s.container_id.clone().unwrap();
+    assert!(
+        !fake.container_ids().contains(&new_id),
+        "the failed one is gone"
+    );
+    let spec = fake.spec_of(&back).unwrap();
+    assert_eq!(spec.env.get("VERSION").map(String::as_str), Some(OLD));
+
+    // a minute of passes: the failed generation is not created again
+    fake.clear_calls();
+    for _ in 0..60 {
+        let s = m.reconcile_once().await.remove(0);
+        assert_eq!(s.container_id.as_deref(), Some(back.as_str()));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    assert!(
+        fake.calls_of(Op::Create).is_empty(),
+        "{:?}",
+        fake.calls_of(Op::Create)
+    );
+
+    // a restarted agent keeps the way back
+    drop(m);
+    let m = open(&fake, dir.path());
+    let s = m.reconcile_once().await.remove(0);
+    assert_eq!(s.container_id.as_deref(), Some(back.as_str()));
+    assert_eq!(s.rollout.map(|r| r.state), Some(RolloutState::RolledBack));
+    assert!(fake.calls_of(Op::Create).is_empty());
+
+    // a restart token asks for the failed spec again
+    let mut again = app(NEW);
+    again.restart_token = Some("retry-1".into());
+    set(&m, 3, again).await;
+    let s = m.reconcile_once().await.remove(0);
+    assert_eq!(s.rollout.map(|r| r.state), Some(RolloutState::RollingOut));
+    assert_eq!(s.image.as_deref(), Some(NEW));
+    assert_eq!(fake.calls_of(Op::Create).len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_version_the_engine_will_not_start_is_rolled_back_in_the_same_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = Arc::new(FakeEngine::new());
+    fake.add_image(OLD);
+    fake.add_image(NEW);
+    let m = open(&fake, dir.path());
+    set(&m, 1, app(OLD)).await;
+    until(&m, |s| s.state == AppState::Running).await;
+    for _ in 0..12 {
+        m.reconcile_once().await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    fake.fail_next(
+        Op::Start,
+        odac_agent::engine::EngineError::Rejected {
+            status: 400,
+            message: "exec: \"serve\": executable file not found in $PATH".into(),
+        },
+    );
+    set(&m, 2, app(NEW)).await;
+    let s = m.reconcile_once().await.remove(0);
+    let r = s.rollout.clone().expect("a rollout part");
+    assert_eq!(
+        (s.state, r.state),
+        (AppState::Running, RolloutState::RolledBack),
+        "{s:#?}"
+    );
+    assert!(
+        r.error
+            .as_deref()
+            .unwrap_or_default()
+            .starts_with("could not be started: "),
+        "{r:?}"
+    );
+    assert!(r.error.unwrap().contains("executable file not found"));
+    let ids = fake.container_ids();
+    assert_eq!(
+        ids.len(),
+        1,
+        "the container that did not start is gone: {ids:?}"
+    );
+    assert_eq!(s.container_id.as_deref(), Some(ids[0].as_str()));
+    assert_eq!(s.image.as_deref(), Some(OLD));
+}
