@@ -10,6 +10,7 @@ mod common;
 
 mod agent_ws;
 mod api;
+mod app_update;
 mod cli;
 mod cli_app_failures;
 mod cli_crash_story;

@@ -4,7 +4,7 @@
 //! fields, PUTs it; `-f` sends a whole spec; unknown apps named with the known ones).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -11,7 +11,7 @@
 //! `update.auto_revert` a failed version is left as it is, its status saying so. Each test has its own `apps.instance` and removes every container of it at the end.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod docker_support;
+use crate::docker_support;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
