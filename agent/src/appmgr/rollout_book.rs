@@ -170,13 +170,16 @@ fn load(dir: &Path) -> Book {
 }
 
 /// Whether going from `from` to `to` puts a new version in place: another spec, or a restart
-/// (another token) that applies another GPU intent (a GPU change alone waits for a restart) or
+/// (another token) that applies another GPU intent or other host access (a change of either
+/// alone waits for a restart) or
 /// that may bring another image (`image_may_change`: a git source's next commit, a pull
 /// policy `always`). A plain restart of the same version is no rollout.
 pub(crate) fn recreates(from: &Identity, to: &Identity, image_may_change: bool) -> bool {
     from.spec_hash != to.spec_hash
         || (from.restart_token != to.restart_token
-            && (from.gpu_hash != to.gpu_hash || image_may_change))
+            && (from.gpu_hash != to.gpu_hash
+                || from.access_hash != to.access_hash
+                || image_may_change))
 }
 
 #[cfg(test)]
@@ -187,6 +190,7 @@ mod tests {
         Identity {
             spec_hash: spec.into(),
             gpu_hash: gpu.into(),
+            access_hash: "none".into(),
             restart_token: token.into(),
         }
     }

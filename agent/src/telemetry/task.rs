@@ -196,8 +196,8 @@ mod tests {
             move |s| {
                 let _ = sent_tx.send(s);
             },
-            move |s| {
-                let _ = seen_tx.send(s.len());
+            move |gpus, _, _| {
+                let _ = seen_tx.send(gpus.len());
             },
             shutdown.clone(),
         ));
