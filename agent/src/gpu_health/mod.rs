@@ -5,8 +5,11 @@
 //! own thread, [`book`] keeps each GPU's health and decides recovery, [`task`] wires them to
 //! the inventory, the app manager and the uplink's events.
 
+pub mod book;
 pub mod classify;
+pub mod kmsg;
 pub mod xid;
 
+pub use book::{Change, HealthBook, Recovery};
 pub use classify::{GpuKernelEvent, Severity, classify};
 pub use xid::{XidClass, XidInfo, xid_info};

@@ -234,6 +234,7 @@ mod tests {
             render_node: None,
             uuid: None,
             passable: true,
+            health: None,
         });
         assert_eq!(
             nvidia_line(&inv).as_deref(),
