@@ -47,6 +47,7 @@ mod removal;
 mod settings;
 mod source;
 pub mod store;
+mod unhealthy;
 mod volumes;
 
 pub use error::{AppMgrError, StoreError};

@@ -54,6 +54,9 @@ pub struct Config {
     /// GPU telemetry (`[telemetry]`).
     #[serde(default)]
     pub telemetry: crate::telemetry::TelemetryConfig,
+    /// GPU health (`[gpu]`).
+    #[serde(default)]
+    pub gpu: crate::gpu_health::GpuHealthConfig,
 }
 
 /// `[control_plane]`.

@@ -99,6 +99,13 @@ impl Config {
             min,
             max,
         )?;
+        let (min, max) = crate::gpu_health::config::RECOVERY_RANGE;
+        range(
+            "gpu.health_recovery_secs",
+            self.gpu.health_recovery_secs,
+            min,
+            max,
+        )?;
         super::check::log_filter(&self.log_level)?;
         super::check::apps(&self.apps)?;
         if let Some(h) = &self.docker.host

@@ -7,9 +7,13 @@
 
 pub mod book;
 pub mod classify;
+pub mod config;
 pub mod kmsg;
+pub mod task;
 pub mod xid;
 
 pub use book::{Change, HealthBook, Recovery};
 pub use classify::{GpuKernelEvent, Severity, classify};
+pub use config::GpuHealthConfig;
+pub use task::{GpuHealthMonitor, health_loop};
 pub use xid::{XidClass, XidInfo, xid_info};
