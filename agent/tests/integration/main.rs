@@ -31,6 +31,7 @@ mod enroll_cli;
 mod git_source_docker;
 mod git_source_fake;
 mod gpu_from_inventory;
+mod gpu_health_fake;
 mod gpu_health_kmsg;
 mod gpu_image_fake;
 mod gpu_resolve;
