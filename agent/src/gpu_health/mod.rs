@@ -8,6 +8,7 @@
 pub mod book;
 pub mod classify;
 pub mod config;
+pub mod doctor;
 pub mod kmsg;
 pub mod task;
 pub mod xid;

@@ -283,3 +283,45 @@ async fn a_kernel_log_that_never_writes_blocks_nothing() {
     tokio::time::sleep(Duration::from_millis(10)).await;
     stop.cancel();
 }
+
+#[test]
+fn doctor_says_whether_gpu_errors_are_watched() {
+    use odac_agent::inventory::doctor::CheckStatus;
+    let root = tempfile::tempdir().unwrap();
+    let missing = odac_agent::gpu_health::doctor::kmsg_check(root.path());
+    assert_eq!(missing.status, CheckStatus::Warn);
+    assert!(
+        missing.message.contains("no such file"),
+        "{}",
+        missing.message
+    );
+    assert!(
+        missing.message.contains("not watched"),
+        "{}",
+        missing.message
+    );
+    assert!(missing.fix.unwrap().contains("CAP_SYSLOG"));
+
+    // the command prints it, and a warning does not change the exit code of a fine host
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/hosts/no-gpu");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_odac-agent"))
+        .args(["doctor", "--no-engine", "--json", "--root"])
+        .arg(&fixture)
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let line = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "gpu health")
+        .unwrap_or_else(|| panic!("no gpu health check: {report}"));
+    assert_eq!(line["status"], "warn");
+    assert_eq!(out.status.code(), Some(0), "{report}");
+
+    std::fs::create_dir_all(root.path().join("dev")).unwrap();
+    std::fs::write(root.path().join("dev/kmsg"), "").unwrap();
+    let standin = odac_agent::gpu_health::doctor::kmsg_check(root.path());
+    assert_eq!(standin.status, CheckStatus::Info);
+    assert!(standin.message.contains("stand-in"), "{}", standin.message);
+}
