@@ -7,6 +7,7 @@ pub mod args;
 pub mod client;
 pub mod diagnosis;
 pub mod flags;
+pub mod gpu_health;
 pub mod gpu_table;
 pub mod logs;
 pub mod registry;
