@@ -39,6 +39,9 @@ struct Inner {
     book: Mutex<HealthBook>,
     /// The latest inventory's GPUs: where a PCI address is looked up.
     gpus: Mutex<Vec<GpuInfo>>,
+    /// Every GPU an inventory listed since the start, as last listed: one that vanished
+    /// from the bus is unhealthy and still shown.
+    known: Mutex<BTreeMap<String, GpuInfo>>,
     changed: Notify,
     events: broadcast::Sender<AppEvent>,
 }
@@ -51,6 +54,7 @@ impl GpuHealthMonitor {
                 root: root.to_owned(),
                 book: Mutex::new(HealthBook::new(recovery)),
                 gpus: Mutex::new(Vec::new()),
+                known: Mutex::new(BTreeMap::new()),
                 changed: Notify::new(),
                 events: broadcast::channel(64).0,
             }),
@@ -77,9 +81,52 @@ impl GpuHealthMonitor {
         lock(&self.inner.book).wire()
     }
 
-    /// Keeps the GPUs of the latest inventory and gives it their health.
+    /// Keeps the GPUs of the latest inventory and gives it their health. A GPU an earlier
+    /// inventory listed and this one lacks left the bus: it turns unhealthy and stays listed
+    /// (not passable) while it is.
     pub fn apply(&self, inventory: &mut odac_protocol::Inventory) {
+        let vanished: Vec<GpuInfo> = {
+            let mut known = lock(&self.inner.known);
+            let gone = known
+                .values()
+                .filter(|k| {
+                    !inventory
+                        .gpus
+                        .iter()
+                        .any(|g| g.pci_address == k.pci_address)
+                })
+                .cloned()
+                .collect();
+            for g in &inventory.gpus {
+                known.insert(g.pci_address.clone(), g.clone());
+            }
+            gone
+        };
         *lock(&self.inner.gpus) = inventory.gpus.clone();
+        for gpu in &vanished {
+            let event = GpuKernelEvent {
+                vendor: gpu.vendor,
+                pci: Some(gpu.pci_address.clone()),
+                severity: Severity::Critical,
+                xid: None,
+                summary: "the gpu vanished from the pci bus".to_owned(),
+                fix: Some(super::xid::xid_info(79).fix.unwrap_or_default()),
+                message: String::new(),
+            };
+            let change =
+                lock(&self.inner.book).critical(&gpu.pci_address, &event, Instant::now(), now_ms());
+            if let Some(change) = change {
+                let none: Statuses = Arc::new(Vec::new);
+                self.announce(&change, &event, &none);
+            }
+        }
+        let book = lock(&self.inner.book);
+        inventory.gpus.extend(
+            vanished
+                .into_iter()
+                .filter(|g| book.is_unhealthy(&g.pci_address)),
+        );
+        drop(book);
         crate::inventory::wire::with_health(inventory, &self.wire());
     }
 
@@ -137,9 +184,13 @@ impl GpuHealthMonitor {
             return;
         }
         let root = self.inner.root.clone();
+        let listed: Vec<String> = lock(&self.inner.gpus)
+            .iter()
+            .map(|g| g.pci_address.clone())
+            .collect();
         let answering = tokio::task::spawn_blocking(move || {
             ids.into_iter()
-                .filter(|id| answers(&root, id))
+                .filter(|id| listed.contains(id) && answers(&root, id))
                 .collect::<Vec<String>>()
         })
         .await
@@ -256,15 +307,12 @@ pub async fn health_loop(
     }
 }
 
-/// Whether a GPU answers: its PCI device is there and its config space does not read as
-/// all ones (what a device that left the bus returns). A tree without `config` (fixtures,
-/// the lab) counts on the device's presence.
+/// Whether a GPU the latest inventory lists answers: its config space does not read as all
+/// ones (what a device that left the bus returns). A tree without `config` (fixtures, the
+/// lab) counts on the device being listed.
 pub fn answers(root: &Path, gpu: &str) -> bool {
-    let dev = root.join("sys/bus/pci/devices").join(gpu);
-    if !dev.exists() {
-        return false;
-    }
-    match std::fs::read(dev.join("config")) {
+    let config = root.join("sys/bus/pci/devices").join(gpu).join("config");
+    match std::fs::read(config) {
         Ok(bytes) if bytes.len() >= 2 => bytes[..2] != [0xff, 0xff],
         _ => true,
     }

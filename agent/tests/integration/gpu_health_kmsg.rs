@@ -219,28 +219,66 @@ async fn an_amd_ring_timeout_recovers_by_the_driver_reset_or_after_the_recovery_
 #[tokio::test(start_paused = true)]
 async fn a_gpu_that_left_the_bus_is_not_trusted_however_long() {
     let root = tempfile::tempdir().unwrap();
-    let (monitor, _) = monitor(root.path(), "nvidia-dgx-8gpu", Duration::from_secs(10));
+    let (monitor, full) = monitor(root.path(), "nvidia-dgx-8gpu", Duration::from_secs(10));
     let none: Statuses = Arc::new(Vec::new);
     monitor.on_line(&kernel_line("nvidia-xid79.kmsg"), &none);
-    // no sys/bus/pci/devices/0000:0f:00.0 under this root: it does not answer
+    // the next scans no longer list it: still unhealthy however long, and still shown
+    let mut without = full.clone();
+    without.gpus.retain(|g| g.pci_address != "0000:0f:00.0");
     for _ in 0..5 {
+        let mut inventory = without.clone();
+        monitor.apply(&mut inventory);
+        tokio::time::advance(Duration::from_secs(30)).await;
+        monitor.probe().await;
+        let shown = inventory
+            .gpus
+            .iter()
+            .find(|g| g.pci_address == "0000:0f:00.0");
+        let shown = shown.expect("a vanished unhealthy gpu stays in the inventory");
+        assert!(!shown.passable && !shown.health.as_ref().unwrap().is_healthy());
+    }
+    assert!(monitor.unhealthy().contains_key("0000:0f:00.0"));
+    // listed again, but its config space reads all ones: still gone
+    let dev = root.path().join("sys/bus/pci/devices/0000:0f:00.0");
+    std::fs::create_dir_all(&dev).unwrap();
+    std::fs::write(dev.join("config"), [0xff; 64]).unwrap();
+    monitor.apply(&mut full.clone());
+    for _ in 0..3 {
         tokio::time::advance(Duration::from_secs(30)).await;
         monitor.probe().await;
     }
     assert!(monitor.unhealthy().contains_key("0000:0f:00.0"));
-    // its config space reads all ones: still gone
-    let dev = root.path().join("sys/bus/pci/devices/0000:0f:00.0");
-    std::fs::create_dir_all(&dev).unwrap();
-    std::fs::write(dev.join("config"), [0xff; 64]).unwrap();
-    tokio::time::advance(Duration::from_secs(30)).await;
-    monitor.probe().await;
-    tokio::time::advance(Duration::from_secs(30)).await;
-    monitor.probe().await;
-    assert!(monitor.unhealthy().contains_key("0000:0f:00.0"));
-    // back on the bus: trusted after the period
+    // answering: trusted after the period
     std::fs::write(dev.join("config"), [0xde, 0x10, 0xbf, 0x20]).unwrap();
     monitor.probe().await;
     tokio::time::advance(Duration::from_secs(10)).await;
+    monitor.probe().await;
+    assert!(monitor.unhealthy().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_gpu_that_vanishes_without_a_word_is_unhealthy_until_it_is_back_long_enough() {
+    let root = tempfile::tempdir().unwrap();
+    let (monitor, full) = monitor(root.path(), "nvidia-dgx-8gpu", Duration::from_secs(20));
+    let mut events = monitor.subscribe_events();
+    let mut without = full.clone();
+    without.gpus.retain(|g| g.pci_address != "0000:47:00.0");
+    monitor.apply(&mut without);
+    assert_eq!(
+        monitor.unhealthy().get("0000:47:00.0").map(String::as_str),
+        Some("the gpu vanished from the pci bus")
+    );
+    assert_eq!(without.gpus.len(), full.gpus.len(), "still listed");
+    let got = drain(&mut events);
+    assert!(
+        got.iter()
+            .any(|e| e.message.contains("0000:47:00.0 is unhealthy")),
+        "{got:?}"
+    );
+    // back: trusted once it answered for the period
+    monitor.apply(&mut full.clone());
+    monitor.probe().await;
+    tokio::time::advance(Duration::from_secs(20)).await;
     monitor.probe().await;
     assert!(monitor.unhealthy().is_empty());
 }
