@@ -11,6 +11,7 @@ mod engine_refusal;
 mod enroll;
 mod fault_matrix;
 mod git_source;
+mod gpu_health_lab;
 mod gpu_lab;
 mod gpu_telemetry;
 mod gpu_workloads;
