@@ -9,6 +9,7 @@ pub mod config;
 pub mod engine;
 pub mod enroll;
 pub mod gpu;
+pub mod gpu_health;
 pub mod http_client;
 pub mod identity;
 pub mod instance_lock;

@@ -19,6 +19,8 @@ use tracing::{info, warn};
 use crate::appmgr::{AppEvent, AppManager, AppMgrError};
 use crate::config::Config;
 use crate::engine::{ContainerEngine, DockerEngine};
+use crate::gpu_health::kmsg::{self, KmsgState};
+use crate::gpu_health::{GpuHealthMonitor, health_loop};
 use crate::identity;
 use crate::instance_lock::{self, InstanceLock};
 use crate::inventory::{Assessment, scan};
@@ -114,8 +116,10 @@ pub async fn run_with(
     let mut first = assess(&config.host_root, engine.as_ref()).await;
     let mut nvml_facts = crate::telemetry::NvmlFacts::default();
     nvml_facts.fill_scan(&mut first.scan);
+    let health = GpuHealthMonitor::new(&config.host_root, config.gpu.recovery());
     manager.offer_facts(first.clone());
-    let first = nvml_facts.fill(first.inventory());
+    let mut first = nvml_facts.fill(first.inventory());
+    health.apply(&mut first);
     let hostname = non_empty(&first.host.hostname)
         .unwrap_or("unknown")
         .to_owned();
@@ -153,10 +157,11 @@ pub async fn run_with(
         engine.clone(),
         Duration::from_secs(config.inventory.interval_secs),
         inventory_tx,
-        manager.clone(),
+        (manager.clone(), health.clone()),
         nvml_facts,
         shutdown.clone(),
     ));
+    spawn_health_watch(&mut tasks, &config, &health, &manager, &shutdown);
     tasks.spawn(manager.clone().run_with(shutdown.clone(), manager_beat));
 
     let app_events = manager.subscribe_events();
@@ -187,6 +192,11 @@ pub async fn run_with(
     .with_logs(LogSource::new(engine, config.apps.instance.clone()));
     tasks.spawn(forward_events(
         app_events,
+        uplink.events(),
+        shutdown.clone(),
+    ));
+    tasks.spawn(forward_events(
+        health.subscribe_events(),
         uplink.events(),
         shutdown.clone(),
     ));
@@ -245,24 +255,57 @@ async fn inventory_loop(
     engine: Arc<dyn ContainerEngine>,
     every: Duration,
     tx: watch::Sender<Option<Arc<Inventory>>>,
-    manager: AppManager,
+    (manager, health): (AppManager, GpuHealthMonitor),
     mut nvml_facts: crate::telemetry::NvmlFacts,
     shutdown: CancellationToken,
 ) {
     loop {
+        // a GPU health change is published at once, not at the next interval
         tokio::select! {
             () = shutdown.cancelled() => return,
             () = tokio::time::sleep(every) => {}
+            () = health.changed() => {}
         }
         let mut assessment = tokio::select! {
             () = shutdown.cancelled() => return,
             a = assess(&root, engine.as_ref()) => a,
         };
         nvml_facts.fill_scan(&mut assessment.scan);
-        let inventory = nvml_facts.fill(assessment.inventory());
+        let mut inventory = nvml_facts.fill(assessment.inventory());
+        health.apply(&mut inventory);
+        manager.offer_unhealthy_gpus(health.unhealthy());
         manager.offer_facts(assessment);
         tx.send_replace(Some(Arc::new(inventory)));
     }
+}
+
+/// Starts following the kernel log under `host_root` (its own thread) and the health loop
+/// that reads it; without a kernel log there is nothing to follow (`doctor` says why).
+fn spawn_health_watch(
+    tasks: &mut tokio::task::JoinSet<()>,
+    config: &Config,
+    health: &GpuHealthMonitor,
+    manager: &AppManager,
+    shutdown: &CancellationToken,
+) {
+    let (line_tx, line_rx) = tokio::sync::mpsc::channel(256);
+    match kmsg::spawn(&config.host_root, line_tx, shutdown.clone()) {
+        KmsgState::Absent { path, why } => warn!(
+            path = %path.display(),
+            "gpu health: no kernel log to follow ({why}); gpu errors are not watched"
+        ),
+        KmsgState::Device(path) | KmsgState::File(path) => {
+            info!(path = %path.display(), "gpu health: following the kernel log");
+        }
+    }
+    let manager = manager.clone();
+    let statuses: crate::gpu_health::task::Statuses = Arc::new(move || manager.statuses());
+    tasks.spawn(health_loop(
+        health.clone(),
+        line_rx,
+        statuses,
+        shutdown.clone(),
+    ));
 }
 
 /// Moves the app manager's diagnostic events (build progress, GPU fallbacks) into the

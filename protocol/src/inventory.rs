@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::gpu_health::GpuHealth;
 use crate::limits::{MAX_GPU_COUNT, MAX_LIST};
 use crate::reason::Reason;
 use crate::validation::{ValidationError, check_opt_string, check_string, check_string_list};
@@ -84,6 +85,10 @@ pub struct GpuInfo {
     /// Whether this GPU can be passed into a container now.
     #[serde(default)]
     pub passable: bool,
+    /// Whether the agent trusts this GPU (kernel-reported errors); absent from agents that
+    /// do not watch GPU health.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<GpuHealth>,
 }
 
 /// Whether a vendor's GPUs can be scheduled into containers.
@@ -186,6 +191,9 @@ impl GpuInfo {
             ("uuid", &self.uuid),
         ] {
             check_opt_string(f, v.as_ref())?;
+        }
+        if let Some(h) = &self.health {
+            h.validate()?;
         }
         Ok(())
     }

@@ -12,6 +12,7 @@ mod desired;
 mod error_message;
 mod git_source;
 mod gpu;
+mod gpu_health;
 mod gpu_stats;
 mod host_access;
 mod identity;
@@ -40,6 +41,7 @@ pub use gpu::{
     GpuCapabilitiesValue, GpuCount, GpuCountValue, GpuOptionalValue, GpuRequest, GpuRuntime,
     GpuVendor, GpuVramValue, MAX_MIN_VRAM_MIB,
 };
+pub use gpu_health::{GpuError, GpuHealth, GpuHealthState};
 pub use gpu_stats::{AppGpuUsage, AppGpus, GpuSample, GpuStats, GpuStatsReport, MAX_STATS_GPUS};
 pub use host_access::{
     ALLOWED_CAPS, ALLOWED_SYSCTLS, HostAccess, MAX_HOST_ACCESS_ENTRIES, MAX_SHM_BYTES,

@@ -45,11 +45,14 @@ pub enum Reason {
     /// No GPU of the vendor has the VRAM the app asks for (`gpu.min_vram_mib`); the detail
     /// names what was needed and the best GPU's figure.
     InsufficientVram,
+    /// The GPU the app would get is unhealthy (a critical kernel error such as an NVIDIA
+    /// Xid, or it left the bus); the detail names the GPU and the error.
+    GpuUnhealthy,
 }
 
 impl Reason {
     /// Every reason code, in wire order.
-    pub const ALL: [Reason; 14] = [
+    pub const ALL: [Reason; 15] = [
         Reason::Disabled,
         Reason::NoDevice,
         Reason::NoDriver,
@@ -64,6 +67,7 @@ impl Reason {
         Reason::ImagePullFailed,
         Reason::DriverTooOld,
         Reason::InsufficientVram,
+        Reason::GpuUnhealthy,
     ];
 
     /// The wire code, e.g. `no_container_runtime`.
@@ -83,6 +87,7 @@ impl Reason {
             Reason::ImagePullFailed => "image_pull_failed",
             Reason::DriverTooOld => "driver_too_old",
             Reason::InsufficientVram => "insufficient_vram",
+            Reason::GpuUnhealthy => "gpu_unhealthy",
         }
     }
 
@@ -115,6 +120,9 @@ impl Reason {
             }
             Reason::InsufficientVram => {
                 "no GPU of this host has as much VRAM as the app asks for (gpu.min_vram_mib)"
+            }
+            Reason::GpuUnhealthy => {
+                "the GPU reported a critical error (e.g. an NVIDIA Xid) and is not trusted until it recovers"
             }
         }
     }
@@ -188,6 +196,11 @@ impl Reason {
             (Reason::InsufficientVram, _) => Some(
                 "lower gpu.min_vram_mib (a smaller or more quantised model), stop apps that use \
                  the GPU's memory, or place the app on a host with a larger GPU",
+            ),
+            (Reason::GpuUnhealthy, _) => Some(
+                "follow the fix the detail names for the error (reset the GPU with \
+                 nvidia-smi -r, reboot, or replace it); the agent trusts the GPU again after \
+                 it answered for gpu.health_recovery_secs or after a driver-reported reset",
             ),
         }
     }

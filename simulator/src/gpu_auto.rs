@@ -167,6 +167,7 @@ mod tests {
             render_node: None,
             uuid: None,
             passable,
+            health: None,
         }
     }
 

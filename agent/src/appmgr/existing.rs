@@ -77,6 +77,7 @@ impl Pass<'_> {
             return Ok(None);
         };
         report(&mut status, rec, spec, &details, running);
+        self.on_unhealthy_gpu(&details.labels, &mut status);
         Ok(Some(status))
     }
 

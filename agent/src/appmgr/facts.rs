@@ -19,6 +19,8 @@ pub(crate) struct Facts {
     latest: std::sync::Mutex<Option<(Instant, Assessment)>>,
     /// The latest telemetry reading of free VRAM in MiB per GPU id, and when it was made.
     free_vram: std::sync::Mutex<Option<(Instant, std::collections::BTreeMap<String, u64>)>>,
+    /// The GPUs the health watch finds unhealthy (id → error), kept until it says otherwise.
+    unhealthy: std::sync::Mutex<std::collections::BTreeMap<String, String>>,
 }
 
 /// How long a free-VRAM reading counts as fresh.
@@ -67,9 +69,15 @@ impl Facts {
         *lock(&self.free_vram) = Some((Instant::now(), free));
     }
 
+    /// Keeps the health watch's unhealthy GPUs.
+    pub(crate) fn offer_unhealthy(&self, unhealthy: std::collections::BTreeMap<String, String>) {
+        *lock(&self.unhealthy) = unhealthy;
+    }
+
     /// `assessment` with the free VRAM of a reading younger than [`FREE_VRAM_TTL`] (none
-    /// otherwise).
+    /// otherwise) and the unhealthy GPUs.
     pub(super) fn with_free_vram(&self, mut assessment: Assessment, now: Instant) -> Assessment {
+        assessment.unhealthy = lock(&self.unhealthy).clone();
         assessment.free_vram_mib = lock(&self.free_vram)
             .as_ref()
             .filter(|(at, _)| now.saturating_duration_since(*at) < FREE_VRAM_TTL)

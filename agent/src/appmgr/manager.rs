@@ -293,6 +293,12 @@ impl AppManager {
         self.inner.facts.offer_free_vram(free);
     }
 
+    /// The GPUs the health watch finds unhealthy now (id → error): every later pass gives
+    /// them to no new container (`gpu_unhealthy`).
+    pub fn offer_unhealthy_gpus(&self, unhealthy: std::collections::BTreeMap<String, String>) {
+        self.inner.facts.offer_unhealthy(unhealthy);
+    }
+
     /// The latest status of every desired app, sorted by name.
     pub fn statuses(&self) -> Vec<AppStatus> {
         lock(&self.inner.statuses).values().cloned().collect()

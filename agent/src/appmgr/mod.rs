@@ -50,6 +50,7 @@ mod settings;
 mod source;
 pub mod store;
 mod update_lock;
+mod unhealthy;
 mod volumes;
 
 pub use error::{AppMgrError, StoreError};

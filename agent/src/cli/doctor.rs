@@ -25,7 +25,11 @@ pub struct DoctorArgs {
 /// The doctor's host and engine checks.
 pub fn doctor_report(args: &ScanArgs) -> Result<DoctorReport, CliError> {
     let (a, asked) = assess(args)?;
-    Ok(doctor(&a, asked))
+    let mut report = doctor(&a, asked);
+    report
+        .checks
+        .push(crate::gpu_health::doctor::kmsg_check(&args.root));
+    Ok(report)
 }
 
 /// Prints a doctor report; its exit code (2 when it cannot be printed).

@@ -57,6 +57,9 @@ pub struct Config {
     /// The Prometheus endpoint (`[metrics]`).
     #[serde(default)]
     pub metrics: crate::metrics::MetricsConfig,
+    /// GPU health (`[gpu]`).
+    #[serde(default)]
+    pub gpu: crate::gpu_health::GpuHealthConfig,
 }
 
 /// `[control_plane]`.

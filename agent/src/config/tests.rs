@@ -33,6 +33,7 @@ fn minimal_file_gets_the_documented_defaults() {
     assert_eq!(c.log_format, LogFormat::Text);
     assert_eq!(c.inventory.interval_secs, 10);
     assert_eq!(c.telemetry.interval_secs, 60);
+    assert_eq!(c.gpu.health_recovery_secs, 300);
     assert_eq!(c.backoff(), BackoffPolicy::default());
     assert_eq!(c.outbox(), OutboxLimits::default());
 }
@@ -128,6 +129,8 @@ fn errors_name_the_key() {
         "APPS__POLL_INTERVAL_MS=fast -> apps.poll_interval_ms",
         "LOG_LEVEL=infoo -> log_level",
         "TELEMETRY__INTERVAL_SECS=5 -> telemetry.interval_secs",
+        "GPU__HEALTH_RECOVERY_SECS=0 -> gpu.health_recovery_secs",
+        "GPU__HEALTH_RECOVERY_SECS=soon -> gpu.health_recovery_secs",
         "APPS__POLL_INTERVAL_MS=0 -> apps.poll_interval_ms",
         "APPS__BUILD__KEEP_IMAGES=0 -> apps.build.keep_images",
         "APPS__INSTANCE=Bad Name! -> apps.instance",

@@ -102,6 +102,13 @@ impl Config {
         self.metrics
             .listen()
             .map_err(|e| ConfigError::key(crate::metrics::config::LISTEN_KEY, e.message))?;
+        let (min, max) = crate::gpu_health::config::RECOVERY_RANGE;
+        range(
+            "gpu.health_recovery_secs",
+            self.gpu.health_recovery_secs,
+            min,
+            max,
+        )?;
         super::check::log_filter(&self.log_level)?;
         super::check::apps(&self.apps)?;
         if let Some(h) = &self.docker.host

@@ -34,7 +34,11 @@ pub fn assessment_from_inventory(inv: &Inventory) -> Assessment {
         ..HostScan::default()
     };
     let mut per_vendor: BTreeMap<Vendor, u32> = BTreeMap::new();
+    let mut unhealthy = BTreeMap::new();
     for info in &inv.gpus {
+        if let Some(error) = unhealthy_error(info) {
+            unhealthy.insert(info.pci_address.clone(), error);
+        }
         let vendor = info.vendor;
         let index = per_vendor.entry(vendor).or_default();
         let g = gpu(info, vendor, *index, &engine);
@@ -80,6 +84,7 @@ pub fn assessment_from_inventory(inv: &Inventory) -> Assessment {
         engine,
         verdicts,
         free_vram_mib: BTreeMap::new(),
+        unhealthy,
     }
 }
 
@@ -126,10 +131,22 @@ fn hex(s: &str) -> Option<u32> {
     u32::from_str_radix(s.trim_start_matches("0x"), 16).ok()
 }
 
+/// The error of a GPU the agent reports unhealthy (an unhealthy GPU is reported not
+/// passable, yet it is there: the decision names it as `gpu_unhealthy`).
+fn unhealthy_error(info: &GpuInfo) -> Option<String> {
+    let health = info.health.as_ref().filter(|h| !h.is_healthy())?;
+    Some(
+        health
+            .last_error
+            .as_ref()
+            .map_or_else(|| "unhealthy".to_owned(), |e| e.summary.clone()),
+    )
+}
+
 /// The `index`-th GPU of `vendor`, from its inventory entry.
 fn gpu(info: &GpuInfo, vendor: Vendor, index: u32, engine: &EngineCapabilities) -> Gpu {
     let usable = crate::inventory::model::usable_drivers(vendor);
-    let driver = if info.passable {
+    let driver = if info.passable || unhealthy_error(info).is_some() {
         info.driver
             .clone()
             .filter(|d| usable.contains(&d.as_str()))

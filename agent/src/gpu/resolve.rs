@@ -155,6 +155,20 @@ fn auto(
     })
 }
 
+/// `0000:07:00.0 (xid 79: GPU has fallen off the bus)`, each unhealthy GPU named with its
+/// error, and how many healthy ones remain.
+fn unhealthy_evidence(a: &Assessment, unhealthy: &[&Gpu], healthy: usize) -> String {
+    let named: Vec<String> = unhealthy
+        .iter()
+        .map(|g| {
+            let id = g.id();
+            let error = a.unhealthy.get(&id).map_or("", String::as_str);
+            format!("gpu {} {id} ({error})", g.index)
+        })
+        .collect();
+    format!("{}; {healthy} healthy gpu(s) left", named.join(", "))
+}
+
 /// One vendor for `count` GPUs with at least `min_vram` MiB each (where the GPU's VRAM is
 /// known: a GPU whose size no source tells is not ruled out).
 fn try_vendor(
@@ -175,7 +189,20 @@ fn try_vendor(
         let reason = verdict.reason.unwrap_or(Reason::NoDevice);
         return Err(miss(reason, verdict.detail.clone()));
     }
-    let usable = a.passable_gpus(vendor);
+    let (usable, unhealthy): (Vec<&Gpu>, Vec<&Gpu>) = a
+        .passable_gpus(vendor)
+        .into_iter()
+        .partition(|g| !a.unhealthy.contains_key(&g.id()));
+    let short = |have: usize| match count {
+        GpuCount::All => have == 0,
+        GpuCount::N(n) => usize::try_from(n).unwrap_or(usize::MAX) > have,
+    };
+    if !unhealthy.is_empty() && short(usable.len()) {
+        return Err(miss(
+            Reason::GpuUnhealthy,
+            unhealthy_evidence(a, &unhealthy, usable.len()),
+        ));
+    }
     let usable = match min_vram {
         Some(min) => with_vram(a, usable, vendor, count, min)
             .map_err(|e| miss(Reason::InsufficientVram, e))?,

@@ -21,6 +21,9 @@ pub struct Assessment {
     /// Free VRAM in MiB per GPU id, from a fresh telemetry reading (empty when there is
     /// none): `gpu.min_vram_mib` is checked against it where present, else against the total.
     pub free_vram_mib: BTreeMap<String, u64>,
+    /// Unhealthy GPUs (id → the error, e.g. `xid 79: GPU has fallen off the bus`), from the
+    /// agent's GPU health watch: not given to new containers.
+    pub unhealthy: BTreeMap<String, String>,
 }
 
 impl Assessment {
@@ -32,6 +35,7 @@ impl Assessment {
             engine,
             verdicts,
             free_vram_mib: BTreeMap::new(),
+            unhealthy: BTreeMap::new(),
         }
     }
 

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use odac_protocol::{AcceleratorVerdict, EngineInfo, GpuInfo, HostInfo, Inventory};
+use odac_protocol::{AcceleratorVerdict, EngineInfo, GpuHealth, GpuInfo, HostInfo, Inventory};
 
 use super::cuda::cuda_for_driver;
 use super::model::{HostScan, Vendor};
@@ -63,6 +63,7 @@ pub fn to_inventory(
                 render_node: g.render.as_ref().map(|n| n.path.clone()),
                 uuid: g.nvidia.as_ref().and_then(|n| n.uuid.clone()),
                 passable,
+                health: None,
             }
         })
         .collect();
@@ -94,5 +95,16 @@ pub fn to_inventory(
         gpus,
         accelerators,
         engine,
+    }
+}
+
+/// Gives each GPU of `inventory` its health (GPUs without an entry are healthy and stay
+/// without one); an unhealthy GPU is not passable.
+pub fn with_health(inventory: &mut Inventory, health: &BTreeMap<String, GpuHealth>) {
+    for gpu in &mut inventory.gpus {
+        gpu.health = health.get(&gpu.pci_address).cloned();
+        if gpu.health.as_ref().is_some_and(|h| !h.is_healthy()) {
+            gpu.passable = false;
+        }
     }
 }

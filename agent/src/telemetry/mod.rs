@@ -48,5 +48,6 @@ pub(crate) fn test_gpu(
         render_node: None,
         uuid: None,
         passable: true,
+        health: None,
     }
 }

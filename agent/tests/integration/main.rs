@@ -34,6 +34,8 @@ mod enroll_cli;
 mod git_source_docker;
 mod git_source_fake;
 mod gpu_from_inventory;
+mod gpu_health_fake;
+mod gpu_health_kmsg;
 mod gpu_image_fake;
 mod gpu_resolve;
 mod host_access_restart_fake;

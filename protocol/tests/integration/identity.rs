@@ -241,6 +241,7 @@ fn inventory() -> impl Strategy<Value = Inventory> {
                 render_node,
                 uuid,
                 passable,
+                health: None,
             },
         );
     let verdict = (

@@ -6,6 +6,7 @@
 mod decode_errors;
 mod deploy_example;
 mod golden;
+mod gpu_health_wire;
 mod identity;
 mod odac_compat;
 mod props;

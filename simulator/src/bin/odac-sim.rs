@@ -138,10 +138,12 @@ enum Command {
     },
     /// Start a private Docker engine configured like a GPU host (simulated NVIDIA, AMD and
     /// Intel GPUs, toolkit stand-ins) and a host root describing it; run until Ctrl-C.
+    /// `gpu-lab inject --dir DIR …` breaks a GPU of a running lab.
+    #[command(subcommand_negates_reqs = true, args_conflicts_with_subcommands = true)]
     GpuLab {
         /// Lab dir (created, must be empty; removed on exit).
-        #[arg(long)]
-        dir: PathBuf,
+        #[arg(long, required = true)]
+        dir: Option<PathBuf>,
         /// GPUs to simulate: vendor:count, comma-separated.
         #[arg(long, default_value = "nvidia:2,amd:2,intel:1", value_parser = odac_simulator::gpu_lab::LabGpus::parse)]
         gpus: odac_simulator::gpu_lab::LabGpus,
@@ -159,6 +161,54 @@ enum Command {
         /// Stop (as on SIGTERM) when the process that started the lab exits.
         #[arg(long)]
         stop_with_parent: bool,
+        /// A fault in a running lab instead of a new lab.
+        #[command(subcommand)]
+        action: Option<LabAction>,
+    },
+}
+
+/// `odac-sim gpu-lab inject`.
+#[derive(Debug, Subcommand)]
+enum LabAction {
+    /// Break (or mend) one GPU of the running lab at --dir, as the host would show it.
+    Inject {
+        /// The running lab's dir.
+        #[arg(long)]
+        dir: PathBuf,
+        /// What happens to the GPU.
+        #[command(subcommand)]
+        fault: LabFault,
+    },
+}
+
+/// One fault of `gpu-lab inject`.
+#[derive(Debug, Subcommand)]
+enum LabFault {
+    /// The NVIDIA kernel module reports Xid N for NVIDIA GPU --gpu (a line in the kmsg stand-in).
+    Xid {
+        /// The Xid, e.g. 79 (fallen off the bus), 48 (double-bit ECC), 13 (application).
+        code: u32,
+        /// The lab's NVIDIA GPU index.
+        #[arg(long)]
+        gpu: u32,
+    },
+    /// The GPU's PCI device leaves the host root's sysfs.
+    Vanish {
+        /// The GPU index among the vendor's lab GPUs.
+        #[arg(long)]
+        gpu: u32,
+        /// nvidia, amd or intel.
+        #[arg(long, default_value = "nvidia", value_parser = odac_simulator::gpu_lab::inject::parse_vendor)]
+        vendor: odac_simulator::gpu_lab::gpus::LabVendor,
+    },
+    /// A vanished GPU comes back.
+    Return {
+        /// The GPU index among the vendor's lab GPUs.
+        #[arg(long)]
+        gpu: u32,
+        /// nvidia, amd or intel.
+        #[arg(long, default_value = "nvidia", value_parser = odac_simulator::gpu_lab::inject::parse_vendor)]
+        vendor: odac_simulator::gpu_lab::gpus::LabVendor,
     },
 }
 
@@ -311,7 +361,22 @@ async fn main_async(cli: Cli) -> anyhow::Result<()> {
             nvidia_driver,
             vram_mib,
             stop_with_parent,
+            action,
         } => {
+            if let Some(LabAction::Inject { dir, fault }) = action {
+                use odac_simulator::gpu_lab::gpus::LabVendor;
+                use odac_simulator::gpu_lab::inject::{Fault, inject};
+                let (fault, vendor, gpu) = match fault {
+                    LabFault::Xid { code, gpu } => (Fault::Xid(code), LabVendor::Nvidia, gpu),
+                    LabFault::Vanish { gpu, vendor } => (Fault::Vanish, vendor, gpu),
+                    LabFault::Return { gpu, vendor } => (Fault::Return, vendor, gpu),
+                };
+                println!("{}", inject(&dir, fault, vendor, gpu)?);
+                return Ok(());
+            }
+            let Some(dir) = dir else {
+                anyhow::bail!("gpu-lab: --dir is required");
+            };
             let config = odac_simulator::gpu_lab::LabConfig {
                 dir,
                 gpus,

@@ -4,7 +4,8 @@
 //! first), after the NVIDIA driver and the CUDA version it supports when the host has one;
 //! then one row per app and GPU with what the app uses of
 //! it (NVIDIA: its processes' utilisation and VRAM, `0% 0` when it holds the GPU but runs
-//! nothing on it).
+//! nothing on it). Each GPU's health is a column, with its history under the table
+//! ([`super::gpu_health`]).
 
 use serde_json::json;
 
@@ -98,6 +99,7 @@ pub fn render_host(host: &HostView, stats: &HostGpuStats) -> String {
                 id.clone(),
                 info.map_or_else(dash, |i| i.vendor.to_string()),
                 info.map_or_else(dash, |i| i.model.clone()),
+                super::gpu_health::cell(info),
                 cur.and_then(|c| c.util)
                     .map_or_else(dash, |u| format!("{u}%")),
                 match (cur.and_then(|c| c.vram_used_mib), total) {
@@ -124,10 +126,14 @@ pub fn render_host(host: &HostView, stats: &HostGpuStats) -> String {
         .collect();
     out.push_str(&render(
         &[
-            "GPU", "VENDOR", "MODEL", "UTIL", "VRAM MiB", "TEMP", "POWER", "CLOCK", "APPS",
+            "GPU", "VENDOR", "MODEL", "HEALTH", "UTIL", "VRAM MiB", "TEMP", "POWER", "CLOCK",
+            "APPS",
         ],
         &rows,
     ));
+    if let Some(inv) = inventory {
+        out.push_str(&super::gpu_health::lines(inv));
+    }
     out.push_str(&render_usage(stats));
     if stats.updated.is_empty() {
         out.push_str("no gpu figures reported yet\n");
@@ -234,6 +240,7 @@ mod tests {
             render_node: None,
             uuid: None,
             passable: true,
+            health: None,
         });
         assert_eq!(
             nvidia_line(&inv).as_deref(),

@@ -9,6 +9,7 @@ pub mod client;
 pub mod diagnosis;
 pub mod enroll_code;
 pub mod flags;
+pub mod gpu_health;
 pub mod gpu_table;
 pub mod logs;
 pub mod registry;

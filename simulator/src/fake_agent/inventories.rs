@@ -76,6 +76,7 @@ fn gpu(
         render_node: Some(format!("/dev/dri/renderD{render}")),
         uuid,
         passable,
+        health: None,
     }
 }
 

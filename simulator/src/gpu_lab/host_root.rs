@@ -117,6 +117,8 @@ pub fn build(
         let d = dev.join(sub);
         std::fs::create_dir_all(&d).map_err(|e| LabError::io("create", &d, e))?;
     }
+    // the kernel log stand-in the agent follows (odac-sim gpu-lab inject appends to it)
+    write(root, "dev/kmsg", "")?;
     for (name, major, minor) in BASE_NODES {
         mknod(&dev.join(name), major, minor, "666", 0)?;
     }

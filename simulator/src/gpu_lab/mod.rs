@@ -11,6 +11,7 @@ pub mod engine;
 pub mod error;
 pub mod gpus;
 pub mod host_root;
+pub mod inject;
 pub mod standins;
 
 use std::io::Write;

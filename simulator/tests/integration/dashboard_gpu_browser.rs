@@ -56,6 +56,7 @@ fn gpu(id: &str) -> GpuInfo {
         render_node: None,
         uuid: None,
         passable: true,
+        health: None,
     }
 }
 

@@ -13,6 +13,7 @@ mod enroll;
 mod enroll_code;
 mod fault_matrix;
 mod git_source;
+mod gpu_health_lab;
 mod gpu_lab;
 mod gpu_lab_enroll;
 mod gpu_telemetry;
