@@ -49,8 +49,8 @@ mod rollout_book;
 mod settings;
 mod source;
 pub mod store;
-mod update_lock;
 mod unhealthy;
+mod update_lock;
 mod volumes;
 
 pub use error::{AppMgrError, StoreError};
