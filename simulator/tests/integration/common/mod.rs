@@ -197,6 +197,18 @@ impl Sim {
         body: Option<&str>,
         token: Option<&str>,
     ) -> (u16, Value) {
+        self.try_call_auth(method, path, body, token).unwrap()
+    }
+
+    /// A raw request that may fail in transport (a server that answers before reading all of a
+    /// large body may reset the connection under the client's feet).
+    pub fn try_call_auth(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&str>,
+        token: Option<&str>,
+    ) -> Result<(u16, Value), ureq::Error> {
         use ureq::tls::{Certificate, RootCerts, TlsConfig};
         let ca = Certificate::from_pem(self.server().ca_pem.as_bytes()).unwrap();
         let agent: ureq::Agent = ureq::Agent::config_builder()
@@ -238,9 +250,9 @@ impl Sim {
                     .send(b.unwrap_or("").as_bytes())
             }
         };
-        let mut resp = resp.unwrap();
+        let mut resp = resp?;
         let status = resp.status().as_u16();
-        let text = resp.body_mut().read_to_string().unwrap();
-        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+        let text = resp.body_mut().read_to_string()?;
+        Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null)))
     }
 }
