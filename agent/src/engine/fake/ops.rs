@@ -9,23 +9,16 @@ use async_trait::async_trait;
 use futures_util::StreamExt;
 
 use super::devices::refuse_request;
-use super::{EngineCall, FakeContainer, FakeEngine, summary};
+use super::{EngineCall, FakeContainer, FakeEngine, fake_image_id, summary};
 use crate::engine::api::ContainerEngine;
 use crate::engine::capabilities::EngineCapabilities;
 use crate::engine::error::EngineError;
+use crate::engine::events::{EngineEvents, EventFilter, EventKind};
 use crate::engine::pull::{ImageInfo, PullProgress, RegistryAuth};
 use crate::engine::types::{
     BuildOutput, ContainerDetails, ContainerSpec, ContainerState, ContainerSummary, ImageSummary,
     label_matches,
 };
-
-/// A stable fake image id for a reference and its digest.
-fn fake_image_id(image: &str, digest: Option<&String>) -> String {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    (image, digest).hash(&mut h);
-    format!("sha256:{:064x}", h.finish())
-}
 
 /// The paths in a tar archive (an unreadable archive lists what could be read).
 fn tar_paths(tar_bytes: &[u8]) -> Vec<String> {
@@ -154,6 +147,7 @@ impl ContainerEngine for FakeEngine {
             container.details.started_at = Some(now);
             container.details.error = None;
             container.details.oom_killed = false;
+            self.emit_for(EventKind::Start, id, container.details.labels.clone());
         }
         Ok(())
     }
@@ -165,6 +159,8 @@ impl ContainerEngine for FakeEngine {
             container.details.running = false;
             container.details.status = ContainerState::Exited;
             container.details.exit_code = Some(137);
+            let labels = container.details.labels.clone();
+            self.emit_for(EventKind::Die, id, super::events::with_exit(labels, 137));
         }
         Ok(())
     }
@@ -179,7 +175,8 @@ impl ContainerEngine for FakeEngine {
             )));
         }
         let key = container.details.id.clone();
-        state.containers.remove(&key);
+        let labels = state.containers.remove(&key).map(|c| c.details.labels);
+        self.emit_for(EventKind::Destroy, &key, labels.unwrap_or_default());
         Ok(())
     }
 
@@ -435,5 +432,13 @@ impl ContainerEngine for FakeEngine {
 
     async fn data_root(&self) -> Result<Option<String>, EngineError> {
         Ok(self.lock().data_root.clone())
+    }
+
+    async fn events(&self, filter: &EventFilter) -> Result<EngineEvents, EngineError> {
+        self.subscribe(filter)
+    }
+
+    async fn ping(&self) -> Result<(), EngineError> {
+        self.answer_ping()
     }
 }
