@@ -25,7 +25,7 @@ pub(super) struct Hub {
     /// Streams left open but never fed again (a hung stream).
     hung: Vec<Sender>,
     history: Vec<EngineEvent>,
-    /// Unix nanoseconds of the last event (a fake clock: one millisecond per event).
+    /// Unix nanoseconds of the last event: the wall clock, one nanosecond later when it stood.
     clock: i64,
     subscriptions: u32,
     refuse: u32,
@@ -34,7 +34,10 @@ pub(super) struct Hub {
 
 impl Hub {
     fn send(&mut self, mut event: EngineEvent) {
-        self.clock = self.clock.max(1_767_225_600_000_000_000) + 1_000_000;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+        self.clock = now.max(self.clock + 1);
         if event.time_nanos == 0 {
             event.time_nanos = self.clock;
         }
