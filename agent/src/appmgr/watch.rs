@@ -194,15 +194,16 @@ impl Watch {
         let mut subscribed_at = wall_nanos();
         let mut first = true;
         while !shutdown.is_cancelled() {
-            let since = match (renewed_at, last_seen) {
-                (_, Some(t)) => Some(t),
-                (Some(_), None) => Some(subscribed_at - 1_000_000_000),
-                (None, None) if !first => Some(subscribed_at - 1_000_000_000),
-                (None, None) => None,
+            // the request goes out when the stream is first polled: `since` covers the gap,
+            // and after a fault or a renewal replays what the engine still holds
+            let since = match (first, last_seen) {
+                (_, Some(t)) => t,
+                (true, None) => wall_nanos(),
+                (false, None) => subscribed_at - 1_000_000_000,
             };
             let filter = EventFilter {
                 labels: vec![format!("{}={}", labels::INSTANCE, input.instance)],
-                since_nanos: since,
+                since_nanos: Some(since),
             };
             let opened = tokio::select! {
                 () = shutdown.cancelled() => return,
