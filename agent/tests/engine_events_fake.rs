@@ -2,7 +2,8 @@
 //! crash is seen through its event, not the poll; with the stream up only the backstop
 //! passes run; a closed stream falls back to the poll and is resubscribed on a backoff (never
 //! a busy loop) with a full pass after it; a hung stream (silent while the engine answers its
-//! ping) is renewed and the health verdict it missed arrives; the loop's heartbeat stays
+//! ping) is renewed and the health verdict it missed arrives; `doctor` says when the stream is
+//! down; the loop's heartbeat stays
 //! fresh through hours of nothing.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -10,9 +11,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use odac_agent::appmgr::doctor::events_check;
+use odac_agent::appmgr::local::Target;
 use odac_agent::appmgr::watch::StreamReport;
 use odac_agent::appmgr::{AppManager, AppManagerConfig};
 use odac_agent::engine::{ContainerHealth, EngineEvent, FakeEngine, Op};
+use odac_agent::inventory::doctor::CheckStatus;
 use odac_agent::liveness::Liveness;
 use odac_protocol::{AppSpec, AppState, AppStatus, DesiredState, HealthCheck, HealthState};
 use tokio::time::Instant;
@@ -101,6 +105,15 @@ impl World {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         start.elapsed()
+    }
+
+    /// What `doctor` looks at for this manager's agent set.
+    fn target(&self) -> Target {
+        Target {
+            apps: self.m.config().clone(),
+            identity_dir: self.dir.clone(),
+            docker_host: None,
+        }
     }
 
     async fn stop(self) {
@@ -194,6 +207,13 @@ async fn a_closed_stream_falls_back_to_the_poll_and_is_resubscribed_on_a_backoff
         report.problem.as_deref().unwrap().contains("closed"),
         "{report:?}"
     );
+    let doctor = events_check(&w.target()).expect("doctor's events check");
+    assert_eq!(doctor.status, CheckStatus::Warn, "{doctor:?}");
+    assert!(
+        doctor.message.contains("closed the event stream")
+            && doctor.message.contains("polls the engine every 2000 ms"),
+        "{doctor:?}"
+    );
     // meanwhile the poll sees what no event says
     w.fake.exit_silently(&w.id(), 5);
     let took = w
@@ -225,6 +245,8 @@ async fn a_closed_stream_falls_back_to_the_poll_and_is_resubscribed_on_a_backoff
     );
     changes.borrow_and_update();
     assert!(StreamReport::load(&w.dir).unwrap().live);
+    let doctor = events_check(&w.target()).unwrap();
+    assert_eq!(doctor.status, CheckStatus::Ok, "{doctor:?}");
     w.stop().await;
 }
 
