@@ -26,6 +26,8 @@ pub enum Unit {
     BytesPerMin,
     /// Events per second.
     PerSec,
+    /// Events per minute.
+    PerMin,
 }
 
 impl Unit {
@@ -42,6 +44,7 @@ impl Unit {
             Unit::Bytes => format!("{v:.0} B"),
             Unit::BytesPerMin => format!("{v:.0} B/min"),
             Unit::PerSec => format!("{v:.0} /s"),
+            Unit::PerMin => format!("{v:.1} /min"),
         }
     }
 }
