@@ -124,6 +124,7 @@ pub fn run(opts: Opts) -> Result<Option<Table>> {
 
     // crash → status
     let mut latencies = Vec::new();
+    let before_kills = proxy.requests();
     let by_app = stack.containers_by_app()?;
     for i in 0..kills {
         let name = format!("ev{:02}", i % APPS);
@@ -142,6 +143,8 @@ pub fn run(opts: Opts) -> Result<Option<Table>> {
         println!("events kill {}/{kills} {name}: {latency:.1} ms", i + 1);
         latencies.push(latency);
     }
+
+    let per_crash = (proxy.requests() - before_kills) as f64 / kills as f64;
 
     // docker rm -f → recreated and reported running
     let mut recreations = Vec::new();
@@ -207,6 +210,11 @@ pub fn run(opts: Opts) -> Result<Option<Table>> {
         )
         .target(Target::AtMost(3.0)),
     );
+    t.push(Row::new(
+        "engine API calls per crash (the die's pass, the restart, the start's pass)",
+        Unit::Count,
+        vec![per_crash],
+    ));
     t.push(
         Row::new("idle CPU (% of one core)", Unit::CpuPercent, vec![cpu])
             .target(Target::AtMost(0.05)),

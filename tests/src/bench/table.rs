@@ -28,6 +28,8 @@ pub enum Unit {
     PerSec,
     /// Events per minute.
     PerMin,
+    /// A plain count.
+    Count,
 }
 
 impl Unit {
@@ -45,6 +47,7 @@ impl Unit {
             Unit::BytesPerMin => format!("{v:.0} B/min"),
             Unit::PerSec => format!("{v:.0} /s"),
             Unit::PerMin => format!("{v:.1} /min"),
+            Unit::Count => format!("{v:.1}"),
         }
     }
 }
