@@ -128,12 +128,11 @@ pub async fn run_with(
     tasks.spawn(crate::notify::watchdog_loop(shutdown.clone(), liveness));
     tasks.spawn(inventory_loop(
         config.host_root.clone(),
-        engine.clone(),
+        (engine.clone(), first_caps),
         Duration::from_secs(config.inventory.interval_secs),
         inventory_tx,
         manager.clone(),
         nvml_facts,
-        first_caps,
         shutdown.clone(),
     ));
     tasks.spawn(manager.clone().run_with(shutdown.clone(), manager_beat));
@@ -214,15 +213,14 @@ async fn scan_host(root: &std::path::Path) -> crate::inventory::HostScan {
 /// when the engine changed (a daemon `reload`, the event stream resubscribed after a fault:
 /// a restart), and otherwise only every backstop while the event stream is up (runtimes
 /// change only with a reload or a restart, which the stream reports), every time while it
-/// is down.
+/// is down. `engine` comes with its capabilities as first read.
 async fn inventory_loop(
     root: PathBuf,
-    engine: Arc<dyn ContainerEngine>,
+    (engine, first_caps): (Arc<dyn ContainerEngine>, EngineCapabilities),
     every: Duration,
     tx: watch::Sender<Option<Arc<Inventory>>>,
     manager: AppManager,
     mut nvml_facts: crate::telemetry::NvmlFacts,
-    first_caps: EngineCapabilities,
     shutdown: CancellationToken,
 ) {
     let mut changes = manager.engine_changes();
