@@ -80,6 +80,8 @@ pub(crate) struct Relay {
     pub(crate) refused: AtomicUsize,
     pub(crate) bytes_up: AtomicU64,
     pub(crate) bytes_down: AtomicU64,
+    /// HTTP/1.1 requests seen going up (request lines), for links that carry HTTP.
+    pub(crate) requests_up: AtomicUsize,
     pub(crate) stopped: AtomicBool,
 }
 
@@ -193,7 +195,9 @@ impl Relay {
             upstream.shutdown_conn(Shutdown::Both);
         }
         let relay = Arc::clone(&self);
-        let up = std::thread::spawn(move || relay.pump(client, u2, &relay.bytes_up));
+        let up = std::thread::spawn(move || {
+            relay.pump_counting(client, u2, &relay.bytes_up, Some(&relay.requests_up));
+        });
         self.pump(upstream, c2, &self.bytes_down);
         let _ = up.join();
         self.unregister(id);
@@ -201,7 +205,21 @@ impl Relay {
 
     /// Copies `src` to `dst` until EOF, an error, or a cut; holds bytes while blackholed;
     /// adds what it wrote to `counted`.
-    fn pump<C: Conn>(&self, mut src: C, mut dst: C, counted: &AtomicU64) {
+    fn pump<C: Conn>(&self, src: C, dst: C, counted: &AtomicU64) {
+        self.pump_counting(src, dst, counted, None);
+    }
+
+    /// [`Self::pump`], counting HTTP/1.1 request lines in `requests` when given (the last
+    /// bytes of a read are kept so a request line split across reads counts once).
+    fn pump_counting<C: Conn>(
+        &self,
+        mut src: C,
+        mut dst: C,
+        counted: &AtomicU64,
+        requests: Option<&AtomicUsize>,
+    ) {
+        const REQUEST_LINE_END: &[u8] = b" HTTP/1.1\r\n";
+        let mut carry: Vec<u8> = Vec::new();
         src.set_read_tick(Some(READ_TICK));
         let mut buf = vec![0u8; 16 * 1024];
         loop {
@@ -221,6 +239,17 @@ impl Relay {
                         break;
                     }
                     counted.fetch_add(n as u64, Ordering::Relaxed);
+                    if let Some(requests) = requests {
+                        carry.extend_from_slice(&buf[..n]);
+                        let found = carry
+                            .windows(REQUEST_LINE_END.len())
+                            .filter(|w| *w == REQUEST_LINE_END)
+                            .count();
+                        requests.fetch_add(found, Ordering::Relaxed);
+                        let keep = REQUEST_LINE_END.len() - 1;
+                        let cut = carry.len().saturating_sub(keep);
+                        carry.drain(..cut);
+                    }
                 }
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                     if self.state() == LinkState::Blackhole {

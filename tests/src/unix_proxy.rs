@@ -85,6 +85,11 @@ impl UnixProxy {
         self.relay.set(LinkState::Up);
     }
 
+    /// HTTP requests (request lines) the client side sent so far, over every connection.
+    pub fn requests(&self) -> usize {
+        self.relay.requests_up.load(Ordering::SeqCst)
+    }
+
     /// Connections accepted so far.
     pub fn accepted(&self) -> usize {
         self.relay.accepted.load(Ordering::SeqCst)

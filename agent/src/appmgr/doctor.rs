@@ -12,6 +12,7 @@ use odac_protocol::DesiredState;
 use super::local::{Target, engine_view};
 use super::ownership::{Conflict, conflicts};
 use super::store::DESIRED_FILE;
+use super::watch::StreamReport;
 use crate::identity::AGENT_ID_FILE;
 use crate::instance_lock::InstanceLock;
 use crate::inventory::doctor::{Check, CheckStatus};
@@ -35,11 +36,14 @@ pub async fn ownership_checks(target: &Target) -> Vec<Check> {
     let instance = &target.apps.instance;
     let mut checks = Vec::new();
     match InstanceLock::holder(&target.apps.lock_dir, &target.engine_endpoint(), instance) {
-        Some(h) => checks.push(check(
-            CheckStatus::Info,
-            format!("instance {instance} is managed by a running agent ({h})"),
-            None,
-        )),
+        Some(h) => {
+            checks.push(check(
+                CheckStatus::Info,
+                format!("instance {instance} is managed by a running agent ({h})"),
+                None,
+            ));
+            checks.extend(events_check(target));
+        }
         None => checks.push(check(
             CheckStatus::Info,
             format!("no agent runs instance {instance} on this engine now"),
@@ -82,4 +86,42 @@ pub async fn ownership_checks(target: &Target) -> Vec<Check> {
         checks.push(check(CheckStatus::Warn, c.message(instance), Some(FIX)));
     }
     checks
+}
+
+/// The `events` check of a running agent: whether it follows the engine's event stream or,
+/// while the stream is down, polls (the state it keeps in [`STREAM_FILE`](super::watch::STREAM_FILE)).
+pub fn events_check(target: &Target) -> Option<Check> {
+    let report = StreamReport::load(&target.apps.state_dir)?;
+    let since = super::refusals::utc(
+        std::time::UNIX_EPOCH + std::time::Duration::from_millis(report.since_ms),
+    );
+    let (status, message, fix) = if report.live {
+        (
+            CheckStatus::Ok,
+            format!(
+                "the running agent follows the engine's events since {since} (a full pass every {} s)",
+                target.apps.backstop_secs
+            ),
+            None,
+        )
+    } else {
+        (
+            CheckStatus::Warn,
+            format!(
+                "the engine's event stream is down since {since} ({}): the running agent polls the engine every {} ms until it is resubscribed",
+                report.problem.as_deref().unwrap_or("no reason recorded"),
+                report.poll_interval_ms
+            ),
+            Some(
+                "check that `docker events` answers on the agent's docker.host; the agent resubscribes on its own",
+            ),
+        )
+    };
+    Some(Check {
+        name: "events".to_owned(),
+        status,
+        message,
+        reason: None,
+        fix: fix.map(str::to_owned),
+    })
 }

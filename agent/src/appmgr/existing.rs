@@ -82,7 +82,9 @@ impl Pass<'_> {
     }
 
     /// The listed container's details: the last inspection when a quiet pass finds it still
-    /// running (and without a health check, whose verdict changes while it runs), else read.
+    /// running (and without a health check, whose verdict changes while it runs, unless the
+    /// engine's events stream: a new verdict is then an event, which drops the inspection),
+    /// else read.
     async fn inspect_listed(
         &self,
         rec: &mut AppMemory,
@@ -94,7 +96,7 @@ impl Pass<'_> {
                 && d.id == id
                 && d.running
                 && listed.state == ContainerState::Running
-                && d.health.is_none()
+                && (d.health.is_none() || self.events_live)
         });
         match reuse {
             Some(d) => Ok(d),

@@ -35,6 +35,7 @@ use super::registry_auth::Credentials;
 use super::removal::Removals;
 use super::settings::AppManagerConfig;
 use super::store::Store;
+use super::watch::Watch;
 use crate::engine::ContainerEngine;
 use crate::inventory::Assessment;
 
@@ -92,6 +93,8 @@ struct Inner {
     pulls: Pulls,
     problems: Mutex<Vec<String>>,
     removals: Removals,
+    /// The engine's event stream: what it woke, whether it is up.
+    watch: Watch,
 }
 
 impl AppManager {
@@ -173,6 +176,7 @@ impl AppManager {
                 pulls,
                 problems: Mutex::new(problems),
                 removals: Removals::default(),
+                watch: Watch::default(),
             }),
         })
     }
@@ -339,6 +343,8 @@ impl AppManager {
             events: &self.inner.events,
             facts: &self.inner.facts,
             quiet,
+            fresh: self.inner.watch.take_dirty(),
+            events_live: self.inner.watch.live(),
         };
         match reconciler.pass(&input).await {
             Ok(statuses) => {

@@ -12,7 +12,7 @@
 //! `pass` (what a pass and its parts share, and what is kept per app between passes),
 //! `reconcile` (one pass) with `admit`, `existing`, `create`, `image` and `source` (its
 //! parts), `facts`, `refusals` (device sets the engine refused), `jobs` (the background-job
-//! table of [`build`] and `pull`), [`build`] (apps built from git sources), [`clip`], [`events`] (diagnostic events), [`local`] (which agent set `apply` and `status` work on), and [`doctor`] (`doctor` with the ownership checks).
+//! table of [`build`] and `pull`), [`build`] (apps built from git sources), [`clip`], [`events`] (diagnostic events), [`local`] (which agent set `apply` and `status` work on), [`watch`] (the engine's event stream driving the loop), and [`doctor`] (`doctor` with the ownership checks).
 
 mod admit;
 pub mod binds;
@@ -52,6 +52,7 @@ pub mod store;
 mod unhealthy;
 mod update_lock;
 mod volumes;
+pub mod watch;
 
 pub use error::{AppMgrError, StoreError};
 pub use events::AppEvent;

@@ -65,6 +65,8 @@ pub(super) struct Pass<'a> {
     pub(super) pulls: &'a Pulls,
     pub(super) events: &'a EventTx,
     pub(super) quiet: bool,
+    /// The engine's events are streaming (health changes arrive as events).
+    pub(super) events_live: bool,
     /// Host paths the desired apps bind, by app.
     pub(super) desired_binds: Vec<(String, HostUse)>,
     /// Host paths the engine's containers bind, read once per pass when an app needs them.

@@ -92,6 +92,11 @@ pub(crate) struct PassInput<'a> {
     /// A quiet pass: facts younger than [`FACTS_TTL`](super::facts::FACTS_TTL) and inspections of containers still
     /// running may be reused.
     pub quiet: bool,
+    /// Apps an engine event concerned: a quiet pass reads them afresh.
+    pub fresh: std::collections::BTreeSet<String>,
+    /// The engine's events are streaming: a health verdict change would have been an event,
+    /// so a quiet pass need not inspect a running container just to read its health.
+    pub events_live: bool,
 }
 
 impl Reconciler {
@@ -162,6 +167,11 @@ impl Reconciler {
 
     async fn pass_inner(&mut self, input: &PassInput<'_>) -> Result<Vec<AppStatus>, EngineError> {
         let assessment = self.assessment(input).await?;
+        for app in &input.fresh {
+            if let Some(rec) = self.apps.get_mut(app) {
+                rec.seen = None;
+            }
+        }
         // Without any desired state (first start, or a corrupt state file moved aside) the
         // containers are left alone: removing every app is not a safe default.
         if input.desired.is_none() {
@@ -261,6 +271,7 @@ fn new_pass<'a>(
         pulls: input.pulls,
         events: input.events,
         quiet: input.quiet,
+        events_live: input.events_live,
         desired_binds: desired_uses(apps, &input.config.policy.allowed_bind_prefixes),
         engine_binds: None,
         refusals,

@@ -127,7 +127,7 @@ impl Refusals {
 }
 
 /// `YYYY-MM-DDTHH:MM:SSZ` of a wall-clock time (the epoch for one before it).
-fn utc(at: SystemTime) -> String {
+pub(super) fn utc(at: SystemTime) -> String {
     let secs = at
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())

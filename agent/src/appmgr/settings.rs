@@ -43,6 +43,10 @@ pub struct AppManagerConfig {
     pub crash_loop: CrashLoopConfig,
     /// How often the loop looks at the containers when nothing else wakes it, in ms.
     pub poll_interval_ms: u64,
+    /// While the engine's event stream is up, events wake the loop and a full pass still
+    /// runs this often, in seconds (the backstop for anything an event did not say); while
+    /// it is down, the loop polls every `poll_interval_ms`.
+    pub backstop_secs: u64,
     /// How long a container may take to stop before it is killed, in seconds.
     pub stop_timeout_secs: u64,
     /// Extra labels put on every container and volume the manager creates.
@@ -86,6 +90,7 @@ impl Default for AppManagerConfig {
             gpu: ResolveOptions::default(),
             crash_loop: CrashLoopConfig::default(),
             poll_interval_ms: 2_000,
+            backstop_secs: 60,
             stop_timeout_secs: 10,
             extra_labels: BTreeMap::new(),
             build: BuildConfig::default(),
@@ -124,6 +129,11 @@ impl AppManagerConfig {
     /// The poll interval.
     pub fn poll_interval(&self) -> Duration {
         Duration::from_millis(self.poll_interval_ms.max(10))
+    }
+
+    /// The backstop interval of full passes while the event stream is up.
+    pub fn backstop(&self) -> Duration {
+        Duration::from_secs(self.backstop_secs.max(1))
     }
 }
 

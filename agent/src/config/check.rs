@@ -141,6 +141,7 @@ pub(crate) fn apps(apps: &AppManagerConfig) -> Result<(), ConfigError> {
         10,
         3_600_000,
     )?;
+    range("apps.backstop_secs", apps.backstop_secs, 1, 86_400)?;
     range("apps.stop_timeout_secs", apps.stop_timeout_secs, 0, 3600)?;
     range(
         "apps.refusal_memory_secs",

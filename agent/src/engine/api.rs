@@ -9,6 +9,7 @@ use async_trait::async_trait;
 
 use super::capabilities::EngineCapabilities;
 use super::error::EngineError;
+use super::events::{EngineEvents, EventFilter};
 use super::log_stream::{LogLines, LogStreamOptions};
 use super::pull::{ImageInfo, PullProgress, RegistryAuth};
 use super::tail::cut_tail;
@@ -163,6 +164,28 @@ pub trait ContainerEngine: Send + Sync {
     /// The id and repo digests of a local image (by reference or id).
     async fn image_info(&self, image: &str) -> Result<ImageInfo, EngineError> {
         Err(EngineError::NotFound(format!("No such image: {image}")))
+    }
+
+    /// Subscribe to the engine's events: the containers `filter` picks (`start`, `die`,
+    /// `oom`, `kill`, `destroy`, `health_status`) and the daemon's `reload`, from
+    /// `filter.since_nanos` (or now) on. The stream ends when the connection does. The
+    /// default refuses: engines that cannot stream events say so, and are polled.
+    async fn events(&self, filter: &EventFilter) -> Result<EngineEvents, EngineError> {
+        let _ = filter;
+        Err(cannot("stream events", None))
+    }
+
+    /// Whether the engine answers (`GET /_ping`): tells a hung event stream from an engine
+    /// that is gone. The default asks for the capabilities.
+    async fn ping(&self) -> Result<(), EngineError> {
+        let caps = self.capabilities().await;
+        if caps.reachable {
+            Ok(())
+        } else {
+            Err(EngineError::Unavailable(
+                caps.error.unwrap_or_else(|| "engine did not answer".into()),
+            ))
+        }
     }
 
     /// The engine's data root (`DockerRootDir`: where images and layers are stored);

@@ -305,6 +305,18 @@ impl ContainerEngine for DockerEngine {
     async fn data_root(&self) -> Result<Option<String>, EngineError> {
         self.docker_root_dir().await
     }
+
+    async fn events(
+        &self,
+        filter: &super::events::EventFilter,
+    ) -> Result<super::events::EngineEvents, EngineError> {
+        let result = self.stream_events(filter).await;
+        self.observe(result)
+    }
+
+    async fn ping(&self) -> Result<(), EngineError> {
+        self.ping_engine().await
+    }
 }
 
 #[cfg(test)]

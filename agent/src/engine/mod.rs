@@ -10,10 +10,12 @@ mod capabilities;
 mod convert;
 mod docker;
 mod docker_build;
+mod docker_events;
 mod docker_logs;
 mod docker_ops;
 mod docker_pull;
 mod error;
+mod events;
 #[cfg(any(test, feature = "test-support"))]
 pub mod fake;
 mod log_stream;
@@ -28,6 +30,7 @@ pub use api::ContainerEngine;
 pub use capabilities::EngineCapabilities;
 pub use docker::{CONNECT_TIMEOUT, DockerEngine};
 pub use error::EngineError;
+pub use events::{CONTAINER_ACTIONS, EngineEvent, EngineEvents, EventFilter, EventKind};
 #[cfg(any(test, feature = "test-support"))]
 pub use fake::{EngineCall, FakeEngine, Op};
 pub use log_stream::{LineSplitter, LogLines, LogStreamOptions};

@@ -786,11 +786,13 @@ async fn without_a_desired_state_running_containers_are_left_alone() {
 
 /// A plain poll tick costs one engine call, the listing: the engine's capabilities and the
 /// host scan are read again only every 15 s, a container only when the listing shows it
-/// changed, and a new desired state reads everything afresh.
+/// changed, and a new desired state reads everything afresh. (The poll runs while the
+/// engine's event stream is down, as here: `engine_events_fake.rs` covers the stream.)
 #[tokio::test(start_paused = true)]
 async fn quiet_poll_ticks_list_once_and_inspect_only_what_changed() {
     let dir = tempfile::tempdir().unwrap();
     let fake = fake_for("no-gpu");
+    fake.refuse_events(u32::MAX);
     let m = open(&fake, "no-gpu", dir.path());
     let shutdown = tokio_util::sync::CancellationToken::new();
     let task = tokio::spawn(m.clone().run(shutdown.clone()));

@@ -3,6 +3,8 @@
 //! proxy's byte counters), repeats the measurement, and returns one [`Table`]:
 //!
 //! - [`footprint`]: the agent's peak RSS and idle CPU beside the bare client;
+//! - [`events`]: crash → status latency from the engine's own event time, `docker rm -f` →
+//!   recreated, idle engine calls per minute (a counting unix-socket proxy) and idle CPU;
 //! - [`apply`]: create → running through the control plane beside `docker run -d`, and the
 //!   engine-fallback path beside a plain start;
 //! - [`inventory`]: the in-process scan of the 8-GPU fixture, and a fixture change until the
@@ -19,6 +21,7 @@
 pub mod apply;
 pub mod capacity;
 pub mod client;
+pub mod events;
 pub mod fleet;
 pub mod footprint;
 pub mod gpu_link;
@@ -59,6 +62,7 @@ impl Opts {
 /// The suites, in the order `all` runs them.
 pub const SUITES: [&str; 7] = [
     "footprint",
+    "events",
     "apply",
     "inventory",
     "capacity",
@@ -71,6 +75,7 @@ pub const SUITES: [&str; 7] = [
 pub fn run_suite(name: &str, opts: Opts) -> Result<Option<Table>> {
     match name {
         "footprint" => footprint::run(opts),
+        "events" => events::run(opts),
         "apply" => apply::run(opts),
         "inventory" => inventory::run(opts),
         "capacity" => capacity::run(opts).map(Some),
@@ -85,7 +90,8 @@ pub fn run_suite(name: &str, opts: Opts) -> Result<Option<Table>> {
 }
 
 /// The agent's shipped defaults (`deploy/agent.toml`) where the harness shortens them for
-/// fault tests: heartbeat 20 s, inventory every 10 s, apps polled every 2 s, backoff 1 s to
+/// fault tests: heartbeat 20 s, inventory every 10 s, apps polled every 2 s (while the engine's
+/// event stream is down; a full pass every 60 s while it is up), backoff 1 s to
 /// 60 s, `info` logs. Benchmarks measure the agent as it would run.
 pub fn production(o: &mut AgentOptions) {
     o.heartbeat_secs = 20;

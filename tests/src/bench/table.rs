@@ -26,6 +26,10 @@ pub enum Unit {
     BytesPerMin,
     /// Events per second.
     PerSec,
+    /// Events per minute.
+    PerMin,
+    /// A plain count.
+    Count,
 }
 
 impl Unit {
@@ -42,6 +46,8 @@ impl Unit {
             Unit::Bytes => format!("{v:.0} B"),
             Unit::BytesPerMin => format!("{v:.0} B/min"),
             Unit::PerSec => format!("{v:.0} /s"),
+            Unit::PerMin => format!("{v:.1} /min"),
+            Unit::Count => format!("{v:.1}"),
         }
     }
 }

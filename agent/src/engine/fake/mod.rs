@@ -15,6 +15,7 @@
 
 mod calls;
 mod devices;
+mod events;
 mod ops;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -68,6 +69,7 @@ struct State {
 #[derive(Debug, Default)]
 pub struct FakeEngine {
     state: Mutex<State>,
+    events: Mutex<events::Hub>,
 }
 
 impl FakeEngine {
@@ -166,6 +168,9 @@ impl FakeEngine {
     /// Make every call fail with [`EngineError::Unavailable`] (capabilities: unreachable).
     pub fn set_unavailable(&self, unavailable: bool) {
         self.lock().unavailable = unavailable;
+        if unavailable {
+            self.break_events();
+        }
     }
 
     /// Every call so far, in order.
@@ -209,7 +214,15 @@ impl FakeEngine {
     }
 
     /// Simulate the container's process exiting with `code`.
+    /// The engine emits `die`.
     pub fn exit_container(&self, id: &str, code: i64) {
+        self.exit_quietly(id, code, false);
+        if let Some(labels) = self.labels_of(id) {
+            self.emit_for(super::EventKind::Die, id, events::with_exit(labels, code));
+        }
+    }
+
+    fn exit_quietly(&self, id: &str, code: i64, oom: bool) {
         let mut state = self.lock();
         state.clock += 1;
         let now = format!("2026-01-01T00:00:{:02}Z", state.clock % 60);
@@ -218,22 +231,45 @@ impl FakeEngine {
             c.details.status = ContainerState::Exited;
             c.details.exit_code = Some(code);
             c.details.finished_at = Some(now);
+            c.details.oom_killed = oom;
         }
     }
 
-    /// Simulate the kernel's OOM killer ending the container's process (exit 137).
+    /// Simulate the kernel's OOM killer ending the container's process (exit 137); the
+    /// engine emits `oom`, then `die`.
     pub fn oom_kill(&self, id: &str) {
-        self.exit_container(id, 137);
-        if let Some(c) = self.lock().containers.get_mut(id) {
-            c.details.oom_killed = true;
+        self.exit_quietly(id, 137, true);
+        if let Some(labels) = self.labels_of(id) {
+            self.emit_for(super::EventKind::Oom, id, labels.clone());
+            self.emit_for(super::EventKind::Die, id, events::with_exit(labels, 137));
         }
     }
 
-    /// Set what the container's health check reports.
+    /// Set what the container's health check reports; the engine emits `health_status`
+    /// when the verdict changed.
     pub fn set_health(&self, id: &str, health: Option<ContainerHealth>) {
-        if let Some(c) = self.lock().containers.get_mut(id) {
+        let changed = self.lock().containers.get_mut(id).and_then(|c| {
+            let before = c.details.health.as_ref().map(|h| h.status.clone());
             c.details.health = health;
+            let after = c.details.health.as_ref().map(|h| h.status.clone());
+            (before != after).then(|| (after, c.details.labels.clone()))
+        });
+        if let Some((Some(verdict), labels)) = changed {
+            self.emit_for(super::EventKind::Health(verdict), id, labels);
         }
+    }
+
+    /// Change a container's state as the engine would without emitting anything (an
+    /// event lost while the stream was down).
+    pub fn exit_silently(&self, id: &str, code: i64) {
+        self.exit_quietly(id, code, false);
+    }
+
+    fn labels_of(&self, id: &str) -> Option<BTreeMap<String, String>> {
+        self.lock()
+            .containers
+            .get(id)
+            .map(|c| c.details.labels.clone())
     }
 
     /// Append text to a container's logs.
@@ -289,7 +325,7 @@ fn summary(c: &FakeContainer, binds: Vec<String>) -> ContainerSummary {
 }
 
 /// A stable fake image id for a reference and its digest.
-fn fake_image_id(image: &str, digest: Option<&String>) -> String {
+pub(super) fn fake_image_id(image: &str, digest: Option<&String>) -> String {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     (image, digest).hash(&mut h);

@@ -13,6 +13,7 @@ use super::{EngineCall, FakeContainer, FakeEngine, fake_image_id, resolve_image,
 use crate::engine::api::ContainerEngine;
 use crate::engine::capabilities::EngineCapabilities;
 use crate::engine::error::EngineError;
+use crate::engine::events::{EngineEvents, EventFilter, EventKind};
 use crate::engine::pull::{ImageInfo, PullProgress, RegistryAuth};
 use crate::engine::types::{
     BuildOutput, ContainerDetails, ContainerSpec, ContainerState, ContainerSummary, ImageSummary,
@@ -147,6 +148,7 @@ impl ContainerEngine for FakeEngine {
             container.details.started_at = Some(now);
             container.details.error = None;
             container.details.oom_killed = false;
+            self.emit_for(EventKind::Start, id, container.details.labels.clone());
         }
         Ok(())
     }
@@ -158,6 +160,8 @@ impl ContainerEngine for FakeEngine {
             container.details.running = false;
             container.details.status = ContainerState::Exited;
             container.details.exit_code = Some(137);
+            let labels = container.details.labels.clone();
+            self.emit_for(EventKind::Die, id, super::events::with_exit(labels, 137));
         }
         Ok(())
     }
@@ -172,7 +176,8 @@ impl ContainerEngine for FakeEngine {
             )));
         }
         let key = container.details.id.clone();
-        state.containers.remove(&key);
+        let labels = state.containers.remove(&key).map(|c| c.details.labels);
+        self.emit_for(EventKind::Destroy, &key, labels.unwrap_or_default());
         Ok(())
     }
 
@@ -428,5 +433,13 @@ impl ContainerEngine for FakeEngine {
 
     async fn data_root(&self) -> Result<Option<String>, EngineError> {
         Ok(self.lock().data_root.clone())
+    }
+
+    async fn events(&self, filter: &EventFilter) -> Result<EngineEvents, EngineError> {
+        self.subscribe(filter)
+    }
+
+    async fn ping(&self) -> Result<(), EngineError> {
+        self.answer_ping()
     }
 }
