@@ -29,6 +29,8 @@ mod crash_runs_docker;
 mod deploy_deb;
 mod deploy_install;
 mod engine_docker;
+mod engine_events_docker;
+mod engine_events_fake;
 mod engine_fake;
 mod enroll_cli;
 mod git_source_docker;

@@ -60,7 +60,7 @@ impl Opts {
 }
 
 /// The suites, in the order `all` runs them.
-pub const SUITES: [&str; 7] = [
+pub const SUITES: [&str; 8] = [
     "footprint",
     "events",
     "apply",

@@ -16,8 +16,7 @@ use std::time::Instant;
 
 use bench::{Opts, SUITES};
 
-const USAGE: &str =
-    "usage: odac-bench <footprint|events|apply|inventory|capacity|link|pull|scrape>... | all [--quick]";
+const USAGE: &str = "usage: odac-bench <footprint|events|apply|inventory|capacity|link|pull|scrape>... | all [--quick]";
 
 /// The machine, for the header and the README.
 fn machine() -> String {

@@ -9,6 +9,7 @@ mod app_logs;
 mod blackhole;
 mod demo_exit;
 mod engine_refusal;
+mod engine_reload;
 mod enroll;
 mod enroll_code;
 mod fault_matrix;

@@ -8,7 +8,7 @@
 //! removes every container of it at the end, even when an assertion fails.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod docker_support;
+use crate::docker_support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

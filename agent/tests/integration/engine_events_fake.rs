@@ -111,7 +111,6 @@ impl World {
     fn target(&self) -> Target {
         Target {
             apps: self.m.config().clone(),
-            identity_dir: self.dir.clone(),
             docker_host: None,
         }
     }
