@@ -132,7 +132,7 @@ impl Reason {
     pub fn fix(self, vendor: Option<Vendor>) -> Option<&'static str> {
         match (self, vendor) {
             (Reason::Disabled, _) => {
-                Some("enable GPUs in agent.toml ([gpu] enabled = true) and restart odac-agent")
+                Some("enable GPUs in agent.toml ([apps.gpu] enabled = true) and restart odac-agent")
             }
             (Reason::NoDevice, _) => None,
             (Reason::NoDriver, Some(Vendor::Nvidia)) => Some(
