@@ -9,59 +9,22 @@
 
 use crate::docker_support;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use docker_support::{engine_with_test_image, then_clean_up, unique_suffix};
-use odac_agent::appmgr::{AppManager, AppManagerConfig, CrashLoopConfig, labels};
+use docker_support::{InstanceRun, then_clean_up};
+use odac_agent::appmgr::AppManager;
+use odac_agent::engine::ContainerEngine;
 use odac_agent::engine::test_image::BUSYBOX_TEST_IMAGE;
-use odac_agent::engine::{ContainerEngine, DockerEngine};
 use odac_protocol::{
     AppSpec, AppState, AppStatus, CrashReason, DesiredState, HealthCheck, HealthState, LogLimits,
     Resources, RestartPolicy,
 };
 
-use crate::fixture_hosts::no_gpu as fixture;
-
 /// One test's own instance on the real engine.
-struct Run {
-    engine: Arc<DockerEngine>,
-    instance: String,
-    tmp: tempfile::TempDir,
-}
+type Run = InstanceRun;
 
-impl Run {
-    async fn new(test: &str) -> Option<Run> {
-        let engine = engine_with_test_image(test).await?;
-        Some(Run {
-            engine: Arc::new(engine),
-            instance: format!("odac-crash{}", unique_suffix()),
-            tmp: tempfile::tempdir().unwrap(),
-        })
-    }
-
-    fn open(&self) -> AppManager {
-        let config = AppManagerConfig {
-            state_dir: self.tmp.path().join("state"),
-            instance: self.instance.clone(),
-            lock_dir: self.tmp.path().join("locks"),
-            stop_timeout_secs: 1,
-            crash_loop: CrashLoopConfig {
-                initial_backoff_ms: 200,
-                ..CrashLoopConfig::default()
-            },
-            extra_labels: [("odac.test".to_owned(), "1".to_owned())].into(),
-            ..AppManagerConfig::default()
-        };
-        AppManager::open(config, self.engine.clone(), fixture()).unwrap()
-    }
-
-    async fn clean_up(&self) {
-        let filter = format!("{}={}", labels::INSTANCE, self.instance);
-        for c in self.engine.list_by_label(&filter).await.unwrap_or_default() {
-            let _ = self.engine.remove(&c.id, true).await;
-        }
-    }
+async fn new_run(test: &str) -> Option<Run> {
+    InstanceRun::new(test, "odac-crash").await
 }
 
 fn app(name: &str, script: &str, restart: Option<RestartPolicy>) -> AppSpec {
@@ -105,7 +68,7 @@ fn docker_inspect(id: &str, format: &str) -> String {
 
 #[tokio::test]
 async fn boom_exit_3_reports_its_code_and_output_and_logs_are_rotated() {
-    let Some(run) = Run::new("boom_exit_3").await else {
+    let Some(run) = new_run("boom_exit_3").await else {
         return;
     };
     then_clean_up(
@@ -143,7 +106,7 @@ async fn boom_exit_3_reports_its_code_and_output_and_logs_are_rotated() {
 
 #[tokio::test]
 async fn allocating_64_mib_under_a_6_mib_limit_is_oom_killed() {
-    let Some(run) = Run::new("oom_killed").await else {
+    let Some(run) = new_run("oom_killed").await else {
         return;
     };
     then_clean_up(
@@ -177,7 +140,7 @@ async fn allocating_64_mib_under_a_6_mib_limit_is_oom_killed() {
 
 #[tokio::test]
 async fn a_failing_health_check_is_unhealthy_with_its_output() {
-    let Some(run) = Run::new("unhealthy").await else {
+    let Some(run) = new_run("unhealthy").await else {
         return;
     };
     then_clean_up(
@@ -219,7 +182,7 @@ async fn a_failing_health_check_is_unhealthy_with_its_output() {
 
 #[tokio::test]
 async fn exit_0_under_never_is_exited_and_not_restarted() {
-    let Some(run) = Run::new("exit_0_never").await else {
+    let Some(run) = new_run("exit_0_never").await else {
         return;
     };
     then_clean_up(
@@ -250,7 +213,7 @@ async fn exit_0_under_never_is_exited_and_not_restarted() {
 
 #[tokio::test]
 async fn the_restart_count_survives_an_agent_restart() {
-    let Some(run) = Run::new("restart_count_persisted").await else {
+    let Some(run) = new_run("restart_count_persisted").await else {
         return;
     };
     then_clean_up(
@@ -291,7 +254,7 @@ fn context(dockerfile: &str) -> Vec<u8> {
 
 #[tokio::test]
 async fn the_images_own_healthcheck_is_reported() {
-    let Some(run) = Run::new("image_healthcheck").await else {
+    let Some(run) = new_run("image_healthcheck").await else {
         return;
     };
     let tag = format!("odac-test/{}:health", run.instance);

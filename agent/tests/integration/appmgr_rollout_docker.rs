@@ -13,12 +13,10 @@
 
 use crate::docker_support;
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use docker_support::{engine_with_test_image, then_clean_up, unique_suffix};
-use odac_agent::appmgr::{AppManager, AppManagerConfig, CrashLoopConfig, labels};
+use docker_support::{InstanceRun, then_clean_up};
+use odac_agent::appmgr::{AppManager, labels};
 use odac_agent::engine::test_image::{busybox_path, busybox_rootfs_tar};
 use odac_agent::engine::{ContainerEngine, DockerEngine};
 use odac_protocol::{
@@ -29,10 +27,6 @@ use odac_protocol::{
 const STEADY: &str = "odac/busybox:rollout-steady";
 /// Prints, then exits 3 after 2 s.
 const EXITS_3: &str = "odac/busybox:rollout-exit3";
-
-fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/hosts/no-gpu")
-}
 
 /// Import `tag` from the host's busybox with `cmd` as its command, unless it exists.
 async fn ensure_image(engine: &DockerEngine, tag: &str, cmd: &str) {
@@ -52,56 +46,32 @@ async fn ensure_image(engine: &DockerEngine, tag: &str, cmd: &str) {
         .unwrap();
 }
 
-/// One test's own instance on the real engine.
-struct Run {
-    engine: Arc<DockerEngine>,
-    instance: String,
-    tmp: tempfile::TempDir,
+/// One test's own instance on the real engine, with the two rollout images.
+struct Run(InstanceRun);
+
+impl std::ops::Deref for Run {
+    type Target = InstanceRun;
+    fn deref(&self) -> &InstanceRun {
+        &self.0
+    }
 }
 
 impl Run {
     async fn new(test: &str) -> Option<Run> {
-        let engine = engine_with_test_image(test).await?;
+        let run = InstanceRun::new(test, "odac-rollout").await?;
         ensure_image(
-            &engine,
+            &run.engine,
             STEADY,
             r#"["sh", "-c", "echo steady; exec sleep 3600"]"#,
         )
         .await;
         ensure_image(
-            &engine,
+            &run.engine,
             EXITS_3,
             r#"["sh", "-c", "echo starting v2; sleep 2; echo broken config >&2; exit 3"]"#,
         )
         .await;
-        Some(Run {
-            engine: Arc::new(engine),
-            instance: format!("odac-rollout{}", unique_suffix()),
-            tmp: tempfile::tempdir().unwrap(),
-        })
-    }
-
-    fn open(&self) -> AppManager {
-        let config = AppManagerConfig {
-            state_dir: self.tmp.path().join("state"),
-            instance: self.instance.clone(),
-            lock_dir: self.tmp.path().join("locks"),
-            stop_timeout_secs: 1,
-            crash_loop: CrashLoopConfig {
-                initial_backoff_ms: 200,
-                ..CrashLoopConfig::default()
-            },
-            extra_labels: [("odac.test".to_owned(), "1".to_owned())].into(),
-            ..AppManagerConfig::default()
-        };
-        AppManager::open(config, self.engine.clone(), fixture()).unwrap()
-    }
-
-    async fn clean_up(&self) {
-        let filter = format!("{}={}", labels::INSTANCE, self.instance);
-        for c in self.engine.list_by_label(&filter).await.unwrap_or_default() {
-            let _ = self.engine.remove(&c.id, true).await;
-        }
+        Some(Run(run))
     }
 
     /// Containers the engine created for this instance between `since` and `until` (Unix

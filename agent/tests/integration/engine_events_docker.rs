@@ -11,17 +11,13 @@
 use crate::docker_support;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use docker_support::{engine_with_test_image, then_clean_up, unique_suffix};
+use docker_support::{InstanceRun, engine_with_test_image, then_clean_up, unique_suffix};
 use futures_util::StreamExt;
 use odac_agent::appmgr::{AppManager, AppManagerConfig, CrashLoopConfig, labels};
 use odac_agent::engine::test_image::BUSYBOX_TEST_IMAGE;
-use odac_agent::engine::{
-    ContainerEngine, ContainerSpec, DockerEngine, EngineEvent, EventFilter, EventKind,
-};
+use odac_agent::engine::{ContainerEngine, ContainerSpec, EngineEvent, EventFilter, EventKind};
 use odac_protocol::{
     AppSpec, AppState, AppStatus, DesiredState, HealthCheck, HealthState, Resources, RestartPolicy,
 };
@@ -30,29 +26,17 @@ use tokio_util::sync::CancellationToken;
 /// The generous bound on anything the tests wait for.
 const BOUND: Duration = Duration::from_secs(30);
 
-fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/hosts/no-gpu")
-}
-
 /// One test's own instance on the real engine, its manager's loop running.
 struct Run {
-    engine: Arc<DockerEngine>,
-    instance: String,
-    _tmp: tempfile::TempDir,
+    base: InstanceRun,
     m: AppManager,
     shutdown: CancellationToken,
 }
 
 impl Run {
     async fn new(test: &str, spec: AppSpec) -> Option<Run> {
-        let engine = Arc::new(engine_with_test_image(test).await?);
-        let instance = format!("odac-ev{}", unique_suffix());
-        let tmp = tempfile::tempdir().unwrap();
+        let base = InstanceRun::new(test, "odac-ev").await?;
         let config = AppManagerConfig {
-            state_dir: tmp.path().join("state"),
-            instance: instance.clone(),
-            lock_dir: tmp.path().join("locks"),
-            stop_timeout_secs: 1,
             // nothing but an event can explain a prompt status
             poll_interval_ms: 600_000,
             backstop_secs: 3600,
@@ -60,10 +44,10 @@ impl Run {
                 initial_backoff_ms: 600_000,
                 ..CrashLoopConfig::default()
             },
-            extra_labels: [("odac.test".to_owned(), "1".to_owned())].into(),
-            ..AppManagerConfig::default()
+            ..base.config()
         };
-        let m = AppManager::open(config, engine.clone(), fixture()).unwrap();
+        let m =
+            AppManager::open(config, base.engine.clone(), crate::fixture_hosts::no_gpu()).unwrap();
         m.set_desired(DesiredState {
             generation: 1,
             apps: vec![spec],
@@ -72,13 +56,7 @@ impl Run {
         .unwrap();
         let shutdown = CancellationToken::new();
         tokio::spawn(m.clone().run(shutdown.clone()));
-        Some(Run {
-            engine,
-            instance,
-            _tmp: tmp,
-            m,
-            shutdown,
-        })
+        Some(Run { base, m, shutdown })
     }
 
     /// Waits until the status satisfies `done` (the loop alone acts; [`BOUND`] at most).
@@ -112,10 +90,7 @@ impl Run {
 
     async fn clean_up(&self) {
         self.shutdown.cancel();
-        let filter = format!("{}={}", labels::INSTANCE, self.instance);
-        for c in self.engine.list_by_label(&filter).await.unwrap_or_default() {
-            let _ = self.engine.remove(&c.id, true).await;
-        }
+        self.base.clean_up().await;
     }
 }
 

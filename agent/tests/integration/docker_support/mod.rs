@@ -1,9 +1,13 @@
 //! What every real-engine test binary needs before and after its body: the local engine (a
 //! missing one fails the test unless the developer opted out with `ODAC_ALLOW_SKIP=1`, which
 //! `ODAC_REQUIRE_DOCKER=1` overrides; then a skip line), the busybox test image, a unique
-//! per-run suffix for names, cleanup that runs even when the body panics, and a bounded wait
-//! for a container's logs.
+//! per-run suffix for names, cleanup that runs even when the body panics, a bounded wait
+//! for a container's logs, and one test's own instance (`InstanceRun`).
 #![allow(dead_code, clippy::expect_used)]
+
+mod instance_run;
+
+pub use instance_run::InstanceRun;
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
