@@ -1,8 +1,12 @@
-//! Shared by the app-manager tests: a fake engine holding the test image, a desired state of
-//! one generation, and one app's status picked out of a pass.
+//! Shared by the app-manager tests: a fake engine holding the test image, the manager settings
+//! of a fake-engine test, a desired state of one generation, one app's status picked out of a
+//! pass, and passes run until a status holds.
 
+use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
+use odac_agent::appmgr::{AppManager, AppManagerConfig};
 use odac_agent::engine::FakeEngine;
 use odac_protocol::{AppSpec, AppStatus, DesiredState};
 
@@ -24,4 +28,37 @@ pub fn status<'a>(statuses: &'a [AppStatus], name: &str) -> &'a AppStatus {
         .iter()
         .find(|s| s.name == name)
         .unwrap_or_else(|| panic!("no status for {name}: {statuses:?}"))
+}
+
+/// The manager settings of a fake-engine test: its state in `dir`, containers stopped at once;
+/// a test changes what it needs with `..`.
+pub fn fake_config(dir: &Path) -> AppManagerConfig {
+    AppManagerConfig {
+        state_dir: dir.to_path_buf(),
+        stop_timeout_secs: 0,
+        ..AppManagerConfig::default()
+    }
+}
+
+/// An app manager with `config` on `fake` and the GPU-less fixture host.
+pub fn open_on(fake: &Arc<FakeEngine>, config: AppManagerConfig) -> AppManager {
+    AppManager::open(config, fake.clone(), crate::fixture_hosts::no_gpu())
+        .expect("open the app manager")
+}
+
+/// Passes a second apart (paused time in the callers) until the first app's status satisfies
+/// `pred`, at most `passes` of them.
+pub async fn pass_until(
+    m: &AppManager,
+    passes: usize,
+    pred: impl Fn(&AppStatus) -> bool,
+) -> AppStatus {
+    for _ in 0..passes {
+        let s = m.reconcile_once().await.remove(0);
+        if pred(&s) {
+            return s;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    panic!("never reached: {:#?}", m.statuses());
 }

@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use odac_agent::appmgr::{AppManager, AppManagerConfig, labels};
@@ -13,21 +13,17 @@ use odac_agent::engine::{ContainerEngine, ContainerSpec, FakeEngine};
 use odac_protocol::{AppSpec, AppState, AppStatus, DesiredState};
 use tokio::sync::broadcast;
 
+use crate::appmgr_support::{fake_config, open_on};
+
 const IMAGE: &str = "odac/busybox:test";
 const ME: &str = "agent-me";
 
-fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/hosts/no-gpu")
-}
-
 fn open(fake: &Arc<FakeEngine>, dir: &Path) -> AppManager {
     let config = AppManagerConfig {
-        state_dir: dir.to_path_buf(),
-        stop_timeout_secs: 0,
         owner: ME.into(),
-        ..AppManagerConfig::default()
+        ..fake_config(dir)
     };
-    AppManager::open(config, fake.clone(), fixture()).unwrap()
+    open_on(fake, config)
 }
 
 fn app(name: &str) -> AppSpec {

@@ -7,28 +7,21 @@
 //! the same pass, its container removed first.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use odac_agent::appmgr::{AppManager, AppManagerConfig};
+use odac_agent::appmgr::AppManager;
 use odac_agent::engine::{FakeEngine, Op};
+
+use crate::appmgr_support::{fake_config, open_on, pass_until};
 use odac_protocol::{AppSpec, AppState, AppStatus, DesiredState, RolloutState};
 
 const OLD: &str = "example.test/web:1";
 const NEW: &str = "example.test/web:2";
 
-fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/hosts/no-gpu")
-}
-
 fn open(fake: &Arc<FakeEngine>, dir: &Path) -> AppManager {
-    let config = AppManagerConfig {
-        state_dir: dir.to_path_buf(),
-        stop_timeout_secs: 0,
-        ..AppManagerConfig::default()
-    };
-    AppManager::open(config, fake.clone(), fixture()).unwrap()
+    open_on(fake, fake_config(dir))
 }
 
 fn app(image: &str) -> AppSpec {
@@ -48,14 +41,7 @@ async fn set(m: &AppManager, generation: u64, spec: AppSpec) {
 }
 
 async fn until(m: &AppManager, pred: impl Fn(&AppStatus) -> bool) -> AppStatus {
-    for _ in 0..100 {
-        let s = m.reconcile_once().await.remove(0);
-        if pred(&s) {
-            return s;
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-    panic!("never reached: {:#?}", m.statuses());
+    pass_until(m, 100, pred).await
 }
 
 #[tokio::test(start_paused = true)]

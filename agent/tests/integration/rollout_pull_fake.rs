@@ -4,12 +4,14 @@
 //! replaces it.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use odac_agent::appmgr::{AppManager, AppManagerConfig};
 use odac_agent::engine::{FakeEngine, Op};
+
+use crate::appmgr_support::{fake_config, open_on, pass_until};
 use odac_protocol::{AppSpec, AppState, AppStatus, DesiredState};
 
 const OLD: &str = "127.0.0.1:5999/odac/app:1";
@@ -17,19 +19,13 @@ const NEW: &str = "127.0.0.1:5999/odac/app:2";
 const DIGEST_1: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
 const DIGEST_2: &str = "sha256:2222222222222222222222222222222222222222222222222222222222222222";
 
-fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/hosts/no-gpu")
-}
-
 fn open(fake: &Arc<FakeEngine>, dir: &Path) -> AppManager {
     let config = AppManagerConfig {
-        state_dir: dir.to_path_buf(),
-        stop_timeout_secs: 0,
         pull_stall_secs: 30,
         docker_config: dir.join("no-docker-config.json"),
-        ..AppManagerConfig::default()
+        ..fake_config(dir)
     };
-    AppManager::open(config, fake.clone(), fixture()).unwrap()
+    open_on(fake, config)
 }
 
 fn app(image: &str) -> AppSpec {
@@ -39,14 +35,7 @@ fn app(image: &str) -> AppSpec {
 }
 
 async fn until(m: &AppManager, pred: impl Fn(&AppStatus) -> bool) -> AppStatus {
-    for _ in 0..200 {
-        let s = m.reconcile_once().await.remove(0);
-        if pred(&s) {
-            return s;
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-    panic!("never reached: {:#?}", m.statuses());
+    pass_until(m, 200, pred).await
 }
 
 #[tokio::test(start_paused = true)]

@@ -17,8 +17,8 @@ use odac_e2e::require_docker;
 use odac_e2e::sim::Sim;
 
 /// The printed line that starts with `prefix`, split as a shell would split it (no quoting is
-/// needed: the paths have no spaces).
-fn printed(out: &str, prefix: &str) -> Vec<String> {
+/// needed: the paths have no spaces). The GPU lab's walk-through reads the same lines.
+pub(crate) fn printed(out: &str, prefix: &str) -> Vec<String> {
     let line = out
         .lines()
         .map(str::trim)
