@@ -90,12 +90,9 @@ fn an_xid_79_moves_apps_off_the_gpu_and_it_is_trusted_again_after_the_recovery_p
         }
     })
     .unwrap();
+    // the figure is the measure (a real-time bound here would flake on a loaded machine; the
+    // poll's own WAIT is the bound)
     figure(SCENARIO, "xid79_to_unhealthy_at_api", secs(t.elapsed()));
-    assert!(
-        t.elapsed() < Duration::from_secs(15),
-        "generous bound: {:?}",
-        t.elapsed()
-    );
     let error = health.last_error.unwrap();
     assert_eq!(error.xid, Some(79));
     assert_eq!(error.summary, "xid 79: GPU has fallen off the bus");
