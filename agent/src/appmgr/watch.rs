@@ -104,7 +104,9 @@ struct Outage {
     announced_back: bool,
 }
 
-fn stream_backoff() -> ExponentialBackoff {
+/// The pace of reaching the engine again, after a lost event stream or an engine outage of
+/// a pass alike: 1 s doubling to 30 s, jittered, never giving up.
+pub(super) fn engine_backoff() -> ExponentialBackoff {
     ExponentialBuilder::default()
         .with_min_delay(Duration::from_secs(1))
         .with_max_delay(Duration::from_secs(30))
@@ -314,7 +316,7 @@ impl Watch {
                 "engine event stream down: polling the engine until it is resubscribed"
             );
             Outage {
-                backoff: stream_backoff(),
+                backoff: engine_backoff(),
                 announced_back: false,
             }
         });

@@ -5,27 +5,19 @@
 use crate::lock::lock;
 use std::time::Duration;
 
-use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
+use backon::ExponentialBackoff;
 use odac_protocol::{AppState, AppStatus, DesiredState, Reason};
 use tokio::time::Instant;
 
 use super::{AppManager, d_generation};
 use crate::appmgr::clip::clip;
+use crate::appmgr::watch::engine_backoff;
 
 /// An engine outage under way: why, and when to try again.
 pub(super) struct Outage {
     pub(super) message: String,
     backoff: ExponentialBackoff,
     pub(super) retry_at: Instant,
-}
-
-fn engine_backoff() -> ExponentialBackoff {
-    ExponentialBuilder::default()
-        .with_min_delay(Duration::from_secs(1))
-        .with_max_delay(Duration::from_secs(30))
-        .with_jitter()
-        .without_max_times()
-        .build()
 }
 
 impl AppManager {
