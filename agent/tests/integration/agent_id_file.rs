@@ -2,7 +2,6 @@
 //! exit 78 (EX_CONFIG, which the systemd unit does not restart) and a message that names the
 //! file and the fix; the file is left as it was (the control plane binds the id to the host's
 //! token, so the agent never invents a new identity behind the operator's back).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

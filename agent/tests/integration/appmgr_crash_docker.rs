@@ -5,7 +5,6 @@
 //! rotation limits; an exit 0 under `never` is `exited` and not restarted; the restart count
 //! survives an agent restart. Each test has its own `apps.instance` and removes every container
 //! of it at the end, even when an assertion fails.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::docker_support;
 

@@ -3,7 +3,6 @@
 //! back (also on quiet passes), the run options given at create (health check, log rotation
 //! capped by the agent), and the crash counters and backoff surviving an agent restart, over
 //! paused time.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::Path;
 use std::sync::Arc;

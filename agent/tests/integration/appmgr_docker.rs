@@ -3,7 +3,6 @@
 //! can run in parallel; every container and volume carries `odac.test=1` plus a per-test run
 //! label and is removed at the end, even when an assertion fails. When the engine is
 //! unreachable the tests fail under `ODAC_REQUIRE_DOCKER=1` and are skipped otherwise.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::docker_support;
 

@@ -3,7 +3,6 @@
 //! restart-required, ownership by labels, durable desired state, engine outage, policy, named
 //! volumes, the crash-loop backoff counted over 30 s of paused time, and the hardening every
 //! container gets (`no-new-privileges`, a pids limit).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::Path;
 use std::sync::Arc;

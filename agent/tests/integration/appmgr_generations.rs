@@ -3,7 +3,6 @@
 //! changes nothing, a snapshot is authoritative whatever its generation (a control plane that
 //! lost its counter, a host back under a new id), and an app that leaves the desired state
 //! gets one last `removed` status once its container is gone, and no status after it.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::Path;
 use std::sync::Arc;

@@ -5,7 +5,6 @@
 //! not hold up a new app; a registry whose manifest never ends fails the app before the engine
 //! is asked to pull (the registry sees the agent's pre-check only, never dockerd). Each test has
 //! its own instance and removes what it made.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::docker_support;
 

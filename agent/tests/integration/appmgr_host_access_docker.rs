@@ -4,7 +4,6 @@
 //! could, is decoded, and only that app is `failed` (`policy_denied`, the field named) while
 //! the others run; a device outside `[apps.policy] allowed_device_prefixes` is refused naming
 //! that key. Each test has its own instance and removes what it made.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::docker_support;
 

@@ -4,7 +4,6 @@
 //! pass and no status says the engine is unavailable. Against the fake engine and against the
 //! real one (an image whose digest algorithm the engine does not support: a 400 the reference
 //! grammar lets through).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::docker_support;
 

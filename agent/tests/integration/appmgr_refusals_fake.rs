@@ -3,7 +3,6 @@
 //! create or start (optional: straight to the CPU; required: failed), still report
 //! `engine_rejected` with the engine's words and when they were learned, and ask the engine
 //! again after `apps.refusal_memory_secs` or when the inventory changes; 0 turns it off.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

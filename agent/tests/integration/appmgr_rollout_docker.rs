@@ -9,7 +9,6 @@
 //! output. An update waits while the app keeps `/run/odac/update.lock` (created and removed
 //! from inside the container) and overrides a lock older than `update.max_lock_secs`. Without
 //! `update.auto_revert` a failed version is left as it is, its status saying so. Each test has its own `apps.instance` and removes every container of it at the end.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::docker_support;
 

@@ -1,6 +1,5 @@
 //! `odac-agent run` with configurations that used to start silently wrong: each one exits 78 (EX_CONFIG, which the systemd unit does not restart) before doing
 //! anything, with a message naming the key.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::Command;
 use std::time::Duration;

@@ -4,7 +4,6 @@
 //! state is `running` never carries a crash part. The app numbers its runs in a file of the
 //! container's own layer, which survives a restart, and prints the number on every line.
 //! Each test has its own `apps.instance` and removes every container of it at the end.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::docker_support;
 

@@ -5,8 +5,6 @@
 //! Building and inspecting the real .deb (`dpkg-deb -I/-c/-x`) is deploy/check-deb.sh, which
 //! needs a release build and cargo-deb, so CI runs it as its own step.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -4,8 +4,6 @@
 //! called with `--root`, bad arguments exit 2, and `--enroll-code` runs the real
 //! `odac-agent enroll` against a tiny HTTPS control plane.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use crate::enroll_support as support;
 
 use std::collections::BTreeMap;

@@ -4,7 +4,6 @@
 //! Docker engine: when it is unreachable they fail under `ODAC_REQUIRE_DOCKER=1` and are
 //! skipped otherwise. Every object they create carries the label `odac.test=1` plus a
 //! per-test run label, and is removed at the end even when an assertion fails.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::docker_support;
 

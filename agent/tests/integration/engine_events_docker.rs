@@ -6,7 +6,6 @@
 //! stream carries `start`, `kill` and `die` (with the exit code) of the instance's containers
 //! and nothing of a container without its label. Each test has its own `apps.instance` and
 //! removes every container of it at the end, even when an assertion fails.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::docker_support;
 

@@ -5,7 +5,6 @@
 //! ping) is renewed and the health verdict it missed arrives; `doctor` says when the stream is
 //! down; the loop's heartbeat stays
 //! fresh through hours of nothing.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -2,7 +2,6 @@
 //! it (devices are refused at start with the engine's texts, names conflict, running
 //! containers cannot be removed without force), records every call, fails on demand and can
 //! be held as `Arc<dyn ContainerEngine>`.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

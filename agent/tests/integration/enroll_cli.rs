@@ -3,8 +3,6 @@
 //! operator wrote, a used or unknown code fails with a clear message and exit 1, a bad
 //! argument exits 2, and neither the code nor the token ever appears in the output.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use crate::enroll_support as support;
 
 use std::os::unix::fs::PermissionsExt;

@@ -7,7 +7,6 @@
 //! labels every container and image `odac.test=1` plus a run label, removed at the end even
 //! when an assertion fails. Without an engine the tests fail under `ODAC_REQUIRE_DOCKER=1`
 //! and are skipped otherwise.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::docker_support;
 use crate::git_source_support;

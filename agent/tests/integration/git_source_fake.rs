@@ -6,7 +6,6 @@
 //! failing build end `failed` / `build_failed` and are retried on the backoff only (attempts
 //! counted over a window of real time); a secret never reaches a status, an event or a log
 //! line; GPU fallbacks are events.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::git_source_support;
 

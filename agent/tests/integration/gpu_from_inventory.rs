@@ -3,7 +3,6 @@
 //! plan resolved on the rebuilt assessment reports what the plan on the real one reports
 //! (for a partitioned AMD GPU, whose extra render nodes the inventory leaves out: the same
 //! decision).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::fixture_hosts;
 

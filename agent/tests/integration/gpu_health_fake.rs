@@ -3,7 +3,6 @@
 //! left), an app already on it keeps running with `restart_required` and a warning, and at its
 //! restart an optional app moves to the CPU while a required one says why it cannot start;
 //! once the GPU is healthy again it is given out as before.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

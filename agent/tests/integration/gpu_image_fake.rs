@@ -4,7 +4,6 @@
 //! `compute,utility`); an image whose `NVIDIA_REQUIRE_CUDA` the host's driver (550, CUDA 12.4,
 //! in the fixture) cannot meet fails a required app with `driver_too_old` before any create,
 //! and runs an optional one on the CPU without asking for a restart later.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

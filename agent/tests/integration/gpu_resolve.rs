@@ -3,7 +3,6 @@
 //! whole table is compared with `gpu_resolve.expected` (run with `ODAC_BLESS=1` to rewrite
 //! it, then review the diff); invariants that must hold for every cell are asserted on top,
 //! and a few cells are pinned by hand.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::fixture_hosts;
 

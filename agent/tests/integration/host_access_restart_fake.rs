@@ -2,7 +2,6 @@
 //! `caps`, `sysctls` or `devices` alone leaves the running container alone and sets
 //! `restart_required`; a new restart token recreates it with the new host access. Against
 //! the fake engine, which records every create.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

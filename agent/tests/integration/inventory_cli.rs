@@ -1,6 +1,5 @@
 //! The `inventory` and `doctor` commands end to end: output shape, exit codes (0 fine, 1
 //! present hardware unusable, 2 usage errors) and the live engine when one is reachable.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::{Command, Output};
 

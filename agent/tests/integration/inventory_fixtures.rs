@@ -2,7 +2,6 @@
 //! engine from its `docker-info.json`, and compare the per-vendor verdicts, the GPU list and
 //! the other display devices with the hand-checked `expected.json`. Run with
 //! `ODAC_BLESS=1` to (re)write an expected.json, then review the diff before committing.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::fixture_hosts;
 

@@ -1,7 +1,6 @@
 //! A host tree full of broken symlinks, unreadable entries (sockets, FIFOs, directories where
 //! files belong), bytes that are not UTF-8 and plain garbage: the scan must finish, report
 //! problems with their paths, and still find what is readable.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::fs;
 use std::os::unix::fs::symlink;

@@ -1,7 +1,6 @@
 //! Inventory limits degrade instead of failing: a host with more GPU PCI functions than the
 //! protocol lists (SR-IOV virtual functions) reports its physical GPUs first, up to the limit,
 //! with a scan problem naming what was left out, and its inventory still validates.
-#![allow(clippy::unwrap_used)]
 
 use std::path::Path;
 

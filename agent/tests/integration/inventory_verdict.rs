@@ -1,6 +1,5 @@
 //! Table test of the pure verdict function: hand-built scans and engine capabilities,
 //! one row per rule of `inventory::verdict`.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use odac_agent::engine::EngineCapabilities;
 use odac_agent::inventory::{

@@ -4,7 +4,6 @@
 //! partial messages); the line after it arrives whole, so every line the app wrote is one
 //! line out. The container carries its own name and `odac.test` label and is removed at the
 //! end, even when an assertion fails.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::docker_support;
 

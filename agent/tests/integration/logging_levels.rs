@@ -4,8 +4,6 @@
 //! process, so each case runs in a child process of this test binary (nextest runs a test per
 //! process already; `cargo test` runs a binary's tests as threads of one process).
 
-#![allow(clippy::expect_used)]
-
 use std::process::Command;
 
 use odac_agent::config::LogFormat;

@@ -5,7 +5,6 @@
 //! `promtool check metrics` (Debian's `prometheus` package; missing promtool fails the test
 //! unless `ODAC_ALLOW_SKIP=1`); connections over the bound are closed while a scrape after
 //! them still answers.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

@@ -3,7 +3,6 @@
 //! conflict (event); an unowned container (made before owner labels) is adopted only when the
 //! desired state names its app; volumes of the earlier naming scheme keep their data, and the
 //! pair that collided under it (`fa`/`b-data`, `fa-b`/`data`) gets two volumes.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeMap;
 use std::path::Path;

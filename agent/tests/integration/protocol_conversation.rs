@@ -4,7 +4,6 @@
 //! next on that connection, matched as a subset (every field written must be there with that
 //! value; fields left out, like most of the inventory, are not compared). So the document
 //! cannot drift from what the agent does. `RECORD=1` prints what the agent sent.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::uplink_support;
 

@@ -5,7 +5,6 @@
 //! through the manager are used and never reach a status or an event; `always` pulls again
 //! for a new restart token and picks up a new digest; `never` does not pull; one app's slow
 //! pull does not hold up another app.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::Path;
 use std::sync::Arc;

@@ -4,7 +4,6 @@
 //! to pull, and every retry is refused the same way; a registry that echoes the credentials it
 //! was sent never gets them into a status or an event; a pull that stalls is cancelled after
 //! `apps.pull_stall_secs` and fails the app.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -2,7 +2,6 @@
 //! whose container name is held by another agent's container (same instance, another
 //! `odac.owner`) still gets its one `removed` status once it leaves the desired state, since
 //! only this agent's containers count, and the other agent's container is left running.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -3,7 +3,6 @@
 //! engine) is stopped before any ack and started again on the same state dir, and the control
 //! plane receives the `removed` status again with the same `seq`, before the fresh inventory;
 //! once acked it is not resent after a further restart.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::uplink_support;
 

@@ -5,7 +5,6 @@
 //! (the failed generation is not retried), a restarted agent keeps it so, and a new restart
 //! token tries the failed spec again. A version the engine refuses to start is rolled back in
 //! the same pass, its container removed first.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::Path;
 use std::sync::Arc;

@@ -2,7 +2,6 @@
 //! the previous version keeps running (same container, not stopped or removed) while the new
 //! image is pulled (a stalled pull, 10 s of passes); once a pull goes through, the new version
 //! replaces it.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::Path;
 use std::sync::Arc;

@@ -2,7 +2,6 @@
 //! drawn from the full-jitter envelope `[0, min(60 s, 1 s * 2^(n-1))]` and the gaps the server
 //! sees match; a session that stayed healthy for 60 s resets the schedule (a shorter one does
 //! not); a refused token over a simulated 10 minutes costs only a handful of attempts.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::uplink_support;
 

@@ -3,7 +3,6 @@
 //! `error{code:"invalid"}` naming the key's path with the change's `ref_seq`, acks nothing,
 //! and, being out of step, asks for a snapshot with one `resync`; the `conflict`s that answer
 //! later changes send no further `resync`; the snapshot puts it back in step.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::uplink_support;
 

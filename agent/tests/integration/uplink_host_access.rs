@@ -3,7 +3,6 @@
 //! app alone with `policy_denied` naming the field, and runs the other app with the host
 //! access it asked for; every capability granted is in the agent's info log. The uplink and
 //! the real app manager run on the fake engine against an in-process control plane.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::uplink_support;
 

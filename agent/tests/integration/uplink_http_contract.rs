@@ -2,7 +2,6 @@
 //! control plane in paused time: a 503 or 429 with `Retry-After` is waited out (at least that
 //! long, whatever the backoff drew), without it the normal backoff applies; an upgrade whose
 //! subprotocol was not selected fails and is retried with backoff, not in a tight loop.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::uplink_support;
 

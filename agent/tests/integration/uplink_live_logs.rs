@@ -3,7 +3,6 @@
 //! status change still goes out while a stream is open, `logs_cancel` ends a followed stream,
 //! shutdown ends open streams with `shutdown` before closing, and an uplink without a log
 //! source answers `not_found`.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::uplink_support;
 

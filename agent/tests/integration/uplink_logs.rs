@@ -1,7 +1,6 @@
 //! The token never reaches a log line or an error: everything the uplink logs at trace level
 //! through a session, a desired-state change, a dropped session and refused reconnects is
 //! captured and searched; the 401 produces a clear line and every reconnect logs its delay.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::uplink_support;
 

@@ -5,7 +5,6 @@
 //! applied; with the real app manager and a state directory that cannot be written, the
 //! control plane's view and the engine agree after one resync; a resent report keeps its
 //! `seq`, and `seq` continues after an agent restart.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::uplink_support;
 

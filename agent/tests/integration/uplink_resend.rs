@@ -1,7 +1,6 @@
 //! Nothing that matters is lost: a control plane killed while 50 status changes are unacked,
 //! with more changes made while it is down, and restarted on the same address ends up with
 //! every app's final status, and its view equals the agent's.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::uplink_support;
 

@@ -2,7 +2,6 @@
 //! handshake order, acks only after persistence, bad frames answered while the session goes
 //! on, an invalid desired state refused whole with the field named, oversize frames closed
 //! with 1009, a silent peer detected by the heartbeat, and a clean 1001 close on shutdown.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::uplink_support;
 

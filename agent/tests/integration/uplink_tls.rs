@@ -2,7 +2,6 @@
 //! (public web) roots with a reason that says what to do, and accepted once `ca_file` names
 //! that CA; a CA that did not issue the certificate is refused too; a server that demands a
 //! client certificate gets the configured one (mTLS) and refuses an agent without it.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::uplink_support;
 

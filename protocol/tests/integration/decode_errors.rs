@@ -1,6 +1,5 @@
 //! Frame decoding errors: the size limit is checked before parsing, malformed JSON and unknown
 //! types are told apart, and bad fields are named by their path.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use odac_protocol::{
     AgentMessage, ControlMessage, DecodeError, ErrorCode, MAX_FRAME_BYTES, decode_agent,

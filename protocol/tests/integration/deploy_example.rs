@@ -2,7 +2,6 @@
 //! desired state that runs on a small host: at most one CPU (engines refuse a limit above the
 //! host's CPU count), no named volume (which would outlive the app) and an optional GPU (so a
 //! host without one runs it on the CPU with the reason).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use odac_protocol::DesiredState;
 

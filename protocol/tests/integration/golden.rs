@@ -1,6 +1,5 @@
 //! Golden examples: every file under `protocol/examples/` decodes in its direction, validates,
 //! and re-encodes to the same JSON; every message type of both directions has one.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;

@@ -1,7 +1,6 @@
 //! A GPU's `health` on the wire: optional (an inventory without it, from an older agent,
 //! decodes with every GPU healthy), round-trips, and a decoder refuses a state it does not
 //! know, naming the field.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use odac_protocol::{AgentMessage, GpuHealthState, decode_agent, encode};
 

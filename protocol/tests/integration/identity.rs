@@ -1,6 +1,5 @@
 //! Property tests: encode → decode is the identity on generated valid messages of both
 //! directions (and plain serde agrees with the decoder), and a desired-state file round-trips.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use odac_protocol::*;
 use proptest::prelude::*;

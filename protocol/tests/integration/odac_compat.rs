@@ -1,7 +1,6 @@
 //! ODAC compatibility: ODAC's own app payload is accepted and echoed unchanged, every runtime
 //! alias normalises to its vendor, and every invalid GPU case is refused with a message that
 //! names the field, both through `AppSpec::validate` and through frame decoding.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use odac_protocol::{
     AppSpec, AppStatus, ControlMessage, DecodeError, DesiredState, GpuCount, GpuRuntime, GpuStatus,

@@ -4,7 +4,6 @@
 //! a stable smoke run of the decoders' fuzz target (`protocol/fuzz`, cargo-fuzz on nightly):
 //! 100,000 byte-level mutations of the golden examples (flips, inserts, deletions, duplicated
 //! slices that repeat keys, truncations) from a fixed seed.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::PathBuf;
 

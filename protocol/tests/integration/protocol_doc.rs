@@ -1,7 +1,6 @@
 //! PROTOCOL.md stays true: every ```json block in it is a message that decodes in one of the
 //! two directions, every message type has an example, and the limits table matches the
 //! constants.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeSet;
 

@@ -1,6 +1,5 @@
 //! The JSON Schema checked in under `protocol/schema/` must equal the one generated from the
 //! types. Run with `UPDATE_SCHEMA=1` to regenerate after changing a type.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::PathBuf;
 

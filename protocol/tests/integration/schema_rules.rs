@@ -2,7 +2,6 @@
 //! each run through the decoder (`decode_control` / `decode_agent`) and through a JSON Schema
 //! validator over `protocol/schema/`. A good value passes both; a bad value is refused by
 //! both, so a control plane that validates against the schema refuses what the agent would.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use odac_protocol::{ControlMessage, decode_agent, decode_control};
 use serde_json::{Value, json};

@@ -1,7 +1,6 @@
 //! The agents' WebSocket at the protocol level: auth and subprotocol checks, the handshake,
 //! desired state on connect, seq/ack, and bad frames answered with `error` messages while the
 //! session goes on (oversize frames are answered and closed with 1009).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::common;
 

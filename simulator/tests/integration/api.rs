@@ -1,7 +1,6 @@
 //! REST API against an in-process simulator with protocol-level fake agents: hosts, app
 //! create (ODAC payload, catalog, host resolution), validation errors naming the protocol's
 //! fields, 404s, GPU changes, restart tokens, delete, SSE, enrollment, API token, persistence.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::common;
 

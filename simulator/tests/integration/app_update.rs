@@ -2,7 +2,6 @@
 //! generation moving on, the restart token kept, 404 for an unknown app) seen by a
 //! protocol-level fake agent, and `odac app update` (reads the spec, changes the flags'
 //! fields, PUTs it; `-f` sends a whole spec; unknown apps named with the known ones).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::common;
 

@@ -2,7 +2,6 @@
 //! output, the ODAC GPU walk-through with a simulated agent, and bad input: usage errors exit
 //! 2 naming the flag, API refusals exit 1 with the API's message, an unreachable API exits 1
 //! with one line.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::common;
 

@@ -3,7 +3,6 @@
 //! does not look final; and a fix that names the command to run: `odac registry login HOST`
 //! for a refused login, the catalog mirror (`--catalog-registry`) for a registry the host
 //! cannot reach.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::common;
 

@@ -4,7 +4,6 @@
 //! crash loop's fix never points at the command being read; `odac app logs --follow` on an app
 //! that is not running says so (and that it waits for the next run) instead of ending without
 //! a word.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::common;
 

@@ -3,7 +3,6 @@
 //! crash as the REASON of `odac app list`, never the GPU reason; `odac app show` prints the exit
 //! code, the OOM flag, the next retry and the last output; the fields survive a restart of the
 //! simulator (its store); the health check's verdict follows the state.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::common;
 

@@ -3,7 +3,6 @@
 //! printed with its control characters shown as text by `odac app logs` and `odac app show`,
 //! and byte for byte by `odac app logs --raw`; the API refuses control characters and
 //! malformed references in names, images and env names with a 400 naming the field.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::common;
 

@@ -5,7 +5,6 @@
 //! flags, `--optional` keeps the request automatic, `--off` removes it. Also the seed's JSON
 //! payload through `odac app create -f FILE` and `-f -`, the printed `…/api/` URL as
 //! `--api`, and help texts without a dangling `[env: …=]`.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::common;
 

@@ -2,7 +2,6 @@
 //! hold each GPU even before the host's first `gpu_stats` report (from the apps' attached
 //! devices), `odac app show` prints the request and the devices attached, and an unknown app
 //! or host name is answered with the names the control plane knows.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::common;
 

@@ -3,7 +3,6 @@
 //! plane that skips acks (the `withhold_acks` fault), refuses without `Retry-After`
 //! (`refuse_secs` + `omit_retry_after`) or closes with wrong codes (`wrong_close_codes`); a
 //! refusal with `Retry-After` passes that rule.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::common;
 

@@ -5,7 +5,6 @@
 //! screenshot of the final page is saved as `target/dashboard-e2e.png`. Needs Docker, Chromium
 //! and chromedriver: a missing one fails the test unless `ODAC_ALLOW_SKIP=1` (and not
 //! `ODAC_REQUIRE_DOCKER=1`).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::browser;
 use crate::common;

@@ -5,7 +5,6 @@
 //! `unhealthy` badge with the check's output. Statuses come from a protocol-level agent over
 //! the real WebSocket, changes reach the page through the event stream. Needs Chromium and
 //! chromedriver: a missing one fails unless `ODAC_ALLOW_SKIP=1` (and not `ODAC_REQUIRE_DOCKER=1`).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::browser;
 use crate::common;

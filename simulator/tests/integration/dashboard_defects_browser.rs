@@ -9,7 +9,6 @@
 //! GPU of any vendor. Statuses come from a protocol-level agent over the real WebSocket. Needs
 //! Chromium and chromedriver: a missing one fails unless `ODAC_ALLOW_SKIP=1` (and not
 //! `ODAC_REQUIRE_DOCKER=1`).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::browser;
 use crate::common;

@@ -6,7 +6,6 @@
 //! `/api/hosts` again, and at phone width (390 px) the apps are cards with every control inside
 //! the screen and usable. Screenshots: `target/dashboard-1400.png`, `target/dashboard-390.png`.
 //! Needs Chromium and chromedriver: a missing one fails unless `ODAC_ALLOW_SKIP=1`.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::browser;
 use crate::common;

@@ -7,7 +7,6 @@
 //! it from the event stream alone.
 //! Screenshot: `target/dashboard-gpu-stats.png`. Needs Chromium and chromedriver: a missing one
 //! fails unless `ODAC_ALLOW_SKIP=1`.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::browser;
 use crate::common;

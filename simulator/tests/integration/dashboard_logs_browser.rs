@@ -4,7 +4,6 @@
 //! appear; Close makes the control plane send `logs_cancel`; an end from the agent shows why
 //! the stream ended. Needs Chromium and chromedriver: a missing one fails the test unless
 //! `ODAC_ALLOW_SKIP=1`.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::browser;
 use crate::common;

@@ -4,7 +4,6 @@
 //! runs on the CPU; Ctrl-C (SIGTERM) removes the app's container. Needs Docker and the
 //! `odac-agent` binary: a missing one fails the test unless `ODAC_ALLOW_SKIP=1` (and not
 //! `ODAC_REQUIRE_DOCKER=1`).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

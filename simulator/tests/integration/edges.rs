@@ -3,7 +3,6 @@
 //! error answer is JSON (404, 405, 413), clients that never finish their headers are dropped
 //! within 10 s, and every oversize WebSocket frame — text or binary, in `hello` or later — is
 //! answered with `too_large` and closed with 1009.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::common;
 

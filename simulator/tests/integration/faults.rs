@@ -1,6 +1,5 @@
 //! Fault injection through `POST /api/admin/faults`: dropped connections, refused
 //! connections, withheld and delayed acks, malformed and oversize frames, rejected tokens.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::common;
 

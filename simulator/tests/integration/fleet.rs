@@ -1,6 +1,5 @@
 //! Simulated fleets: N protocol-level agents with realistic inventories connect, receive and
 //! report desired state, and reconnect after every connection is dropped.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::common;
 

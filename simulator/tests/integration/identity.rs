@@ -4,7 +4,6 @@
 //! host's desired state and never displaces the real agent's session; a static token cannot
 //! register hundreds of invented ids; ids breaking the agent-id rule are refused; enrollment
 //! binds a token to its id; minting codes needs the API token when one is set.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::common;
 

@@ -3,7 +3,6 @@
 //! stops, the simulator closes the session with 4001 `no heartbeat`, and the API shows the
 //! host disconnected with the reason in the event log (the timing itself is tested with
 //! paused time in `liveness.rs`). No `hello` within 10 s: 1008; a shutdown: 1001.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::common;
 

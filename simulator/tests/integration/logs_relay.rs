@@ -3,7 +3,6 @@
 //! counts and exits 0 at a `complete` end; a viewer that goes away makes the control plane send
 //! `logs_cancel`; an agent whose session ends ends its viewers with `agent_disconnected`
 //! (exit 1 and a message); an app of a disconnected host is refused with 409.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::common;
 

@@ -2,7 +2,6 @@
 //! (same `seq`) is acked again but recorded once, `resync` is answered with a full
 //! `desired_state` of the current view, and a `removed` status forgets the app's status on
 //! that host.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::common;
 

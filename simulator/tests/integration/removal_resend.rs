@@ -4,7 +4,6 @@
 //! `withhold_acks` fault is on, the agent is stopped before any ack and started again on the
 //! same state dir with acks resumed. The resend is acked (the agent's file of unacked
 //! removals empties) and recorded once: a new `seq` would be recorded a second time.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::common;
 

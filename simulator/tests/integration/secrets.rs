@@ -1,7 +1,6 @@
 //! Git secrets: the agent of the app's host receives the secret in its desired state, but no
 //! REST answer ever contains it and the state files hold it only sealed (under `secrets.key`), so
 //! it survives a restart without ever being written in clear.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::common;
 

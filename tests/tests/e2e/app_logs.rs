@@ -8,7 +8,6 @@
 //!    peak RSS (`VmHWM`) grows by at most 5 MiB;
 //! 4. a cut link ends both viewers' streams with a message, and so do an agent stopped
 //!    gracefully (`shutdown`) and a killed agent (`agent_disconnected`).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};

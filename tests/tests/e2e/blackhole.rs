@@ -3,7 +3,6 @@
 //! into the dead session, notices the loss by its heartbeat alone (a ping unanswered for two
 //! of the intervals the control plane asked for), and once the link is back every status it
 //! sent but never got acked reaches the control plane: the views end equal.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
 

@@ -4,7 +4,6 @@
 //! and Ctrl-C of `odac-sim demo --clean` removes every app of the demo, leaving no container
 //! of the demo's instance. Uses the demo's fixed instance `odac-demo`, so it runs one at a
 //! time with the other demo test (`one_engine.rs`).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::os::unix::process::CommandExt;
 use std::path::Path;

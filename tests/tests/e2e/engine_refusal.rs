@@ -3,7 +3,6 @@
 //! but the real engine cannot open that node on this machine and refuses the device. The
 //! optional app must end up running on the CPU with `engine_rejected` and the engine's own
 //! words, in exactly one container, without churn.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
 

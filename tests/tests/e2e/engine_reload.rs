@@ -4,7 +4,6 @@
 //! hourly. A daemon `reload` (new runtimes configured) and an engine restart (the event stream
 //! closed, then resubscribed) each make the agent rescan: the new engine version shows at the
 //! simulator within the generous bound.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;

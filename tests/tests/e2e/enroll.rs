@@ -5,7 +5,6 @@
 //! unique `apps.instance`, so it never touches other containers) connects and its host shows as
 //! connected in the simulator. The same code a second time exits 1 with a clear message and
 //! writes nothing. Neither the code nor the token appears in any output or log.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

@@ -5,7 +5,6 @@
 //! connects. A second agent reusing that token (another agent id) is refused with 403, and its
 //! log carries the control plane's own words (`… is not the agent this token was issued to`),
 //! not only generic advice.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::process::Command;
 use std::time::Duration;

@@ -3,7 +3,6 @@
 //! gone, bad frames, a wrong token, an untrusted certificate — and ends (where the agent can
 //! connect at all) with the control plane's view equal to the agent's, the desired state
 //! intact and exactly one container per app. Each prints the figures it measured.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

@@ -5,7 +5,6 @@
 //! `odac app restart NAME` runs the new commit in a new container. The agent's containers and
 //! the images it built carry the scenario's run label and are removed at the end, also when an
 //! assertion fails.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -3,7 +3,6 @@
 //! at the API shows GPU 0 `unhealthy` with the Xid (and `odac host show` says so), a new app B
 //! is placed on GPU 1, A restarted (optional) moves to GPU 1; after the recovery period (5 s
 //! here) GPU 0 is healthy again, with an event, and a new app C gets it.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::Command;
 use std::time::{Duration, Instant};

@@ -4,7 +4,6 @@
 //! what the engine really did: the hook log, inspect, and the devices a command inside the
 //! container sees. Every test ends by stopping the lab and checking it left no process,
 //! mount, container, network namespace or file behind.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
 use std::time::Duration;

@@ -3,7 +3,6 @@
 //! enroll-code --config-dir DIR` against a control plane prints the `odac-agent enroll` and
 //! `odac-agent run` lines, which are run exactly as printed; the agent connects and reports
 //! the lab's GPUs, and the lab still leaves nothing behind once the agent stopped.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::process::Command;
 use std::time::Duration;

@@ -3,7 +3,6 @@
 //! hwmon counters the test changes; the agent samples every 10 s (`telemetry.interval_secs`)
 //! and the figures show in `odac host show` — first values, then changed values, which must
 //! arrive within one interval (plus the time the CLI polls).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
 

@@ -7,7 +7,6 @@
 //! refused by the agent before any create (required) or runs on the CPU (optional), with
 //! `driver_too_old`, the versions and the fix. VRAM: `min_vram_mib` picks only GPUs with
 //! that much memory, else `insufficient_vram`.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
 

@@ -4,7 +4,6 @@
 //! `"1"`); `caps: ["SYS_ADMIN"]` is refused naming `caps[0]` and the allowlist (a 400:
 //! `simulator/tests/integration/api.rs`); a device the agent's `[apps.policy] allowed_device_prefixes`
 //! does not allow fails that app with `policy_denied` naming the key, while the other app runs.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;

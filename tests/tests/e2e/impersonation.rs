@@ -4,7 +4,6 @@
 //! `odac-agent-id` header with `error unauthorized` before `welcome`; it never receives the
 //! host's desired state, enrollment cannot move the id to it (409), and the real agent stays
 //! connected on its first session, never kicked off and never backed off.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::time::{Duration, Instant};
 

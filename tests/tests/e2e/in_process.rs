@@ -2,7 +2,6 @@
 //! [`FakeEngine`] against a real `odac-sim`. An app created through the simulator's API is
 //! delivered over the uplink, created and started on the fake by the app manager, and its
 //! `running` status comes back to the simulator — no Docker engine involved.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;

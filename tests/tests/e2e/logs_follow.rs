@@ -4,7 +4,6 @@
 //! and each once (the stream re-opened for the new run does not repeat what was printed), and
 //! says on stderr that it waits for and then follows the new run. An app that stays down
 //! (`restart: never`) ends the follow at once with why.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::process::{Command, Stdio};
 use std::time::Duration;

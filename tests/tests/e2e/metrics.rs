@@ -5,7 +5,6 @@
 //! for the app's GPU and `odac_agent_link_up 1`, and after the app is removed its series are
 //! gone. `promtool check metrics` passes on the agent's and the simulator's output. A
 //! missing `prometheus`/`promtool` fails the tests unless `ODAC_ALLOW_SKIP=1`.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{Read, Write};
 use std::path::Path;

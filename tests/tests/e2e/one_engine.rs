@@ -12,7 +12,6 @@
 //!    lock, and both agents converge;
 //! 5. `odac-agent apply` against the running agent's instance (by `--instance` and by
 //!    `--config`) is refused with exit 1 and changes nothing.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt;

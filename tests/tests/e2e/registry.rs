@@ -10,7 +10,6 @@
 //! list`, the password in no log or API answer), and ODAC's seed payload runs from the
 //! catalog mirror (`odac-sim serve --catalog-registry`). A pull that would not fit on the disk
 //! is refused before a layer is downloaded.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -6,7 +6,6 @@
 //! restart, their passwords sealed in the state dir (never in clear in any file there), and an
 //! agent started after the restart pulls the private image with them. The password shows in
 //! no output.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::time::Duration;
 

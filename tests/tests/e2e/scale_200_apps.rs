@@ -1,7 +1,6 @@
 //! Scale: a desired state of 200 apps (the tiny sleeper image) converges — 200 containers,
 //! one per app, all running, the control plane's view equal to the agent's — and the agent's
 //! peak resident set size (`VmHWM`) is printed with the time it took.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
 

@@ -2,7 +2,6 @@
 //! "trace"` against the real simulator and is given an app from a git source carrying an
 //! access token; neither its bearer token nor the git secret appears anywhere in its output,
 //! and the state files holding them are private (dir 0700, files 0600, builds/ 0700).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

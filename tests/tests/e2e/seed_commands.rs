@@ -17,7 +17,6 @@
 //! container toolkit): detection stores `nvidia`, the required request fails with the reason,
 //! the optional one runs on the CPU with it. `ollama/ollama` cannot be pulled here (no
 //! registry): the payload's app is created as sent and `odac app list` shows why it failed.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::time::{Duration, Instant};
 

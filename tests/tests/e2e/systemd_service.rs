@@ -22,7 +22,6 @@
 //! It fails, never skips, when systemd cannot boot (with Docker absent it follows
 //! `ODAC_REQUIRE_DOCKER`). Everything it starts carries `odac.e2e.run=<instance>` and is removed
 //! at the end, also when an assertion fails.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
 use std::process::{Command, Stdio};

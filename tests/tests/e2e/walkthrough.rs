@@ -3,7 +3,6 @@
 //! --json` shows the request kept exactly as sent, nothing attached, the reason, and the app
 //! running on the CPU. The host is the `nvidia-driver-no-toolkit` fixture (a GTX 1060 with its
 //! driver, no container toolkit) read through the agent's `host_root`, against the real engine.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
 

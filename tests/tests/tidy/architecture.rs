@@ -3,7 +3,6 @@
 //! is over 450 lines, every source file is in the code map, no two modules of one folder import
 //! each other (directly or through a chain), and every `.rs` file opens with a `//!` paragraph.
 //! Each test names every offender, not just the first.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fs;

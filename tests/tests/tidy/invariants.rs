@@ -4,7 +4,6 @@
 //! its arguments, and the agent's domain types become the protocol's inventory in one file
 //! (`agent/src/inventory/wire.rs`); and every invariant there names the tests that check it,
 //! each of which exists. Each test names every offender, not just the first.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::fs;
 

@@ -3,7 +3,6 @@
 //! `ODAC_REQUIRE_DOCKER=1` overrides; then a skip line), the busybox test image, a unique
 //! per-run suffix for names, cleanup that runs even when the body panics, a bounded wait
 //! for a container's logs, and one test's own instance (`InstanceRun`).
-#![allow(dead_code, clippy::expect_used)]
 
 mod instance_run;
 

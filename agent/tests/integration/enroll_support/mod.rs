@@ -3,8 +3,6 @@
 //! simulator's shape: `{"code"}` → 201 `{"token"}`, an unknown or used code → 401
 //! `{"error", "field"}`. Codes work once. Every request is recorded.
 
-#![allow(dead_code)]
-
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

@@ -1,7 +1,6 @@
 //! Shared by the git-source tests: a local bare repository reached by a `file://` URL, with a
 //! working clone to commit from, and helpers to drive an app manager until a status or a
 //! number of events shows up.
-#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -3,7 +3,6 @@
 //! own process group, opens a WebDriver session through fantoccini over plain HTTP (fixed window
 //! size, a throw-away profile, test-CA certificate errors ignored by this browser only), and
 //! polls the page with deadlines. Dropping [`Driver`] ends the session's processes.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;

@@ -1,6 +1,5 @@
 //! Test harness: an in-process `odac-sim` on a loopback port with its own runtime, helpers to
 //! run the `odac` binary against it, and protocol-level fake agents to make hosts exist.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::{Command, Output};
 use std::time::Duration;
