@@ -31,6 +31,7 @@ pub mod schema_rules;
 mod status;
 mod validation;
 mod vendor;
+mod vendor_facts;
 
 pub use app::{AppSpec, GitSource, PortMapping, PortProtocol, Resources, VolumeMount};
 pub use codec::{DecodeError, Encode, decode_agent, decode_control, encode, error_reply};
@@ -76,6 +77,7 @@ pub use runtime::{
 pub use status::{AppState, AppStatus, Attached, Fallback, FallbackTier, GpuStatus, ImageFailure};
 pub use validation::{ValidationError, check_dns_label};
 pub use vendor::{Mechanism, Vendor};
+pub use vendor_facts::{Compute, LabModel, NodeRule, VendorFacts, VramSource};
 
 /// Protocol version carried in the WebSocket subprotocol and in `hello`.
 pub const PROTOCOL_VERSION: u32 = 1;

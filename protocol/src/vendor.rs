@@ -39,11 +39,7 @@ impl Vendor {
 
     /// The PCI vendor id, e.g. `0x10de` for NVIDIA.
     pub fn pci_id(self) -> u16 {
-        match self {
-            Vendor::Nvidia => 0x10de,
-            Vendor::Amd => 0x1002,
-            Vendor::Intel => 0x8086,
-        }
+        self.facts().pci_id
     }
 
     /// The vendor of a PCI vendor id, `None` for a vendor the agent does not pass through.
@@ -55,11 +51,7 @@ impl Vendor {
 
     /// The CDI kind the vendor names its GPUs by (`nvidia.com/gpu`).
     pub fn cdi_kind(self) -> &'static str {
-        match self {
-            Vendor::Nvidia => "nvidia.com/gpu",
-            Vendor::Amd => "amd.com/gpu",
-            Vendor::Intel => "intel.com/gpu",
-        }
+        self.facts().cdi_kind
     }
 }
 

@@ -6,7 +6,8 @@
 //! before, the [`refusals`](super::refusals) learned). Every GPU fallback decision is also an
 //! event (once per decision: held refusals are not repeated).
 
-use odac_protocol::{AppSpec, AppStatus, Fallback, FallbackTier, Mechanism, Reason, Vendor};
+use odac_protocol::Compute;
+use odac_protocol::{AppSpec, AppStatus, Fallback, FallbackTier, Mechanism, Reason};
 
 use super::build::Built;
 use super::clip::clip;
@@ -112,7 +113,7 @@ impl Pass<'_> {
         let (Some(intent), Some(Plan::Attach(att))) = (&spec.gpu, &plan) else {
             return Ok(plan);
         };
-        if att.vendor != Vendor::Nvidia {
+        if att.vendor.facts().compute != Compute::Cuda {
             return Ok(plan);
         }
         let image_env = match self.engine.image_info(image).await {

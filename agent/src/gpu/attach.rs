@@ -7,6 +7,7 @@
 //! libraries of exactly that set whatever the image says. [`attached_from`] reads what a
 //! container really holds from the engine's inspect, never from the plan.
 
+use odac_protocol::Compute;
 use odac_protocol::{
     Attached, DRIVER_CAPABILITIES_ENV, DriverCapabilities, DriverCapability, Mechanism, Vendor,
 };
@@ -60,7 +61,8 @@ pub fn capabilities_for(
 impl Attachment {
     /// The engine request for this attachment, added to `spec`.
     pub fn apply(&self, spec: &mut ContainerSpec) {
-        if self.vendor == Vendor::Nvidia && self.mechanism != Mechanism::DeviceNodes {
+        if self.vendor.facts().compute == Compute::Cuda && self.mechanism != Mechanism::DeviceNodes
+        {
             spec.env.insert(
                 DRIVER_CAPABILITIES_ENV.into(),
                 self.capabilities.to_string(),

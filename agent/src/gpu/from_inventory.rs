@@ -12,6 +12,7 @@
 //! The inventory does not carry the extra render nodes of a partitioned AMD GPU, so there the
 //! rebuilt attachment holds each GPU's first node only.
 
+use odac_protocol::Compute;
 use std::collections::BTreeMap;
 
 use odac_protocol::{GpuInfo, Inventory, Mechanism};
@@ -55,7 +56,7 @@ pub fn assessment_from_inventory(inv: &Inventory) -> Assessment {
     let amd_passable = scan
         .gpus
         .iter()
-        .any(|g| g.vendor == Vendor::Amd && g.driver.is_some());
+        .any(|g| g.vendor.facts().shared_node().is_some() && g.driver.is_some());
     scan.amd.kfd_node = node("/dev/kfd", amd_passable);
     let verdicts: BTreeMap<Vendor, VendorVerdict> = inv
         .accelerators
@@ -189,7 +190,7 @@ fn gpu(info: &GpuInfo, vendor: Vendor, index: u32, engine: &EngineCapabilities) 
         model: Some(info.model.clone()),
         card: info.card_node.as_deref().map(|p| node(p, true)),
         render: info.render_node.as_deref().map(|p| node(p, true)),
-        nvidia: (vendor == Vendor::Nvidia).then(|| NvidiaGpu {
+        nvidia: (vendor.facts().compute == Compute::Cuda).then(|| NvidiaGpu {
             uuid: info.uuid.clone(),
             proc_info: true,
             ..NvidiaGpu::default()

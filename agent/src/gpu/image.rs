@@ -4,9 +4,10 @@
 //! start. Pure: the pre-flight [`Plan`], the intent, the image's and app's environments and
 //! the host's driver in, the plan the container is created with out.
 
+use odac_protocol::Compute;
 use std::collections::BTreeMap;
 
-use odac_protocol::{DriverCapabilities, GpuRequest, Reason, Vendor};
+use odac_protocol::{DriverCapabilities, GpuRequest, Reason};
 
 use super::require::{HostNvidia, unmet};
 use super::resolve::Plan;
@@ -28,7 +29,9 @@ pub fn process_env(image_env: &[String], app_env: &BTreeMap<String, String>) -> 
 /// [`process_env`]'s.
 pub fn with_image(plan: Plan, intent: &GpuRequest, env: &[String], host: &HostNvidia) -> Plan {
     match plan {
-        Plan::Attach(att) if att.vendor == Vendor::Nvidia && unmet(env, host).is_some() => {
+        Plan::Attach(att)
+            if att.vendor.facts().compute == Compute::Cuda && unmet(env, host).is_some() =>
+        {
             let Some(u) = unmet(env, host) else {
                 return Plan::Attach(att);
             };

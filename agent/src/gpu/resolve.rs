@@ -229,15 +229,15 @@ fn try_vendor(
     let mechanism = match verdict.mechanism {
         Some(Mechanism::Cdi) if with_cdi.len() >= wanted && !with_cdi.is_empty() => Mechanism::Cdi,
         Some(Mechanism::Cdi) | Some(Mechanism::NvidiaRuntime) | None
-            if vendor == Vendor::Nvidia =>
+            if let Some(runtime) = vendor.facts().runtime =>
         {
-            if a.engine.has_runtime("nvidia") || a.scan.nvidia.has_runtime_hook() {
+            if a.engine.has_runtime(runtime) || a.scan.nvidia.has_runtime_hook() {
                 Mechanism::NvidiaRuntime
             } else {
                 return Err(miss(
                     Reason::NoContainerRuntime,
                     format!(
-                        "the engine lists cdi devices for {} of {} nvidia gpu(s) and has no nvidia runtime",
+                        "the engine lists cdi devices for {} of {} {vendor} gpu(s) and has no {runtime} runtime",
                         with_cdi.len(),
                         wanted
                     ),

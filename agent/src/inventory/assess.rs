@@ -61,7 +61,7 @@ impl Assessment {
     /// `/dev/kfd` once when an AMD GPU is among them.
     pub fn device_paths(&self, gpus: &[&Gpu]) -> Vec<String> {
         let mut paths: Vec<String> = Vec::new();
-        if gpus.iter().any(|g| g.vendor == Vendor::Amd) && self.scan.amd.kfd_node.present {
+        if Self::need_shared_node(gpus) && self.scan.amd.kfd_node.present {
             paths.push(self.scan.amd.kfd_node.path.clone());
         }
         for node in gpus
@@ -84,7 +84,7 @@ impl Assessment {
             .flat_map(|g| g.own_nodes())
             .filter_map(|n| n.gid)
             .collect();
-        if gpus.iter().any(|g| g.vendor == Vendor::Amd)
+        if Self::need_shared_node(gpus)
             && let Some(gid) = self.scan.amd.kfd_node.gid
         {
             gids.push(gid);
@@ -92,6 +92,12 @@ impl Assessment {
         gids.sort_unstable();
         gids.dedup();
         gids
+    }
+
+    /// Whether a vendor among `gpus` needs its shared node (`/dev/kfd`) besides each GPU's own.
+    fn need_shared_node(gpus: &[&Gpu]) -> bool {
+        gpus.iter()
+            .any(|g| g.vendor.facts().shared_node().is_some())
     }
 
     /// The protocol inventory.

@@ -4,11 +4,12 @@
 //! they ship with) and the VRAM size where the host exposes it (AMD `mem_info_vram_total`,
 //! Intel xe `tile0/physical_vram_size_bytes` and i915 `lmem_total_bytes`).
 
+use odac_protocol::VramSource;
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::fsread::Reader;
-use super::model::{Gpu, HostScan, Vendor};
+use super::model::{Gpu, HostScan};
 
 pub use super::model::GpuDetails;
 
@@ -17,9 +18,9 @@ pub(crate) fn scan(r: &mut Reader, scan: &HostScan) -> BTreeMap<String, GpuDetai
     let mut modules: BTreeMap<String, Option<String>> = BTreeMap::new();
     let mut out = BTreeMap::new();
     for g in &scan.gpus {
-        let driver_version = match (g.vendor, g.driver.as_deref()) {
-            (Vendor::Nvidia, Some("nvidia")) => scan.nvidia.driver_version.clone(),
-            (_, Some(drv)) if g.driver_usable() => modules
+        let driver_version = match g.driver.as_deref() {
+            drv if g.vendor.facts().cuda_with(drv) => scan.nvidia.driver_version.clone(),
+            Some(drv) if g.driver_usable() => modules
                 .entry(drv.to_owned())
                 .or_insert_with(|| {
                     r.text(&r.host(&format!("/sys/module/{drv}/version")))
@@ -44,7 +45,7 @@ fn vram(r: &mut Reader, g: &Gpu) -> Option<u64> {
     if let Some(v) = g.amd.as_ref().and_then(|a| a.vram_bytes) {
         return Some(v);
     }
-    if g.vendor != Vendor::Intel {
+    if g.vendor.facts().vram != VramSource::DrmSysfs {
         return None;
     }
     let dev = r.host(&format!(

@@ -3,6 +3,7 @@
 //! exact fix. The exit code says whether present hardware is unusable.
 
 use odac_protocol::Reason;
+use odac_protocol::{Compute, NodeRule};
 use serde::Serialize;
 
 use super::assess::Assessment;
@@ -186,7 +187,7 @@ fn vendor_checks(a: &Assessment, vendor: Vendor, checks: &mut Vec<Check>) {
                 ));
             }
             _ => {
-                let version = (vendor == Vendor::Nvidia)
+                let version = (vendor.facts().compute == Compute::Cuda)
                     .then(|| a.scan.nvidia.driver_version.clone())
                     .flatten()
                     .map(|v| format!(" {v}"))
@@ -206,8 +207,8 @@ fn vendor_checks(a: &Assessment, vendor: Vendor, checks: &mut Vec<Check>) {
 
     // device nodes
     let mut nodes: Vec<&DeviceNode> = Vec::new();
-    match vendor {
-        Vendor::Nvidia => {
+    match vendor.facts().nodes {
+        NodeRule::PerGpuControl => {
             nodes.push(&a.scan.nvidia.control_node);
             nodes.extend(
                 gpus.iter()
@@ -232,8 +233,8 @@ fn vendor_checks(a: &Assessment, vendor: Vendor, checks: &mut Vec<Check>) {
                 ));
             }
         }
-        Vendor::Amd | Vendor::Intel => {
-            if vendor == Vendor::Amd {
+        NodeRule::Dri { shared } => {
+            if shared.is_some() {
                 nodes.push(&a.scan.amd.kfd_node);
             }
             nodes.extend(
@@ -251,12 +252,12 @@ fn vendor_checks(a: &Assessment, vendor: Vendor, checks: &mut Vec<Check>) {
                     Some(vendor),
                     p.detail,
                 ));
-            } else if vendor == Vendor::Amd && !a.scan.amd.kfd_node.present {
+            } else if let Some(node) = shared.filter(|_| !a.scan.amd.kfd_node.present) {
                 checks.push(fail(
                     &name("device nodes"),
                     Reason::NoDriver,
                     Some(vendor),
-                    "/dev/kfd is missing",
+                    format!("{node} is missing"),
                 ));
             } else {
                 checks.push(check(
@@ -270,7 +271,7 @@ fn vendor_checks(a: &Assessment, vendor: Vendor, checks: &mut Vec<Check>) {
 
     // toolkit or CDI: the verdict itself
     if let Some(verdict) = a.verdicts.get(&vendor) {
-        let label = if vendor == Vendor::Nvidia {
+        let label = if vendor.facts().runtime.is_some() {
             "toolkit/cdi"
         } else {
             "mechanism"

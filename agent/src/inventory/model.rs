@@ -9,11 +9,7 @@ pub use odac_protocol::Vendor;
 
 /// Kernel drivers that make this vendor's GPU usable from containers.
 pub fn usable_drivers(vendor: Vendor) -> &'static [&'static str] {
-    match vendor {
-        Vendor::Nvidia => &["nvidia"],
-        Vendor::Amd => &["amdgpu"],
-        Vendor::Intel => &["i915", "xe"],
-    }
+    vendor.facts().drivers
 }
 
 /// Everything one scan found.

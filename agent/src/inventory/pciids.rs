@@ -72,12 +72,7 @@ pub(crate) fn model(
     device_id: u32,
 ) -> Option<String> {
     let name = names.get(&(vendor_id, device_id))?;
-    let prefix = match vendor {
-        Vendor::Nvidia => "NVIDIA",
-        Vendor::Amd => "AMD",
-        Vendor::Intel => "Intel",
-    };
-    Some(format!("{prefix} {name}"))
+    Some(format!("{} {name}", vendor.facts().display_name))
 }
 
 /// `vvvv  Vendor` lines open a vendor, `\tdddd  Device` lines name its devices (`\t\t`

@@ -6,6 +6,7 @@
 //! come first, the rest is left out, and a scan problem says how many and which; the inventory
 //! is never refused for it.
 
+use odac_protocol::Compute;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
@@ -233,7 +234,7 @@ fn attach_kfd(r: &mut Reader, gpus: &mut Vec<Gpu>, amd_host: &super::model::AmdH
         };
         let slot = amd::slot_of(addr);
         let existing = gpus.iter().position(|g| {
-            g.vendor == Vendor::Amd
+            g.vendor.facts().compute == Compute::Rocm
                 && g.pci_address
                     .as_deref()
                     .is_some_and(|a| amd::slot_of(a) == slot)

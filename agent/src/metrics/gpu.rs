@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
-use odac_protocol::{AppState, AppStatus, GpuInfo, GpuStats, Vendor};
+use odac_protocol::{AppState, AppStatus, GpuInfo, GpuStats, NodeRule, Vendor};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeGaugeValue};
 use prometheus_client::metrics::MetricType;
@@ -112,15 +112,11 @@ impl GpuMetrics {
             .filter(|a| present.contains(&a.app))
             .collect();
         let mut rows = Rows::default();
-        let mut index = [0usize; 3];
+        let mut index: BTreeMap<Vendor, usize> = BTreeMap::new();
         for info in &latest.gpus {
-            let slot = match info.vendor {
-                Vendor::Nvidia => 0,
-                Vendor::Amd => 1,
-                Vendor::Intel => 2,
-            };
-            let gpu_index = index[slot];
-            index[slot] += 1;
+            let next = index.entry(info.vendor).or_default();
+            let gpu_index = *next;
+            *next += 1;
             let Some(sample) = latest.stats.gpus.iter().find(|s| s.id == info.pci_address) else {
                 continue;
             };
@@ -177,9 +173,11 @@ impl GpuMetrics {
     }
 
     fn device_labels(&self, info: &GpuInfo, index: usize) -> Labels {
-        let device = match info.vendor {
-            Vendor::Nvidia => format!("nvidia{index}"),
-            Vendor::Amd | Vendor::Intel => info
+        // DCGM's device label: `nvidia0` where the vendor has per-GPU device nodes, the DRM
+        // card's name (`card1`) elsewhere
+        let device = match info.vendor.facts().nodes {
+            NodeRule::PerGpuControl => format!("{}{index}", info.vendor),
+            NodeRule::Dri { .. } => info
                 .card_node
                 .as_deref()
                 .and_then(|c| c.rsplit('/').next())

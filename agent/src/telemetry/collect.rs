@@ -113,7 +113,7 @@ impl Collector {
         let mut r = Reader::new(&self.root);
         let wants_nvml = gpus
             .iter()
-            .any(|g| g.vendor == Vendor::Nvidia && g.driver.as_deref() == Some("nvidia"));
+            .any(|g| g.vendor.facts().cuda_with(g.driver.as_deref()));
         let nvml_gpus = if wants_nvml {
             self.nvml_gpus()
         } else {

@@ -4,7 +4,8 @@
 //! when the inventory has an NVIDIA GPU bound to `nvidia`; without the library the inventory is
 //! left as the scan made it and the reason is logged once.
 
-use odac_protocol::{Inventory, Vendor};
+use odac_protocol::Compute;
+use odac_protocol::Inventory;
 
 use crate::inventory::HostScan;
 
@@ -70,7 +71,7 @@ impl NvmlFacts {
         let nvidia: Vec<String> = scan
             .gpus
             .iter()
-            .filter(|g| g.vendor == Vendor::Nvidia && g.driver.as_deref() == Some("nvidia"))
+            .filter(|g| g.vendor.facts().cuda_with(g.driver.as_deref()))
             .map(|g| g.id())
             .collect();
         if nvidia.is_empty() {
@@ -94,7 +95,7 @@ impl NvmlFacts {
         let wants = inventory
             .gpus
             .iter()
-            .any(|g| g.vendor == Vendor::Nvidia && g.driver.as_deref() == Some("nvidia"));
+            .any(|g| g.vendor.facts().cuda_with(g.driver.as_deref()));
         if !wants {
             return inventory;
         }
@@ -111,7 +112,7 @@ impl NvmlFacts {
         for g in inventory
             .gpus
             .iter_mut()
-            .filter(|g| g.vendor == Vendor::Nvidia)
+            .filter(|g| g.vendor.facts().compute == Compute::Cuda)
         {
             if let Some(d) = devices.iter().find(|d| d.pci_address == g.pci_address) {
                 if g.vram_bytes.is_none() {
@@ -128,7 +129,7 @@ impl NvmlFacts {
 
 #[cfg(test)]
 mod tests {
-    use odac_protocol::GpuSample;
+    use odac_protocol::{GpuSample, Vendor};
 
     use super::*;
     use crate::telemetry::nvml::{FakeNvml, NvmlGpu};

@@ -199,7 +199,7 @@ enum LabFault {
         gpu: u32,
         /// nvidia, amd or intel.
         #[arg(long, default_value = "nvidia", value_parser = odac_simulator::gpu_lab::inject::parse_vendor)]
-        vendor: odac_simulator::gpu_lab::gpus::LabVendor,
+        vendor: odac_protocol::Vendor,
     },
     /// A vanished GPU comes back.
     Return {
@@ -208,7 +208,7 @@ enum LabFault {
         gpu: u32,
         /// nvidia, amd or intel.
         #[arg(long, default_value = "nvidia", value_parser = odac_simulator::gpu_lab::inject::parse_vendor)]
-        vendor: odac_simulator::gpu_lab::gpus::LabVendor,
+        vendor: odac_protocol::Vendor,
     },
 }
 
@@ -364,10 +364,10 @@ async fn main_async(cli: Cli) -> anyhow::Result<()> {
             action,
         } => {
             if let Some(LabAction::Inject { dir, fault }) = action {
-                use odac_simulator::gpu_lab::gpus::LabVendor;
+                use odac_protocol::Vendor;
                 use odac_simulator::gpu_lab::inject::{Fault, inject};
                 let (fault, vendor, gpu) = match fault {
-                    LabFault::Xid { code, gpu } => (Fault::Xid(code), LabVendor::Nvidia, gpu),
+                    LabFault::Xid { code, gpu } => (Fault::Xid(code), Vendor::Nvidia, gpu),
                     LabFault::Vanish { gpu, vendor } => (Fault::Vanish, vendor, gpu),
                     LabFault::Return { gpu, vendor } => (Fault::Return, vendor, gpu),
                 };

@@ -2,6 +2,7 @@
 //! with the container toolkit, an AMD/ROCm box, an Intel Arc box, a CPU-only box, and an
 //! NVIDIA box whose toolkit is missing (`no_container_runtime`).
 
+use odac_protocol::Compute;
 use std::collections::BTreeMap;
 
 use odac_protocol::{
@@ -70,7 +71,7 @@ fn gpu(
         device_id: device_id.to_owned(),
         model: model.to_owned(),
         driver: Some(driver.to_owned()),
-        driver_version: (vendor == Vendor::Nvidia).then(|| "550.54.14".to_owned()),
+        driver_version: (vendor.facts().compute == Compute::Cuda).then(|| "550.54.14".to_owned()),
         vram_bytes: Some(vram_gib * GIB),
         card_node: Some(format!("/dev/dri/card{}", render - 127)),
         render_node: Some(format!("/dev/dri/renderD{render}")),

@@ -1,28 +1,17 @@
 //! The GPUs a lab simulates (`--gpus nvidia:2,amd:2,intel:1`) and the identity each one gets:
 //! PCI address, NVIDIA UUID and minor, DRM card and render minors.
 
+use std::collections::BTreeMap;
+
+use odac_protocol::{Compute, NodeRule, Vendor};
+
 use super::error::LabError;
 
-/// A vendor the lab can simulate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LabVendor {
-    /// NVIDIA: procfs, `/dev/nvidia*`, the `nvidia` runtime and hook.
-    Nvidia,
-    /// AMD: kfd topology, `/dev/kfd`, render and card nodes.
-    Amd,
-    /// Intel: i915 render and card nodes.
-    Intel,
-}
-
-/// How many GPUs of each vendor the lab simulates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// How many GPUs of each vendor the lab simulates (each vendor's model, ids and bus from the
+/// vendor table, `Vendor::facts().lab`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct LabGpus {
-    /// NVIDIA GPUs.
-    pub nvidia: u32,
-    /// AMD GPUs.
-    pub amd: u32,
-    /// Intel GPUs.
-    pub intel: u32,
+    counts: BTreeMap<Vendor, u32>,
 }
 
 /// Most GPUs of one vendor the lab makes.
@@ -32,7 +21,7 @@ pub const MAX_PER_VENDOR: u32 = 16;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LabGpu {
     /// Its vendor.
-    pub vendor: LabVendor,
+    pub vendor: Vendor,
     /// Index among the GPUs of its vendor.
     pub index: u32,
     /// PCI address, `0000:bb:00.0`.
@@ -67,53 +56,62 @@ impl LabGpus {
             if seen.contains(&vendor) {
                 return Err(bad(format!("{vendor} is given twice")));
             }
-            match vendor.as_str() {
-                "nvidia" => gpus.nvidia = count,
-                "amd" => gpus.amd = count,
-                "intel" => gpus.intel = count,
-                other => {
-                    return Err(bad(format!(
-                        "unknown vendor {other:?} (nvidia, amd, intel)"
-                    )));
-                }
-            }
+            let Ok(known) = parse_vendor(&vendor) else {
+                return Err(bad(format!(
+                    "unknown vendor {vendor:?} (nvidia, amd, intel)"
+                )));
+            };
+            gpus.counts.insert(known, count);
             seen.push(vendor);
         }
         Ok(gpus)
     }
 
-    /// Every GPU with its identity: NVIDIA on buses 0x10…, AMD on 0x40…, Intel on 0x70…;
-    /// DRM minors are handed out AMD first, then Intel (cards from 0, render nodes from 128).
+    /// How many GPUs of `vendor` the lab simulates.
+    pub fn count(&self, vendor: Vendor) -> u32 {
+        self.counts.get(&vendor).copied().unwrap_or(0)
+    }
+
+    /// `self` with `count` GPUs of `vendor`.
+    pub fn with(mut self, vendor: Vendor, count: u32) -> LabGpus {
+        self.counts.insert(vendor, count);
+        self
+    }
+
+    /// Every GPU with its identity, vendors in wire order, each on its buses from the vendor
+    /// table (NVIDIA 0x10…, AMD 0x40…, Intel 0x70…); CUDA GPUs get a UUID, DRM GPUs card and
+    /// render minors handed out in vendor order (cards from 0, render nodes from 128).
     pub fn devices(&self) -> Vec<LabGpu> {
         let mut out = Vec::new();
-        for i in 0..self.nvidia {
-            out.push(LabGpu {
-                vendor: LabVendor::Nvidia,
-                index: i,
-                pci_address: format!("0000:{:02x}:00.0", 0x10 + i),
-                uuid: Some(nvidia_uuid(i)),
-                card: None,
-                render: None,
-            });
-        }
         let mut minor = 0;
-        for (vendor, count, bus) in [
-            (LabVendor::Amd, self.amd, 0x40),
-            (LabVendor::Intel, self.intel, 0x70),
-        ] {
-            for i in 0..count {
+        for vendor in Vendor::ALL {
+            let facts = vendor.facts();
+            for i in 0..self.count(vendor) {
+                let drm = matches!(facts.nodes, NodeRule::Dri { .. });
                 out.push(LabGpu {
                     vendor,
                     index: i,
-                    pci_address: format!("0000:{:02x}:00.0", bus + i),
-                    uuid: None,
-                    card: Some(minor),
-                    render: Some(128 + minor),
+                    pci_address: facts.lab_pci_address(i),
+                    uuid: (facts.compute == Compute::Cuda).then(|| nvidia_uuid(i)),
+                    card: drm.then_some(minor),
+                    render: drm.then_some(128 + minor),
                 });
-                minor += 1;
+                if drm {
+                    minor += 1;
+                }
             }
         }
         out
+    }
+}
+
+/// `--vendor` and the vendors of `--gpus`: `nvidia`, `amd` (or `rocm`) or `intel`.
+pub fn parse_vendor(s: &str) -> Result<Vendor, String> {
+    match s {
+        "rocm" => Ok(Vendor::Amd),
+        other => {
+            Vendor::from_wire(other).ok_or_else(|| format!("{other:?} is not nvidia, amd or intel"))
+        }
     }
 }
 
@@ -129,7 +127,8 @@ mod tests {
     #[test]
     fn parses_counts_and_refuses_garbage() {
         let g = LabGpus::parse("nvidia:2, amd:2,intel").unwrap_or_default();
-        assert_eq!((g.nvidia, g.amd, g.intel), (2, 2, 1));
+        let counts = Vendor::ALL.map(|v| g.count(v));
+        assert_eq!(counts, [2, 2, 1]);
         assert!(LabGpus::parse("tpu:1").is_err());
         assert!(LabGpus::parse("nvidia:x").is_err());
         assert!(LabGpus::parse("nvidia:1,nvidia:2").is_err());
@@ -139,11 +138,10 @@ mod tests {
 
     #[test]
     fn identities_are_distinct() {
-        let g = LabGpus {
-            nvidia: 2,
-            amd: 2,
-            intel: 1,
-        };
+        let g = LabGpus::default()
+            .with(Vendor::Nvidia, 2)
+            .with(Vendor::Amd, 2)
+            .with(Vendor::Intel, 1);
         let d = g.devices();
         assert_eq!(d.len(), 5);
         assert_eq!(
@@ -152,6 +150,6 @@ mod tests {
         );
         assert_eq!(d[2].pci_address, "0000:40:00.0");
         assert_eq!((d[4].card, d[4].render), (Some(2), Some(130)));
-        assert_eq!(d[4].vendor, LabVendor::Intel);
+        assert_eq!(d[4].vendor, Vendor::Intel);
     }
 }

@@ -8,7 +8,9 @@
 use std::path::{Path, PathBuf};
 
 use super::error::LabError;
-use super::gpus::{LabGpu, LabGpus, LabVendor};
+use odac_protocol::{Compute, NodeRule, VramSource};
+
+use super::gpus::{LabGpu, LabGpus};
 
 /// Group owning render nodes and `/dev/kfd` (like `render` on a GPU host).
 pub const RENDER_GID: u32 = 4610;
@@ -131,10 +133,11 @@ pub fn build(
             .unwrap_or(AMD_VRAM_MIB);
         pci_device(root, gpu, vram)?;
     }
-    if gpus.nvidia > 0 {
+    let has = |pred: &dyn Fn(&LabGpu) -> bool| devices.iter().any(pred);
+    if has(&|g| g.vendor.facts().nodes == NodeRule::PerGpuControl) {
         nvidia(root, &devices, driver)?;
     }
-    if gpus.amd > 0 {
+    if has(&|g| g.vendor.facts().compute == Compute::Rocm) {
         amd(root, &devices)?;
     }
     for gpu in &devices {
@@ -156,11 +159,11 @@ pub fn build(
 
 /// `sys/devices/pci0000:00/<addr>/` with ids, class, driver link and DRM minors.
 fn pci_device(root: &Path, gpu: &LabGpu, vram_mib: u64) -> Result<(), LabError> {
-    let (vendor, device, class, driver) = match gpu.vendor {
-        LabVendor::Nvidia => ("0x10de", "0x20b0", "0x030200", "nvidia"),
-        LabVendor::Amd => ("0x1002", "0x740f", "0x038000", "amdgpu"),
-        LabVendor::Intel => ("0x8086", "0x56a0", "0x030000", "i915"),
-    };
+    let facts = gpu.vendor.facts();
+    let vendor = format!("0x{:04x}", facts.pci_id);
+    let device = format!("0x{:04x}", facts.lab.device_id);
+    let class = format!("0x{:06x}", facts.lab.class);
+    let driver = facts.drivers.first().copied().unwrap_or("unknown");
     let dir = format!("sys/devices/pci0000:00/{}", gpu.pci_address);
     write(root, &format!("{dir}/vendor"), &format!("{vendor}\n"))?;
     write(root, &format!("{dir}/device"), &format!("{device}\n"))?;
@@ -187,7 +190,7 @@ fn pci_device(root: &Path, gpu: &LabGpu, vram_mib: u64) -> Result<(), LabError> 
             &format!("226:{render}\n"),
         )?;
     }
-    if gpu.vendor == LabVendor::Amd {
+    if facts.vram == VramSource::KfdTopology {
         write(
             root,
             &format!("{dir}/product_name"),
@@ -214,7 +217,10 @@ fn nvidia(root: &Path, devices: &[LabGpu], driver: &str) -> Result<(), LabError>
     let dev = root.join("dev");
     mknod(&dev.join("nvidiactl"), 1, 3, "666", 0)?;
     mknod(&dev.join("nvidia-uvm"), 1, 3, "666", 0)?;
-    for gpu in devices.iter().filter(|g| g.vendor == LabVendor::Nvidia) {
+    for gpu in devices
+        .iter()
+        .filter(|g| g.vendor.facts().nodes == NodeRule::PerGpuControl)
+    {
         let uuid = gpu.uuid.clone().unwrap_or_default();
         write(
             root,
@@ -241,7 +247,7 @@ fn amd(root: &Path, devices: &[LabGpu]) -> Result<(), LabError> {
     )?;
     for (i, gpu) in devices
         .iter()
-        .filter(|g| g.vendor == LabVendor::Amd)
+        .filter(|g| g.vendor.facts().compute == Compute::Rocm)
         .enumerate()
     {
         let bus = u32::from_str_radix(gpu.pci_address.get(5..7).unwrap_or("0"), 16).unwrap_or(0);

@@ -13,7 +13,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use odac_agent::gpu_health::xid_info;
 
 use super::error::LabError;
-use super::gpus::LabVendor;
+use odac_protocol::{Compute, Vendor};
 
 /// One fault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,24 +26,11 @@ pub enum Fault {
     Return,
 }
 
-/// `--vendor`: `nvidia`, `amd` or `intel`.
-pub fn parse_vendor(s: &str) -> Result<LabVendor, String> {
-    match s {
-        "nvidia" => Ok(LabVendor::Nvidia),
-        "amd" | "rocm" => Ok(LabVendor::Amd),
-        "intel" => Ok(LabVendor::Intel),
-        other => Err(format!("{other:?} is not nvidia, amd or intel")),
-    }
-}
+pub use super::gpus::parse_vendor;
 
 /// The PCI address the lab gives GPU `index` of `vendor` (as `gpus::LabGpus::devices`).
-pub fn lab_address(vendor: LabVendor, index: u32) -> String {
-    let base = match vendor {
-        LabVendor::Nvidia => 0x10,
-        LabVendor::Amd => 0x40,
-        LabVendor::Intel => 0x70,
-    };
-    format!("0000:{:02x}:00.0", base + index)
+pub fn lab_address(vendor: Vendor, index: u32) -> String {
+    vendor.facts().lab_pci_address(index)
 }
 
 /// The NVIDIA kernel module's text after the Xid number (as captured on real hosts for the
@@ -73,7 +60,7 @@ pub fn xid_record(pci: &str, code: u32, seq: u64) -> String {
 }
 
 /// Applies `fault` to GPU `index` of `vendor` in the lab at `dir`; what was done, one line.
-pub fn inject(dir: &Path, fault: Fault, vendor: LabVendor, index: u32) -> Result<String, LabError> {
+pub fn inject(dir: &Path, fault: Fault, vendor: Vendor, index: u32) -> Result<String, LabError> {
     let root = dir.join("root");
     let pci = lab_address(vendor, index);
     let device = root.join("sys/devices/pci0000:00").join(&pci);
@@ -89,7 +76,7 @@ pub fn inject(dir: &Path, fault: Fault, vendor: LabVendor, index: u32) -> Result
     };
     match fault {
         Fault::Xid(code) => {
-            if vendor != LabVendor::Nvidia {
+            if vendor.facts().compute != Compute::Cuda {
                 return Err(missing("to report an xid (xids are nvidia's)"));
             }
             if !device.exists() && !stash.exists() {
@@ -143,7 +130,7 @@ mod tests {
 
     #[test]
     fn the_xid_line_is_the_drivers_and_the_agent_reads_it() {
-        let record = xid_record(&lab_address(LabVendor::Nvidia, 1), 79, 7);
+        let record = xid_record(&lab_address(Vendor::Nvidia, 1), 79, 7);
         assert!(record.starts_with("3,7,"), "{record}");
         assert!(record.ends_with(
             ";NVRM: Xid (PCI:0000:11:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
@@ -164,8 +151,8 @@ mod tests {
         std::fs::create_dir_all(root.join("dev")).unwrap();
         std::fs::write(root.join("dev/kmsg"), "").unwrap();
 
-        inject(dir.path(), Fault::Xid(48), LabVendor::Nvidia, 0).unwrap();
-        inject(dir.path(), Fault::Xid(13), LabVendor::Nvidia, 0).unwrap();
+        inject(dir.path(), Fault::Xid(48), Vendor::Nvidia, 0).unwrap();
+        inject(dir.path(), Fault::Xid(13), Vendor::Nvidia, 0).unwrap();
         let log = std::fs::read_to_string(root.join("dev/kmsg")).unwrap();
         let lines: Vec<&str> = log.lines().collect();
         assert_eq!(lines.len(), 2);
@@ -178,22 +165,22 @@ mod tests {
             "{log}"
         );
 
-        inject(dir.path(), Fault::Vanish, LabVendor::Nvidia, 0).unwrap();
+        inject(dir.path(), Fault::Vanish, Vendor::Nvidia, 0).unwrap();
         assert!(!dev.exists());
-        let err = inject(dir.path(), Fault::Vanish, LabVendor::Nvidia, 0).unwrap_err();
+        let err = inject(dir.path(), Fault::Vanish, Vendor::Nvidia, 0).unwrap_err();
         assert!(
             err.to_string().contains("no Nvidia gpu 0 (0000:10:00.0)"),
             "{err}"
         );
-        inject(dir.path(), Fault::Return, LabVendor::Nvidia, 0).unwrap();
+        inject(dir.path(), Fault::Return, Vendor::Nvidia, 0).unwrap();
         assert!(dev.exists());
 
-        let err = inject(dir.path(), Fault::Xid(79), LabVendor::Nvidia, 5).unwrap_err();
+        let err = inject(dir.path(), Fault::Xid(79), Vendor::Nvidia, 5).unwrap_err();
         assert!(
             err.to_string().contains("no Nvidia gpu 5 (0000:15:00.0)"),
             "{err}"
         );
-        let err = inject(dir.path(), Fault::Xid(79), LabVendor::Amd, 0).unwrap_err();
+        let err = inject(dir.path(), Fault::Xid(79), Vendor::Amd, 0).unwrap_err();
         assert!(err.to_string().contains("xids are nvidia's"), "{err}");
     }
 }

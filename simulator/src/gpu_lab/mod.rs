@@ -22,7 +22,6 @@ pub use error::LabError;
 pub use gpus::{LabGpus, nvidia_uuid};
 
 use engine::{EnginePaths, LabEngine};
-use gpus::LabVendor;
 
 /// What to start.
 #[derive(Debug, Clone)]
@@ -109,7 +108,7 @@ fn build_files(paths: &LabPaths, config: &LabConfig) -> Result<EnginePaths, LabE
     standins::write(&paths.dir, &bin)?;
     let list: String = devices
         .iter()
-        .filter(|g| g.vendor == LabVendor::Nvidia)
+        .filter(|g| g.uuid.is_some())
         .map(|g| format!("{} {}\n", g.uuid.as_deref().unwrap_or_default(), g.index))
         .collect();
     let file = paths.dir.join("nvidia-devices");

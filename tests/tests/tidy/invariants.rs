@@ -2,12 +2,13 @@
 //! reading of the source can check without a build: `odac-protocol` does no IO and depends on
 //! no async runtime, rustls has the `ring` provider only, the GPU decision reads nothing but
 //! its arguments, and the agent's domain types become the protocol's inventory in one file
-//! (`agent/src/inventory/wire.rs`); and every invariant there names the tests that check it,
+//! (`agent/src/inventory/wire.rs`); vendor facts come from the vendor table, never from
+//! comparisons of vendors; and every invariant there names the tests that check it,
 //! each of which exists. Each test names every offender, not just the first.
 
 use std::fs;
 
-use crate::source_tree::{product_code, rust_files, workspace_root};
+use crate::source_tree::{members, product_code, rust_files, workspace_root};
 
 /// The names under one `[section]` of a Cargo manifest.
 fn section_keys(manifest: &str, section: &str) -> Vec<String> {
@@ -353,4 +354,50 @@ fn checked_by_reads_files_and_their_tests() {
         want.map(|(f, t)| (f.to_owned(), t.to_owned())).to_vec()
     );
     assert!(checked_by("No loops, and no test.").is_empty());
+}
+
+/// Vendor comparisons (`== Vendor::X`, `!= Vendor::X`) in product code: each is a fact about a
+/// vendor that belongs in the vendor table (`odac_protocol::VendorFacts`), where an exhaustive
+/// match makes the compiler point at it when a vendor is added.
+fn vendor_comparisons(files: &[(String, String)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (name, code) in files {
+        let flat: String = code.split_whitespace().collect::<Vec<_>>().join(" ");
+        for op in ["== Vendor::", "!= Vendor::", "LabVendor"] {
+            if flat.contains(op) {
+                out.push(format!("{name}: {op}"));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn vendor_facts_come_from_the_vendor_table_not_from_comparisons() {
+    let root = workspace_root();
+    let mut files = Vec::new();
+    for member in members(&root) {
+        let dir = root.join(&member);
+        for p in rust_files(&dir.join("src")) {
+            let rel = p.strip_prefix(&dir).unwrap().to_path_buf();
+            let code = product_code(&rel, &fs::read_to_string(&p).unwrap());
+            files.push((format!("{member}/{}", rel.display()), code));
+        }
+    }
+    assert!(files.len() > 100, "the product code was read: {}", files.len());
+    let bad = vendor_comparisons(&files);
+    assert!(bad.is_empty(), "vendor comparisons outside the table: {bad:#?}");
+}
+
+#[test]
+fn the_vendor_check_finds_a_comparison_split_over_lines() {
+    let files = vec![
+        ("a.rs".to_owned(), "if g.vendor\n    == Vendor::Amd {}".to_owned()),
+        ("b.rs".to_owned(), "match v { Vendor::Amd => 1 }".to_owned()),
+        ("c.rs".to_owned(), "x.vendor != Vendor::Intel".to_owned()),
+    ];
+    assert_eq!(
+        vendor_comparisons(&files),
+        vec!["a.rs: == Vendor::".to_owned(), "c.rs: != Vendor::".to_owned()]
+    );
 }
