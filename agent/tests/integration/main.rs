@@ -57,6 +57,7 @@ mod removal_foreign_fake;
 mod removal_restart;
 mod rollout_fake;
 mod rollout_pull_fake;
+mod rollout_start_first_fake;
 mod uplink_backoff;
 mod uplink_duplicate_keys;
 mod uplink_host_access;
