@@ -32,6 +32,9 @@ use crate::engine::{ContainerEngine, EngineError};
 /// How often the data root's free space is read.
 pub(crate) const DISK_EVERY: Duration = Duration::from_secs(30);
 
+/// How often a data root that could not be read is asked for again.
+pub(crate) const ROOT_RETRY: Duration = Duration::from_secs(600);
+
 /// How stale a used image's `last_used_ms` may get before it is written again.
 const LAST_USED_EVERY_MS: u64 = 60_000;
 
@@ -54,6 +57,8 @@ pub(crate) struct ImageGc {
     /// Since when each unused image of the record has been unused.
     unused_since: BTreeMap<String, Instant>,
     root: DataRoot,
+    /// When the data root was last asked for.
+    root_asked: Option<Instant>,
     next_disk_check: Option<Instant>,
 }
 
@@ -64,6 +69,7 @@ impl Default for ImageGc {
             saved: Book::new(),
             unused_since: BTreeMap::new(),
             root: DataRoot::Unknown,
+            root_asked: None,
             next_disk_check: None,
         }
     }
@@ -169,7 +175,7 @@ impl ImageGc {
             return Ok(());
         }
         self.next_disk_check = Some(now + DISK_EVERY);
-        let Some(root) = self.root(input.engine).await? else {
+        let Some(root) = self.root(input.engine, now).await? else {
             return Ok(());
         };
         for (id, _) in self.unused(&input.config.instance) {
@@ -177,7 +183,9 @@ impl ImageGc {
                 Ok(free) if free >= min_free => return Ok(()),
                 Ok(_) => {}
                 Err(e) => {
-                    self.root = DataRoot::Unreadable(e);
+                    self.root = DataRoot::Unreadable(format!(
+                        "the engine's data root cannot be read from here ({e}): no image clean-up on low disk"
+                    ));
                     return Ok(());
                 }
             }
@@ -186,10 +194,17 @@ impl ImageGc {
         Ok(())
     }
 
-    /// The engine's data root, asked once; `None` (with the reason kept for `doctor`) when the
-    /// engine names none or it cannot be read from here.
-    async fn root(&mut self, engine: &dyn ContainerEngine) -> Result<Option<PathBuf>, EngineError> {
-        if self.root == DataRoot::Unknown {
+    /// The engine's data root, asked once (again every [`ROOT_RETRY`] while it cannot be
+    /// read); `None` (logged) when the engine names none or it cannot be read from here.
+    async fn root(
+        &mut self,
+        engine: &dyn ContainerEngine,
+        now: Instant,
+    ) -> Result<Option<PathBuf>, EngineError> {
+        let retry = matches!(self.root, DataRoot::Unreadable(_))
+            && self.root_asked.is_none_or(|at| now >= at + ROOT_RETRY);
+        if self.root == DataRoot::Unknown || retry {
+            self.root_asked = Some(now);
             self.root = read_root(engine).await?;
             if let DataRoot::Unreadable(why) = &self.root {
                 tracing::info!("{why}");
