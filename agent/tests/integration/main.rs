@@ -24,6 +24,7 @@ mod appmgr_host_access_docker;
 mod appmgr_isolation;
 mod appmgr_refusals_fake;
 mod appmgr_rollout_docker;
+mod appmgr_start_first_docker;
 mod config_cli;
 mod crash_runs_docker;
 mod deploy_deb;
