@@ -29,6 +29,7 @@ mod runtime;
 pub mod schema;
 pub mod schema_rules;
 mod status;
+mod update_order;
 mod validation;
 mod vendor;
 mod vendor_facts;
@@ -67,7 +68,7 @@ pub use reason::Reason;
 pub use registry_auth::{RegistryAuth, registry_host};
 pub use rollout::{
     DEFAULT_HEALTHY_DEADLINE_SECS, DEFAULT_MAX_LOCK_SECS, DEFAULT_MIN_HEALTHY_SECS, RolloutReport,
-    RolloutState, UpdatePolicy,
+    RolloutState, UpdateOrder, UpdatePolicy,
 };
 pub use runtime::{
     CrashInfo, CrashReason, HealthCheck, HealthReport, HealthState, LogLimits,

@@ -42,6 +42,39 @@ pub struct UpdatePolicy {
     /// with a warning (0..=86400, default 3600).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_lock_secs: Option<u32>,
+    /// How the old container makes way for the new one (default `stop_first`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<UpdateOrder>,
+}
+
+/// How the old container makes way for the new one (`update.order`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum UpdateOrder {
+    /// The old container is stopped, then the new one started: always safe with host ports
+    /// and GPUs, at the cost of a gap.
+    #[default]
+    StopFirst,
+    /// Hand-over: the new container starts beside the old one under a temporary name; the old
+    /// one is stopped only once the new one has proven itself. Refused for an app that binds
+    /// host ports, or asks for more GPUs than the host can give twice.
+    StartFirst,
+}
+
+impl UpdateOrder {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UpdateOrder::StopFirst => "stop_first",
+            UpdateOrder::StartFirst => "start_first",
+        }
+    }
+}
+
+impl fmt::Display for UpdateOrder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 impl UpdatePolicy {
@@ -64,6 +97,11 @@ impl UpdatePolicy {
     /// `max_lock_secs` or its default.
     pub fn max_lock_secs(&self) -> u32 {
         self.max_lock_secs.unwrap_or(DEFAULT_MAX_LOCK_SECS)
+    }
+
+    /// `order` or its default (`stop_first`).
+    pub fn order(&self) -> UpdateOrder {
+        self.order.unwrap_or_default()
     }
 
     /// Checks the bounds; the error names the field.
@@ -185,6 +223,7 @@ mod tests {
                 .unwrap_err()
                 .starts_with("healthy_deadline_secs: ")
         );
+        assert_eq!(p.order(), UpdateOrder::StopFirst);
         let wire = serde_json::to_string(&RolloutState::RolledBack).unwrap_or_default();
         assert_eq!(wire, "\"rolled_back\"");
     }

@@ -1,5 +1,6 @@
 //! The policy's verdict on an app in a pass: the spec's own checks ([`policy`]: host access,
-//! devices, binds), then its
+//! devices, binds), whether its `update.order` can work on this host (`start_first` needs
+//! no host port and its GPUs twice among the host's), then its
 //! host binds against the writable binds of every container of the engine and of the other
 //! desired apps ([`binds::conflicts`](super::binds::conflicts)), read once per pass.
 
@@ -22,6 +23,13 @@ impl Pass<'_> {
             Ok(admitted) => admitted,
             Err(v) => return Ok(Err(v)),
         };
+        let host_gpus = self.assessment.scan.gpus.len();
+        if let Err(e) = spec.check_update_order(Some(host_gpus)) {
+            return Ok(Err(PolicyViolation {
+                field: e.field,
+                message: e.message,
+            }));
+        }
         let binds = &admitted.binds;
         if binds.is_empty() {
             return Ok(Ok(admitted));

@@ -15,9 +15,10 @@ use super::container::{self, container_spec};
 use super::crashloop::CrashGuard;
 use super::diagnosis;
 use super::fallback::{StartOutcome, run_on_cpu, start_plain, start_with_gpu_fallback};
+use super::hand_over::temporary_name;
 use super::image::ImageReady;
 use super::labels::{self, Identity};
-use super::pass::{AppMemory, Hold, Pass};
+use super::pass::{AppMemory, HandOver, Hold, Pass};
 use super::policy::{self, Admitted};
 use super::refusals::Asker;
 use super::update_lock;
@@ -64,6 +65,9 @@ impl Pass<'_> {
             return Ok(*status);
         }
         let mut base = self.base_spec(spec, &image, built, admitted);
+        if rec.hand_over == HandOver::Beside {
+            base.name = temporary_name(&self.config.instance, &spec.name);
+        }
         // holds compare the pre-flight plan, which the next pass computes before the image
         let preflight_plan = plan.clone();
         let plan = self.with_image(spec, &image, plan).await?;

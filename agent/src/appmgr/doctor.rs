@@ -3,16 +3,21 @@
 //! live engine — which agent runs it now (the
 //! instance lock), and every container of the instance that is not this agent's (a
 //! [`Conflict`]: another owner's, or one without owner label whose app the saved desired state
-//! does not name). Conflicts are warnings: they do not change the exit code.
+//! does not name). Conflicts are warnings: they do not change the exit code. Also the `images`
+//! check: the agent's image record and whether the low-disk clean-up can read the data root.
 
 use std::collections::BTreeSet;
 
 use odac_protocol::DesiredState;
 
+use super::image_book;
+use super::image_gc::{DataRoot, read_root};
 use super::local::{Target, engine_view};
 use super::ownership::{Conflict, conflicts};
+use super::pull_disk::free_bytes;
 use super::store::DESIRED_FILE;
 use super::watch::StreamReport;
+use crate::engine::DockerEngine;
 use crate::identity::AGENT_ID_FILE;
 use crate::instance_lock::InstanceLock;
 use crate::inventory::doctor::{Check, CheckStatus};
@@ -50,6 +55,7 @@ pub async fn ownership_checks(target: &Target) -> Vec<Check> {
             None,
         )),
     }
+    checks.push(images_check(target).await);
     let id_file = target.apps.state_dir.join(AGENT_ID_FILE);
     let me = std::fs::read_to_string(&id_file)
         .map(|t| t.trim().to_owned())
@@ -124,4 +130,44 @@ pub fn events_check(target: &Target) -> Option<Check> {
         reason: None,
         fix: fix.map(str::to_owned),
     })
+}
+
+/// The `images` check: how many images the agent keeps a record of for clean-up, and whether
+/// the low-disk clean-up can read the engine's data root (and how much is free there).
+pub async fn images_check(target: &Target) -> Check {
+    let apps = &target.apps;
+    let kept = image_book::load(&apps.state_dir).len();
+    let root = match DockerEngine::lazy(target.docker_host.as_deref()) {
+        Ok(engine) => read_root(&engine).await.map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    let (status, disk) = match root {
+        Ok(DataRoot::At(root)) => {
+            let free = free_bytes(&root).unwrap_or_default() / 1_000_000;
+            let min = apps.image_gc_min_free_mb;
+            let status = if free < min {
+                CheckStatus::Warn
+            } else {
+                CheckStatus::Ok
+            };
+            let disk = format!(
+                "the engine's data root {} has {free} MB free (clean-up below {min} MB, apps.image_gc_min_free_mb)",
+                root.display()
+            );
+            (status, disk)
+        }
+        Ok(DataRoot::Unreadable(why)) => (CheckStatus::Info, why),
+        Ok(DataRoot::Unknown) => (CheckStatus::Info, "the data root is not known".into()),
+        Err(e) => (CheckStatus::Info, format!("engine not asked: {e}")),
+    };
+    Check {
+        name: "images".to_owned(),
+        status,
+        message: format!(
+            "{kept} image(s) pulled or built by this agent on record (removed {} s after their last use, apps.image_gc_delay_secs); {disk}",
+            apps.image_gc_delay_secs
+        ),
+        reason: None,
+        fix: None,
+    }
 }

@@ -1,5 +1,6 @@
 //! Diagnostic events of the app manager: build progress and failures of git-sourced apps and
-//! every GPU fallback decision, and containers the kernel's OOM killer ended. They are logged here and broadcast to subscribers
+//! every GPU fallback decision, containers the kernel's OOM killer ended, and images the
+//! clean-up removed ([`ImageRemoved`]). They are logged here and broadcast to subscribers
 //! ([`AppManager::subscribe_events`](super::AppManager::subscribe_events)); `run.rs` forwards
 //! them to the control plane as `event` messages. A subscriber that lags loses events; nothing
 //! here blocks the reconcile loop.
@@ -19,6 +20,41 @@ pub struct AppEvent {
     pub app: Option<String>,
     /// What happened (never carries a secret).
     pub message: String,
+    /// An image the agent removed ([`image_gc`](super::image_gc)), for the `event` message's
+    /// `image_removed` part.
+    pub image_removed: Option<ImageRemoved>,
+}
+
+/// An image the agent removed: which, how much space came back, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageRemoved {
+    /// The image id (`sha256:…`).
+    pub image: String,
+    /// The reference it was pulled or built as.
+    pub reference: String,
+    /// Its size as the engine reported it before the removal, bytes.
+    pub bytes: u64,
+    /// Why it went.
+    pub reason: RemovalReason,
+}
+
+/// Why an image was removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RemovalReason {
+    /// No app used it for `apps.image_gc_delay_secs`.
+    Delay,
+    /// The engine's data root had less than `apps.image_gc_min_free_mb` free.
+    LowDisk,
+}
+
+impl RemovalReason {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RemovalReason::Delay => "delay",
+            RemovalReason::LowDisk => "low_disk",
+        }
+    }
 }
 
 /// The sending side, shared by the reconcile pass and the build jobs.
@@ -49,6 +85,30 @@ impl EventTx {
             level,
             app: Some(app.to_owned()),
             message,
+            image_removed: None,
+        });
+    }
+
+    /// An image removed by the clean-up: an info event that says so in words and carries it.
+    pub(crate) fn image_removed(&self, app: &str, removed: ImageRemoved) {
+        let why = match removed.reason {
+            RemovalReason::Delay => "no app used it for apps.image_gc_delay_secs",
+            RemovalReason::LowDisk => {
+                "the engine's data root had less free space than apps.image_gc_min_free_mb"
+            }
+        };
+        let short = removed.image.get(..19).unwrap_or(&removed.image);
+        let message = format!(
+            "removed image {} ({short}): {:.1} MB back; {why}",
+            removed.reference,
+            removed.bytes as f64 / 1_000_000.0
+        );
+        tracing::info!(app = %app, image = %removed.image, bytes = removed.bytes, reason = removed.reason.as_str(), "{message}");
+        let _ = self.0.send(AppEvent {
+            level: EventLevel::Info,
+            app: Some(app.to_owned()),
+            message,
+            image_removed: Some(removed),
         });
     }
 

@@ -11,7 +11,7 @@
 //! an app is down: exit, OOM kill, output tail; health; restart policy; log rotation),
 //! `pass` (what a pass and its parts share, and what is kept per app between passes),
 //! `reconcile` (one pass) with `admit`, `existing`, `create`, `image` and `source` (its
-//! parts), `facts`, `refusals` (device sets the engine refused), `jobs` (the background-job
+//! parts), `rollout` with `hand_over` (`update.order = start_first`), `image_gc` with `image_book` (removing the images the agent pulled or built once unused), `facts`, `refusals` (device sets the engine refused), `jobs` (the background-job
 //! table of [`build`] and `pull`), [`build`] (apps built from git sources), [`clip`], [`events`] (diagnostic events), [`local`] (which agent set `apply` and `status` work on), [`watch`] (the engine's event stream driving the loop), and [`doctor`] (`doctor` with the ownership checks).
 
 mod admit;
@@ -29,8 +29,11 @@ pub mod events;
 mod existing;
 mod facts;
 pub mod fallback;
+mod hand_over;
 mod host;
 mod image;
+mod image_book;
+mod image_gc;
 mod jobs;
 pub mod labels;
 pub mod local;
@@ -55,7 +58,7 @@ mod volumes;
 pub mod watch;
 
 pub use error::{AppMgrError, StoreError};
-pub use events::AppEvent;
+pub use events::{AppEvent, ImageRemoved, RemovalReason};
 pub use fallback::{StartOutcome, is_device_refusal, start_with_gpu_fallback};
 pub use host::HostSource;
 pub use manager::{AppManager, Applied};

@@ -34,6 +34,19 @@ pub(super) struct Hold {
     pub(super) status: AppStatus,
 }
 
+/// How this pass replaces an app's container (`update.order`); set by the rollout for each
+/// pass, see [`hand_over`](super::hand_over).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) enum HandOver {
+    /// Stop first: an outdated container goes before the new one is made.
+    #[default]
+    Off,
+    /// Start first is asked for: a running previous version may be set aside.
+    Wanted,
+    /// The previous version is set aside and runs: a new container gets the temporary name.
+    Beside,
+}
+
 /// What the manager remembers about one app between passes.
 #[derive(Debug, Default)]
 pub(super) struct AppMemory {
@@ -51,6 +64,8 @@ pub(super) struct AppMemory {
     pub(super) retry_at: Option<(Instant, u64)>,
     /// The image id of its container and that image's repo digest, read once per image.
     pub(super) digest: Option<(String, Option<String>)>,
+    /// How this pass replaces its container (`update.order`), set by the rollout.
+    pub(super) hand_over: HandOver,
 }
 
 /// One pass under way: its inputs and the facts it read.

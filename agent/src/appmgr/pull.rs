@@ -65,7 +65,12 @@ struct Shared {
     credentials: Credentials,
     reserve_mb: u64,
     stall: Duration,
+    /// Images pulled since the clean-up last asked ([`Pulls::take_pulled`]).
+    pulled: Mutex<Vec<Pulled>>,
 }
+
+/// An image a pull brought to the host: (app, reference, image id).
+pub(crate) type Pulled = (String, String, String);
 
 /// The pulls of one app manager; see the module documentation.
 #[derive(Clone)]
@@ -126,6 +131,7 @@ impl Pulls {
                 credentials,
                 reserve_mb,
                 stall,
+                pulled: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -185,6 +191,8 @@ impl Pulls {
                 }
             };
             let started = Instant::now();
+            // an image that was on the host already (pulled by hand, say) is not the agent's
+            let before = shared.engine.image_info(&image).await.ok().map(|i| i.id);
             let result = match shared.precheck(&image, auth.as_ref()).await {
                 Err(message) => Err(message),
                 Ok(()) => {
@@ -204,6 +212,12 @@ impl Pulls {
                 }
             };
             crate::metrics::events::pull_finished(started.elapsed(), result.is_ok());
+            if result.is_ok()
+                && let Ok(after) = shared.engine.image_info(&image).await
+                && before.as_ref() != Some(&after.id)
+            {
+                lock(&shared.pulled).push((name.clone(), image.clone(), after.id));
+            }
             match &result {
                 Ok(()) => shared.events.info(&name, format!("pulled {image}")),
                 Err(e) => shared
@@ -214,6 +228,11 @@ impl Pulls {
             shared.wake.notify_one();
         });
         (task.abort_handle(), progress)
+    }
+
+    /// The images pulls brought to the host since the last call.
+    pub(crate) fn take_pulled(&self) -> Vec<Pulled> {
+        std::mem::take(&mut *lock(&self.shared.pulled))
     }
 
     /// Drop the pulls of apps not in `apps`, aborting running ones.

@@ -23,7 +23,9 @@
 //! - An app with a git source gets its image from a background build first
 //!   ([`source`](super::source)); the container of the previous version keeps running until
 //!   the new image is ready; so does that of a registry app while its new image is pulled.
-//!   The images of apps no longer desired are removed with them.
+//!   The images of apps no longer desired are removed with them; after each pass the images
+//!   the agent pulled or built and no app uses any more are cleaned up
+//!   ([`image_gc`](super::image_gc)).
 //! - GPU allocations are rebuilt from the containers' labels at the start of every pass.
 //! - A quiet pass (a plain poll tick) costs one engine call: it reuses the engine's
 //!   capabilities and the host scan of an earlier pass (or of the agent's inventory loop,
@@ -52,6 +54,7 @@ use super::events::EventTx;
 use super::facts::Facts;
 use super::host::HostSource;
 use super::image::ImageReady;
+use super::image_gc::{ImageGc, SweepInput};
 use super::labels::{self, Identity};
 use super::ownership::{self, Ownership};
 use super::pass::{AppMemory, Pass, stop_and_remove};
@@ -77,6 +80,8 @@ pub(crate) struct Reconciler {
     refusals: Refusals,
     /// The way back of every app, and the rollouts under way.
     rollouts: Rollouts,
+    /// The clean-up of the images the agent pulled or built.
+    images: ImageGc,
 }
 
 /// The inputs of a pass.
@@ -115,7 +120,20 @@ impl Reconciler {
                 .or_insert_with(|| crashbook::restore(saved));
         }
         let started = Instant::now();
-        let result = self.pass_inner(input).await;
+        let mut result = self.pass_inner(input).await;
+        if let Ok(statuses) = &result {
+            let sweep = SweepInput {
+                config: input.config,
+                engine: input.engine,
+                events: input.events,
+                statuses,
+                rollback: self.rollouts.rollback_images(),
+                pulled: input.pulls.take_pulled(),
+            };
+            if let Err(e) = self.images.sweep(sweep).await {
+                result = Err(e);
+            }
+        }
         crate::metrics::events::apply_finished(started.elapsed());
         if result.is_err() {
             input.facts.forget();
@@ -314,6 +332,8 @@ impl Pass<'_> {
             *rec = AppMemory::default();
             return Ok(self.denied(spec, v.to_string()));
         }
+        // start_first: the previous version runs on beside the new one
+        self.set_aside(rec, &spec.name, &identity, &mut existing);
         // Keep one container: an up-to-date one, running by preference.
         existing.sort_by_key(|c| {
             let theirs = Identity::from_labels(&c.labels);
@@ -334,6 +354,7 @@ impl Pass<'_> {
             if theirs.spec_hash == identity.spec_hash
                 && theirs.restart_token == identity.restart_token
             {
+                self.own_name(rec, &spec.name, &c).await?;
                 if let Some(status) = self
                     .existing(rec, spec, &identity, &c, &theirs.gpu_hash)
                     .await?
@@ -411,30 +432,5 @@ impl Pass<'_> {
             status.image = Some(c.image.clone());
         }
         Ok(status)
-    }
-
-    /// Remove the images built for an app that is no longer desired (best effort).
-    async fn remove_built_images(&mut self, app: &str) -> Result<(), EngineError> {
-        let filter = format!("{}={app}", labels::APP);
-        let images = match self.engine.list_images_by_label(&filter).await {
-            Ok(images) => images,
-            Err(e) if e.is_unavailable() => return Err(e),
-            Err(_) => return Ok(()),
-        };
-        for image in images.iter().filter(|i| {
-            i.labels.get(labels::INSTANCE) == Some(&self.config.instance)
-                && i.labels.contains_key(labels::GIT_COMMIT)
-        }) {
-            match self.engine.remove_image(&image.id, false).await {
-                Ok(()) => {
-                    tracing::info!(app = %app, image = %image.id, "removed the image of an app no longer desired")
-                }
-                Err(e) if e.is_unavailable() => return Err(e),
-                Err(e) => {
-                    tracing::warn!(app = %app, image = %image.id, error = %e, "could not remove the image of an app no longer desired")
-                }
-            }
-        }
-        Ok(())
     }
 }

@@ -10,31 +10,24 @@
 //! status then says `rolled_back`, the failing generation, the cause and when, and
 //! `running_generation` names the generation that runs. The failed spec is not tried again
 //! until a newer spec or restart token arrives. `update.auto_revert = false` leaves the failed
-//! version as it is (`rollout.state = failed`). Everything needed for the way back is in
+//! version as it is (`rollout.state = failed`). With `update.order = start_first` the previous
+//! container keeps serving beside the new one until it has proven itself
+//! ([`hand_over`](super::hand_over)). Everything needed for the way back is in
 //! [`rollout_book`](super::rollout_book), on disk.
 
 use odac_protocol::{
-    AppSpec, AppState, AppStatus, HealthState, RolloutReport, RolloutState, UpdatePolicy,
+    AppSpec, AppState, AppStatus, HealthState, RolloutReport, RolloutState, UpdateOrder,
+    UpdatePolicy,
 };
 use tokio::time::Instant;
 
 use super::diagnosis::{self, instant_of, wall_ms};
 use super::labels::Identity;
-use super::pass::{AppMemory, Pass};
+use super::pass::{AppMemory, HandOver, Pass};
 use super::rollout_book::{Failed, Good, Pending, Record, recreates};
 use super::update_lock::{self, Lock};
-use crate::engine::{ContainerSummary, EngineError};
-
-/// What a pass made of a rollout under way.
-#[derive(Debug, PartialEq, Eq)]
-enum Verdict {
-    /// Not proven yet; look again at this time (Unix ms), if any.
-    Waiting(Option<u64>),
-    /// Proven: the new version is the way back from now on.
-    Good,
-    /// Failed: why, in one line.
-    Failed(String),
-}
+use crate::engine::{ContainerState, ContainerSummary, EngineError};
+use verdict::{Verdict, verdict};
 
 impl Pass<'_> {
     /// Reconcile one app under the rollout rules (see the module documentation); the status,
@@ -48,6 +41,7 @@ impl Pass<'_> {
     ) -> Result<(AppStatus, Option<Instant>), EngineError> {
         let policy = spec.update.unwrap_or_default();
         let desired = Identity::of(spec);
+        rec.hand_over = HandOver::Off;
         if r.failed.as_ref().is_some_and(|f| f.identity != desired) {
             // a newer spec or restart token: the failed version is behind us
             r.failed = None;
@@ -76,6 +70,9 @@ impl Pass<'_> {
             return Ok((waiting, None));
         }
         let backup = existing.clone();
+        if r.pending.is_some() && policy.order() == UpdateOrder::StartFirst {
+            rec.hand_over = HandOver::Wanted;
+        }
         let mut status = self.app_or_own_failure(rec, spec, existing).await?;
         let now_ms = wall_ms();
         let Some(pending) = r.pending.as_mut() else {
@@ -95,12 +92,25 @@ impl Pass<'_> {
             }
             Verdict::Good => {
                 let generation = pending.generation;
+                let handed_over = rec.hand_over == HandOver::Beside;
+                let how = if handed_over {
+                    "; the previous container served until now and is stopped"
+                } else {
+                    ""
+                };
                 self.events.info(
                     &spec.name,
-                    format!("generation {generation} rolled out: the new version proved itself"),
+                    format!(
+                        "generation {generation} rolled out: the new version proved itself{how}"
+                    ),
                 );
                 r.good = Some(good_of(spec, &desired, &status, generation));
                 r.pending = None;
+                if handed_over {
+                    // the previous container is an extra now, and the new one takes its name
+                    rec.hand_over = HandOver::Off;
+                    status = self.app_or_own_failure(rec, spec, backup).await?;
+                }
                 Ok((status, None))
             }
             Verdict::Failed(error) => {
@@ -176,7 +186,18 @@ impl Pass<'_> {
             status.rollout = Some(report);
             return Ok(status);
         };
-        let revert = good.revert_spec();
+        // a hand-over that failed never stopped the previous container: it runs on as it is
+        let previous_runs = existing.iter().any(|c| {
+            let theirs = Identity::from_labels(&c.labels);
+            c.state == ContainerState::Running
+                && theirs.spec_hash == good.identity.spec_hash
+                && theirs.restart_token == good.identity.restart_token
+        });
+        let revert = if previous_runs {
+            good.spec.clone()
+        } else {
+            good.revert_spec()
+        };
         let mut status = self.app_or_own_failure(rec, &revert, existing).await?;
         if good.spec.image.is_some() {
             status.image.clone_from(&good.spec.image);
@@ -334,76 +355,6 @@ fn cause(rec: &AppMemory, status: &AppStatus) -> Option<odac_protocol::CrashInfo
     Some(crash)
 }
 
-/// Where the rollout `p` stands given the new version's `status` at `now_ms`.
-fn verdict(
-    p: &mut Pending,
-    status: &AppStatus,
-    policy: &UpdatePolicy,
-    spec: &AppSpec,
-    now_ms: u64,
-) -> Verdict {
-    let secs = |s: u32| u64::from(s) * 1000;
-    match status.state {
-        AppState::Running if status.restart_count == 0 => {
-            let first_sight = p.container_id != status.container_id || p.seen_at_ms.is_none();
-            if first_sight {
-                p.container_id.clone_from(&status.container_id);
-                p.seen_at_ms = Some(now_ms);
-            }
-            let since = p.seen_at_ms.unwrap_or(now_ms);
-            let proven_at = since + secs(policy.min_healthy_secs());
-            let checked = spec.healthcheck.is_some() || status.health.is_some();
-            let healthy = status
-                .health
-                .as_ref()
-                .is_some_and(|h| h.state == HealthState::Healthy);
-            if !checked {
-                return if !first_sight && now_ms >= proven_at {
-                    Verdict::Good
-                } else {
-                    Verdict::Waiting(Some(proven_at))
-                };
-            }
-            let deadline = since + secs(policy.healthy_deadline_secs());
-            if healthy && !first_sight && now_ms >= proven_at {
-                Verdict::Good
-            } else if !healthy && now_ms >= deadline {
-                let health = status
-                    .health
-                    .as_ref()
-                    .map_or(HealthState::Starting, |h| h.state);
-                Verdict::Failed(format!(
-                    "was not healthy {} s after it started (health {health})",
-                    policy.healthy_deadline_secs()
-                ))
-            } else if healthy {
-                Verdict::Waiting(Some(proven_at))
-            } else {
-                Verdict::Waiting(Some(deadline))
-            }
-        }
-        AppState::Running | AppState::Restarting | AppState::CrashLoop | AppState::Stopped => {
-            let how = match (status.crash.as_ref(), status.last_exit_code) {
-                (Some(c), _) if c.oom_killed => "was killed by the kernel's oom killer".to_owned(),
-                (Some(c), _) if c.exit_code.is_some() => {
-                    format!("exited with code {}", c.exit_code.unwrap_or_default())
-                }
-                (_, Some(code)) => format!("exited with code {code}"),
-                _ => "stopped".to_owned(),
-            };
-            Verdict::Failed(how)
-        }
-        AppState::Failed => Verdict::Failed(format!(
-            "could not be started: {}",
-            status.last_error.as_deref().unwrap_or("no reason given")
-        )),
-        // a job that ran to its end has proven what it can
-        AppState::Exited => Verdict::Good,
-        AppState::Pending | AppState::Creating | AppState::Pulling | AppState::Removed => {
-            Verdict::Waiting(None)
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests;
+mod verdict;

@@ -137,6 +137,15 @@ impl Rollouts {
         self.wake.values().min().copied()
     }
 
+    /// The images apps could roll back to (each app's way back), by id.
+    pub(crate) fn rollback_images(&self) -> std::collections::BTreeSet<String> {
+        self.book
+            .iter()
+            .flat_map(|b| b.values())
+            .filter_map(|r| r.good.as_ref()?.image_id.clone())
+            .collect()
+    }
+
     /// Write the records to `dir` when they changed since the last save.
     pub(crate) fn save(&mut self, dir: &Path) {
         let Some(book) = self.book.as_ref() else {

@@ -77,6 +77,12 @@ pub struct AppManagerConfig {
     /// Seconds a pull may go without progress (no new byte or layer from the engine) before
     /// it is cancelled and the app fails with `image_pull_failed` (a stalled registry).
     pub pull_stall_secs: u64,
+    /// Seconds an image the agent pulled or built stays after no app of its instance uses it
+    /// (nor needs it to roll back to) before it is removed ([`image_gc`](super::image_gc)).
+    pub image_gc_delay_secs: u64,
+    /// Free space, in MB, below which the engine's data root has the agent remove its unused
+    /// images at once, oldest unused first (0: no low-disk clean-up).
+    pub image_gc_min_free_mb: u64,
 }
 
 impl Default for AppManagerConfig {
@@ -102,6 +108,8 @@ impl Default for AppManagerConfig {
             docker_config: PathBuf::from("/root/.docker/config.json"),
             pull_disk_reserve_mb: 1024,
             pull_stall_secs: 120,
+            image_gc_delay_secs: 600,
+            image_gc_min_free_mb: 2048,
         }
     }
 }

@@ -150,6 +150,18 @@ pub(crate) fn apps(apps: &AppManagerConfig) -> Result<(), ConfigError> {
         86_400,
     )?;
     range("apps.pull_stall_secs", apps.pull_stall_secs, 10, 86_400)?;
+    range(
+        "apps.image_gc_delay_secs",
+        apps.image_gc_delay_secs,
+        0,
+        30 * 86_400,
+    )?;
+    range(
+        "apps.image_gc_min_free_mb",
+        apps.image_gc_min_free_mb,
+        0,
+        1 << 30,
+    )?;
     if apps.pids_limit != 0 {
         range("apps.pids_limit", u64::from(apps.pids_limit), 16, 4_194_304)?;
     }

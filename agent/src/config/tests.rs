@@ -158,6 +158,14 @@ fn fractions_and_relative_paths_in_the_file_are_refused() {
         ("heartbeat_secs = 1.5\n", "control_plane.heartbeat_secs"),
         ("[apps]\npoll_interval_ms = 0\n", "apps.poll_interval_ms"),
         ("[apps]\nbackstop_secs = 0\n", "apps.backstop_secs"),
+        (
+            "[apps]\nimage_gc_delay_secs = 9999999\n",
+            "apps.image_gc_delay_secs",
+        ),
+        (
+            "[apps]\nimage_gc_min_free_mb = -1\n",
+            "apps.image_gc_min_free_mb",
+        ),
         ("[apps.build]\nkeep_images = 0\n", "apps.build.keep_images"),
         (
             "[apps.policy]\nallowed_bind_prefixes = [\"/srv\", \"data\"]\n",

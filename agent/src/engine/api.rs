@@ -57,6 +57,14 @@ pub trait ContainerEngine: Send + Sync {
     /// named volumes stay.
     async fn remove(&self, id: &str, force: bool) -> Result<(), EngineError>;
 
+    /// Give a container another name (`docker rename`); its id, state and labels stay. A name
+    /// another container has is [`EngineError::Conflict`]. The default refuses: engines that
+    /// cannot rename say so.
+    async fn rename(&self, id: &str, name: &str) -> Result<(), EngineError> {
+        let _ = name;
+        Err(cannot("rename containers", Some(id)))
+    }
+
     /// Read a container's state and the devices it holds.
     async fn inspect(&self, id: &str) -> Result<ContainerDetails, EngineError>;
 

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use bollard::models::VolumeCreateRequest;
 use bollard::query_parameters::{
     CreateContainerOptions, CreateImageOptions, ListContainersOptions, LogsOptions,
-    RemoveContainerOptions, RemoveVolumeOptions, StopContainerOptions,
+    RemoveContainerOptions, RemoveVolumeOptions, RenameContainerOptions, StopContainerOptions,
 };
 use futures_util::StreamExt;
 
@@ -166,6 +166,17 @@ impl ContainerEngine for DockerEngine {
         self.observe(
             docker
                 .remove_container(id, Some(options))
+                .await
+                .map_err(map_error),
+        )
+    }
+
+    async fn rename(&self, id: &str, name: &str) -> Result<(), EngineError> {
+        let docker = self.docker().await?;
+        let options = RenameContainerOptions { name: name.into() };
+        self.observe(
+            docker
+                .rename_container(id, options)
                 .await
                 .map_err(map_error),
         )

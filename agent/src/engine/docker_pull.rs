@@ -77,6 +77,10 @@ impl DockerEngine {
             id: inspected.id.unwrap_or_default(),
             repo_digests: inspected.repo_digests.unwrap_or_default(),
             env: inspected.config.and_then(|c| c.env).unwrap_or_default(),
+            size: inspected
+                .size
+                .and_then(|s| u64::try_from(s).ok())
+                .unwrap_or_default(),
         })
     }
 

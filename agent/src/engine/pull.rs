@@ -89,6 +89,8 @@ pub struct ImageInfo {
     pub repo_digests: Vec<String>,
     /// The image's environment (`KEY=VALUE`, from its config).
     pub env: Vec<String>,
+    /// Its size on disk as the engine reports it, bytes (0 when it does not say).
+    pub size: u64,
 }
 
 /// Split an image reference into repository and tag-or-digest: `a/b:1` → (`a/b`, `1`),

@@ -282,6 +282,7 @@ impl GpuHealthMonitor {
             level,
             app,
             message,
+            image_removed: None,
         });
     }
 }

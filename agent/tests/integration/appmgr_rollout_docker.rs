@@ -116,6 +116,7 @@ fn spec(image: &str) -> AppSpec {
         healthy_deadline_secs: Some(4),
         auto_revert: None,
         max_lock_secs: None,
+        order: None,
     });
     spec
 }

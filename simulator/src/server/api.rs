@@ -64,6 +64,8 @@ pub fn parse_create(body: &[u8]) -> ApiResult<(Option<String>, AppSpec)> {
     let gpu = spec.gpu.take();
     spec.validate()?;
     spec.check_image()?;
+    // the host's GPUs are checked once the host is known (`gpu_auto`)
+    spec.check_update_order(None)?;
     if let Some(g) = &gpu {
         crate::gpu_auto::validate_fields(g)?;
     }
@@ -160,6 +162,9 @@ pub async fn create_app(State(hub): State<Arc<Hub>>, body: Bytes) -> ApiResult<R
         let label = crate::placement::label(&target);
         (spec.gpu, _) =
             crate::gpu_auto::resolve(spec.gpu.take(), &label, target.inventory.as_deref())?;
+    }
+    if let Some(inventory) = hub.host(&host).and_then(|t| t.inventory.clone()) {
+        spec.check_update_order(Some(inventory.gpus.len()))?;
     }
     let view = hub.create_app(Some(&host), spec).await?;
     Ok((StatusCode::CREATED, Json(view)).into_response())

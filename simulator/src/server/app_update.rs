@@ -67,6 +67,9 @@ pub async fn replace_app(
             target.as_ref().and_then(|t| t.inventory.as_deref()),
         )?;
     }
+    if let Some(inventory) = hub.host(&current.host).and_then(|t| t.inventory.clone()) {
+        spec.check_update_order(Some(inventory.gpus.len()))?;
+    }
     Ok(Json(hub.replace_spec(&name, spec).await?))
 }
 

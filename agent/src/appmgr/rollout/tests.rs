@@ -37,6 +37,7 @@ fn policy(min: u32, deadline: u32) -> UpdatePolicy {
         healthy_deadline_secs: Some(deadline),
         auto_revert: None,
         max_lock_secs: None,
+        order: None,
     }
 }
 

@@ -23,6 +23,8 @@ pub enum Op {
     Stop,
     /// `remove`
     Remove,
+    /// `rename`
+    Rename,
     /// `inspect`
     Inspect,
     /// `list_by_label`
@@ -75,6 +77,8 @@ pub enum EngineCall {
     Stop(String, Duration),
     /// `remove(id, force)`
     Remove(String, bool),
+    /// `rename(id, name)`
+    Rename(String, String),
     /// `inspect(id)`
     Inspect(String),
     /// `list_by_label(label)`
@@ -128,6 +132,7 @@ impl EngineCall {
             Self::Start(_) => Op::Start,
             Self::Stop(..) => Op::Stop,
             Self::Remove(..) => Op::Remove,
+            Self::Rename(..) => Op::Rename,
             Self::Inspect(_) => Op::Inspect,
             Self::ListByLabel(_) => Op::ListByLabel,
             Self::ListAll => Op::ListAll,

@@ -11,11 +11,12 @@
 //! `manifest unknown`, one published with credentials needs them.
 //!
 //! `mod.rs` holds the state and the knobs tests turn; [`ops`] implements [`ContainerEngine`]
-//! on it, [`devices`] refuses device requests as a real engine does, [`calls`] is the record.
+//! on it, [`images`] removes images, [`devices`] refuses device requests as a real engine does, [`calls`] is the record.
 
 mod calls;
 mod devices;
 mod events;
+mod images;
 mod ops;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -63,6 +64,8 @@ struct State {
     stall_pulls: bool,
     /// Environment of images added with [`FakeEngine::add_image_with_env`], by reference.
     image_env: BTreeMap<String, Vec<String>>,
+    /// Sizes set with [`FakeEngine::set_image_size`], by reference.
+    image_sizes: BTreeMap<String, u64>,
 }
 
 /// An in-memory container engine; see the module documentation.
@@ -146,6 +149,16 @@ impl FakeEngine {
                 credentials.map(|(u, p)| (u.to_owned(), p.to_owned())),
             ),
         );
+    }
+
+    /// Report `bytes` as the size of image `reference` (default 5 MB).
+    pub fn set_image_size(&self, reference: &str, bytes: u64) {
+        self.lock().image_sizes.insert(reference.to_owned(), bytes);
+    }
+
+    /// The image references on the host (pulled, added or built).
+    pub fn image_refs(&self) -> Vec<String> {
+        self.lock().images.iter().cloned().collect()
     }
 
     /// Name a data root, as a real engine does: pulls are then prechecked against the

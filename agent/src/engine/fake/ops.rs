@@ -181,6 +181,22 @@ impl ContainerEngine for FakeEngine {
         Ok(())
     }
 
+    async fn rename(&self, id: &str, name: &str) -> Result<(), EngineError> {
+        let mut state = self.enter(EngineCall::Rename(id.to_owned(), name.to_owned()))?;
+        let key = Self::container(&mut state, id)?.details.id.clone();
+        if let Some(other) = state.containers.values().find(|c| c.details.name == name) {
+            return Err(EngineError::Conflict(format!(
+                "Conflict. The container name \"/{name}\" is already in use by container \"{}\". You have to remove (or rename) that container to be able to reuse that name.",
+                other.details.id
+            )));
+        }
+        if let Some(c) = state.containers.get_mut(&key) {
+            c.details.name = name.to_owned();
+            c.spec.name = name.to_owned();
+        }
+        Ok(())
+    }
+
     async fn inspect(&self, id: &str) -> Result<ContainerDetails, EngineError> {
         let mut state = self.enter(EngineCall::Inspect(id.to_owned()))?;
         Ok(Self::container(&mut state, id)?.details.clone())
@@ -293,36 +309,7 @@ impl ContainerEngine for FakeEngine {
 
     async fn remove_image(&self, image: &str, force: bool) -> Result<(), EngineError> {
         let mut state = self.enter(EngineCall::RemoveImage(image.to_owned(), force))?;
-        let id = state
-            .built
-            .values()
-            .find(|i| i.id == image || i.tags.iter().any(|t| t == image))
-            .map(|i| i.id.clone());
-        let tags: Vec<String> = match &id {
-            Some(id) => state
-                .built
-                .get(id)
-                .map(|i| i.tags.clone())
-                .unwrap_or_default(),
-            None if state.images.contains(image) => vec![image.to_owned()],
-            None => return Err(EngineError::NotFound(format!("No such image: {image}"))),
-        };
-        let in_use = state
-            .containers
-            .values()
-            .any(|c| tags.contains(&c.spec.image) || id.as_deref() == Some(c.spec.image.as_str()));
-        if in_use && !force {
-            return Err(EngineError::Conflict(format!(
-                "conflict: unable to remove repository reference \"{image}\" (must force) - container is using its referenced image"
-            )));
-        }
-        if let Some(id) = id {
-            state.built.remove(&id);
-        }
-        for tag in tags {
-            state.images.remove(&tag);
-        }
-        Ok(())
+        super::images::remove(&mut state, image, force)
     }
 
     async fn log_stream(
@@ -409,6 +396,9 @@ impl ContainerEngine for FakeEngine {
 
     async fn image_info(&self, image: &str) -> Result<ImageInfo, EngineError> {
         let state = self.enter(EngineCall::ImageInfo(image.to_owned()))?;
+        if let Some(info) = super::images::built_info(&state, image) {
+            return Ok(info);
+        }
         let Some(reference) = state
             .images
             .iter()
@@ -428,6 +418,7 @@ impl ContainerEngine for FakeEngine {
                 })
                 .unwrap_or_default(),
             env: state.image_env.get(reference).cloned().unwrap_or_default(),
+            size: super::images::size_of(&state, reference),
         })
     }
 

@@ -1,0 +1,272 @@
+//! `update.order = start_first` against the fake engine (time paused, no Docker): the new
+//! version starts beside the previous one under the temporary name `<instance>_<app>_next`;
+//! the previous one is never stopped while the new one proves itself, and once it has, the
+//! previous one is stopped and removed and the new one renamed to the app's own name. A new
+//! version that fails goes alone (the previous one was never stopped and runs on as it is). A
+//! restarted agent finds a hand-over under way and carries it on; a temporary container left
+//! alone is adopted (renamed), one of an older version removed. An app that binds a host port
+//! or asks for GPUs the host cannot give twice is refused with the reason.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use odac_agent::appmgr::AppManager;
+use odac_agent::engine::{ContainerEngine, ContainerHealth, EngineCall, FakeEngine, Op};
+use odac_protocol::{
+    AppSpec, AppState, AppStatus, DesiredState, GpuRequest, GpuRuntime, HealthCheck, PortMapping,
+    RolloutState, UpdateOrder, UpdatePolicy,
+};
+
+use crate::appmgr_support::{fake_config, open_on, pass_until};
+
+const OLD: &str = "example.test/web:1";
+const NEW: &str = "example.test/web:2";
+const OWN: &str = "odac_web";
+const NEXT: &str = "odac_web_next";
+
+fn open(fake: &Arc<FakeEngine>, dir: &Path) -> AppManager {
+    open_on(fake, fake_config(dir))
+}
+
+fn app(image: &str) -> AppSpec {
+    let mut spec = AppSpec::new("web", image);
+    spec.env = [("VERSION".to_owned(), image.to_owned())].into();
+    spec.update = Some(UpdatePolicy {
+        order: Some(UpdateOrder::StartFirst),
+        ..UpdatePolicy::default()
+    });
+    spec
+}
+
+async fn set(m: &AppManager, generation: u64, spec: AppSpec) {
+    m.set_desired(DesiredState {
+        generation,
+        apps: vec![spec],
+    })
+    .await
+    .unwrap();
+}
+
+/// The name and running state of a container, `None` when it is gone.
+async fn seen(fake: &FakeEngine, id: &str) -> Option<(String, bool)> {
+    let d = fake.inspect(id).await.ok()?;
+    Some((d.name, d.running))
+}
+
+/// Version 1 running and proven (12 s of passes); its container id.
+async fn proven_v1(fake: &Arc<FakeEngine>, m: &AppManager) -> String {
+    set(m, 1, app(OLD)).await;
+    let s = pass_until(m, 100, |s| s.state == AppState::Running).await;
+    for _ in 0..12 {
+        m.reconcile_once().await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let id = s.container_id.unwrap();
+    assert_eq!(seen(fake, &id).await, Some((OWN.into(), true)));
+    id
+}
+
+fn stops_of(fake: &FakeEngine, id: &str) -> usize {
+    fake.calls_of(Op::Stop)
+        .iter()
+        .filter(|c| matches!(c, EngineCall::Stop(i, _) if i == id))
+        .count()
+}
+
+fn rollout_state(s: &AppStatus) -> Option<RolloutState> {
+    s.rollout.as_ref().map(|r| r.state)
+}
+
+/// `app(image)` with a health check and no `min_healthy_secs`: it has proven itself once
+/// healthy (the rollout's clock is the wall clock, which paused time does not move).
+fn checked(image: &str) -> AppSpec {
+    let mut spec = app(image);
+    spec.healthcheck = Some(HealthCheck {
+        command: vec!["true".into()],
+        ..HealthCheck::default()
+    });
+    spec.update = Some(UpdatePolicy {
+        min_healthy_secs: Some(0),
+        ..spec.update.unwrap_or_default()
+    });
+    spec
+}
+
+fn health(status: &str) -> Option<ContainerHealth> {
+    Some(ContainerHealth {
+        status: status.into(),
+        last_failure: None,
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_previous_version_serves_until_the_new_one_is_healthy() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = Arc::new(FakeEngine::new());
+    fake.add_image(OLD);
+    fake.add_image(NEW);
+    let m = open(&fake, dir.path());
+    let old = proven_v1(&fake, &m).await;
+    fake.clear_calls();
+
+    set(&m, 2, checked(NEW)).await;
+    let s = m.reconcile_once().await.remove(0);
+    assert_eq!(rollout_state(&s), Some(RolloutState::RollingOut), "{s:#?}");
+    let new = s.container_id.clone().unwrap();
+    assert_ne!(new, old);
+    assert_eq!(seen(&fake, &new).await, Some((NEXT.into(), true)));
+    fake.set_health(&new, health("starting"));
+    for _ in 0..20 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let s = m.reconcile_once().await.remove(0);
+        assert_eq!(rollout_state(&s), Some(RolloutState::RollingOut), "{s:#?}");
+        assert_eq!(s.container_id.as_deref(), Some(new.as_str()));
+        assert_eq!(
+            seen(&fake, &old).await,
+            Some((OWN.into(), true)),
+            "the previous version runs on, untouched, while the new one is not healthy"
+        );
+        assert_eq!(stops_of(&fake, &old), 0);
+    }
+    fake.set_health(&new, health("healthy"));
+    let s = m.reconcile_once().await.remove(0);
+    assert_eq!(rollout_state(&s), None, "proven: {s:#?}");
+    assert_eq!(s.container_id.as_deref(), Some(new.as_str()));
+    assert_eq!(seen(&fake, &old).await, None, "the previous one is removed");
+    assert_eq!(stops_of(&fake, &old), 1, "and was stopped first");
+    assert_eq!(seen(&fake, &new).await, Some((OWN.into(), true)));
+    assert_eq!(fake.container_ids(), vec![new.clone()]);
+    assert_eq!(fake.calls_of(Op::Create).len(), 1);
+    // later passes leave it alone
+    fake.clear_calls();
+    m.reconcile_once().await;
+    assert!(fake.calls_of(Op::Rename).is_empty() && fake.calls_of(Op::Create).is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_new_version_that_fails_goes_alone_and_the_previous_never_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = Arc::new(FakeEngine::new());
+    fake.add_image(OLD);
+    fake.add_image(NEW);
+    let m = open(&fake, dir.path());
+    let old = proven_v1(&fake, &m).await;
+    fake.clear_calls();
+
+    set(&m, 2, app(NEW)).await;
+    let s = m.reconcile_once().await.remove(0);
+    let new = s.container_id.clone().unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    fake.exit_container(&new, 3);
+    let s = m.reconcile_once().await.remove(0);
+    assert_eq!(rollout_state(&s), Some(RolloutState::RolledBack), "{s:#?}");
+    assert_eq!(
+        (s.state, s.container_id.as_deref(), s.running_generation),
+        (AppState::Running, Some(old.as_str()), Some(1))
+    );
+    assert_eq!(seen(&fake, &new).await, None, "the failed one is gone");
+    for _ in 0..20 {
+        let s = m.reconcile_once().await.remove(0);
+        assert_eq!(s.container_id.as_deref(), Some(old.as_str()));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    assert_eq!(seen(&fake, &old).await, Some((OWN.into(), true)));
+    assert_eq!(stops_of(&fake, &old), 0, "never stopped");
+    assert_eq!(
+        fake.calls_of(Op::Create).len(),
+        1,
+        "nothing made to go back"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_restarted_agent_carries_a_hand_over_on_and_never_leaks_a_temporary_container() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = Arc::new(FakeEngine::new());
+    fake.add_image(OLD);
+    fake.add_image(NEW);
+    let m = open(&fake, dir.path());
+    let old = proven_v1(&fake, &m).await;
+    set(&m, 2, app(NEW)).await;
+    let new = m.reconcile_once().await.remove(0).container_id.unwrap();
+    drop(m);
+
+    // the agent comes back mid-hand-over: it watches the same new container beside the old
+    let m = open(&fake, dir.path());
+    fake.clear_calls();
+    let s = m.reconcile_once().await.remove(0);
+    assert_eq!(rollout_state(&s), Some(RolloutState::RollingOut), "{s:#?}");
+    assert_eq!(s.container_id.as_deref(), Some(new.as_str()));
+    assert_eq!(seen(&fake, &old).await, Some((OWN.into(), true)));
+    assert!(fake.calls_of(Op::Create).is_empty());
+
+    // cut short after the previous one went, before the rename: the new one is adopted
+    drop(m);
+    fake.remove(&old, true).await.unwrap();
+    let m = open(&fake, dir.path());
+    let s = m.reconcile_once().await.remove(0);
+    assert_eq!(s.container_id.as_deref(), Some(new.as_str()));
+    assert_eq!(seen(&fake, &new).await, Some((OWN.into(), true)));
+
+    // a temporary container of an older version beside a newer hand-over is removed
+    set(&m, 3, app("example.test/web:3")).await;
+    fake.add_image("example.test/web:3");
+    let v3 = m.reconcile_once().await.remove(0).container_id.unwrap();
+    assert_eq!(seen(&fake, &v3).await, Some((NEXT.into(), true)));
+    drop(m);
+    fake.remove(&v3, true).await.unwrap();
+    let leftover = start_beside(&fake, &new, NEXT).await;
+    let m = open(&fake, dir.path());
+    let s = m.reconcile_once().await.remove(0);
+    let v3 = s.container_id.clone().unwrap();
+    assert_eq!(
+        seen(&fake, &leftover).await,
+        None,
+        "the leftover is removed"
+    );
+    assert_eq!(seen(&fake, &v3).await, Some((NEXT.into(), true)));
+    assert_eq!(seen(&fake, &new).await, Some((OWN.into(), true)));
+    assert_eq!(fake.container_ids().len(), 2);
+}
+
+/// A copy of container `like` (same labels: an older version) started as `name`.
+async fn start_beside(fake: &FakeEngine, like: &str, name: &str) -> String {
+    let mut spec = fake.spec_of(like).unwrap();
+    spec.name = name.into();
+    let id = fake.create(&spec).await.unwrap();
+    fake.start(&id).await.unwrap();
+    id
+}
+
+#[tokio::test(start_paused = true)]
+async fn start_first_is_refused_with_a_host_port_or_gpus_the_host_cannot_give_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = Arc::new(FakeEngine::new());
+    fake.add_image(OLD);
+    let m = open(&fake, dir.path());
+    let mut ported = app(OLD);
+    ported.ports = vec![PortMapping {
+        container: 80,
+        host: Some(8080),
+        ..PortMapping::default()
+    }];
+    set(&m, 1, ported).await;
+    let s = m.reconcile_once().await.remove(0);
+    assert_eq!(s.state, AppState::Failed);
+    let error = s.last_error.unwrap_or_default();
+    assert!(
+        error.contains("update.order") && error.contains("host port 8080"),
+        "{error}"
+    );
+    let mut gpu = app(OLD);
+    gpu.gpu = Some(GpuRequest::new(GpuRuntime::Nvidia).with_count(1));
+    set(&m, 2, gpu).await;
+    let s = m.reconcile_once().await.remove(0);
+    let error = s.last_error.unwrap_or_default();
+    assert!(
+        error.contains("update.order") && error.contains("gpu.count 1: the host has 0 gpus"),
+        "{error}"
+    );
+    assert!(fake.container_ids().is_empty(), "nothing was created");
+}
