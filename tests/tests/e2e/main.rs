@@ -10,6 +10,7 @@ mod blackhole;
 mod demo_exit;
 mod engine_refusal;
 mod engine_reload;
+mod engine_restart;
 mod enroll;
 mod enroll_code;
 mod fault_matrix;
