@@ -26,6 +26,8 @@ mod in_process;
 mod logs_follow;
 mod metrics;
 mod one_engine;
+mod readme_demo;
+mod readme_registry;
 mod registry;
 mod registry_login;
 mod scale_200_apps;
