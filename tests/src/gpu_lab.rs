@@ -166,6 +166,29 @@ impl Lab {
             .collect())
     }
 
+    /// `odac-sim gpu-lab engine ACTION --dir DIR` (`stop` or `start` the lab's own engine,
+    /// never the machine's); the line it printed.
+    pub fn engine(&self, action: &str) -> Result<String> {
+        let what = format!(
+            "odac-sim gpu-lab engine {action} --dir {}",
+            self.dir.display()
+        );
+        let out = Command::new(bin(SIM)?)
+            .args(["gpu-lab", "engine", action, "--dir"])
+            .arg(&self.dir)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| Error::command(&what, e.to_string()))?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+        } else {
+            Err(Error::command(
+                what,
+                String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            ))
+        }
+    }
+
     /// Makes the hook fail (`on`) or work again.
     pub fn fail_hook(&self, on: bool) -> Result<()> {
         if on {

@@ -11,6 +11,7 @@
 //! - [`gpu_lab`]: `odac-sim gpu-lab` (a private engine configured like a GPU host) and its checks;
 //! - [`tls`]: certificates made at test time;
 //! - [`registry`]: a real image registry (docker-registry with htpasswd auth) to pull from;
+//! - [`readme`]: the README's walk-through blocks and the answers it promises, read at test time;
 //! - [`git_repo`]: a local repository a public git URL is rewritten to, built-image cleanup;
 //! - [`sim`], [`agent`], [`stack`]: the simulator, the agent and a scenario's whole world;
 //! - [`systemd`]: real systemd as PID 1 in a container, and the agent's Debian package;
@@ -31,6 +32,7 @@ pub mod image;
 pub mod poll;
 pub mod ports;
 pub mod process;
+pub mod readme;
 pub mod registry;
 mod relay;
 pub mod sim;

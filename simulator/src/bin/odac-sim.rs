@@ -138,7 +138,8 @@ enum Command {
     },
     /// Start a private Docker engine configured like a GPU host (simulated NVIDIA, AMD and
     /// Intel GPUs, toolkit stand-ins) and a host root describing it; run until Ctrl-C.
-    /// `gpu-lab inject --dir DIR …` breaks a GPU of a running lab.
+    /// `gpu-lab inject --dir DIR …` breaks a GPU of a running lab; `gpu-lab engine stop|start
+    /// --dir DIR` stops and starts its engine.
     #[command(subcommand_negates_reqs = true, args_conflicts_with_subcommands = true)]
     GpuLab {
         /// Lab dir (created, must be empty; removed on exit).
@@ -167,9 +168,18 @@ enum Command {
     },
 }
 
-/// `odac-sim gpu-lab inject`.
+/// `odac-sim gpu-lab inject` and `engine`.
 #[derive(Debug, Subcommand)]
 enum LabAction {
+    /// Stop the running lab's private engine (its containers stop with it) or start it again.
+    Engine {
+        /// The running lab's dir.
+        #[arg(long)]
+        dir: PathBuf,
+        /// stop or start.
+        #[arg(value_enum)]
+        action: odac_simulator::gpu_lab::control::EngineAction,
+    },
     /// Break (or mend) one GPU of the running lab at --dir, as the host would show it.
     Inject {
         /// The running lab's dir.
@@ -372,6 +382,11 @@ async fn main_async(cli: Cli) -> anyhow::Result<()> {
                     LabFault::Return { gpu, vendor } => (Fault::Return, vendor, gpu),
                 };
                 println!("{}", inject(&dir, fault, vendor, gpu)?);
+                return Ok(());
+            }
+            if let Some(LabAction::Engine { dir, action }) = action {
+                let said = odac_simulator::gpu_lab::control::request(&dir, action).await?;
+                println!("{said}");
                 return Ok(());
             }
             let Some(dir) = dir else {

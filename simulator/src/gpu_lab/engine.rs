@@ -122,19 +122,7 @@ impl LabEngine {
         let script = paths.dir.join("engine.sh");
         std::fs::write(&script, start_script(&paths, nvidia))
             .map_err(|e| LabError::io("write", &script, e))?;
-        let log = std::fs::File::create(paths.log())
-            .map_err(|e| LabError::io("create", paths.log(), e))?;
-        let log2 = log
-            .try_clone()
-            .map_err(|e| LabError::io("open", paths.log(), e))?;
-        let child = Command::new("unshare")
-            .args(["--net", "--mount", "--propagation", "private", "sh"])
-            .arg(&script)
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(log2)
-            .spawn()
-            .map_err(|e| LabError::command("unshare --net --mount sh engine.sh", e.to_string()))?;
+        let child = spawn(&paths)?;
         let mut engine = LabEngine { paths, child };
         if let Err(e) = engine.wait_ready().await {
             engine.stop().await;
@@ -222,6 +210,14 @@ impl LabEngine {
                 let _ = client.remove(&c.id, true).await;
             }
         }
+        self.terminate().await;
+        for pid in processes_using(&self.paths.dir) {
+            signal(pid, "KILL");
+        }
+    }
+
+    /// SIGTERM to dockerd (SIGKILL after [`STOP_TIMEOUT`]); waits for it to exit.
+    async fn terminate(&mut self) {
         signal(self.child.id(), "TERM");
         let deadline = Instant::now() + STOP_TIMEOUT;
         loop {
@@ -235,10 +231,59 @@ impl LabEngine {
                 Ok(None) => tokio::time::sleep(Duration::from_millis(50)).await,
             }
         }
+    }
+
+    /// Stops the engine as a host's dockerd stops (SIGTERM: it stops its containers, which
+    /// stay, exited), keeping its data; ends what it left running under the lab dir
+    /// (containerd, shims, its watcher), never a process that only names the dir itself.
+    pub async fn pause(&mut self) {
+        self.terminate().await;
+        let dir = self.paths.dir.display().to_string();
         for pid in processes_using(&self.paths.dir) {
-            signal(pid, "KILL");
+            let under = std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                c.split(|b| *b == 0)
+                    .any(|arg| names_under(&String::from_utf8_lossy(arg), &dir))
+            });
+            if under {
+                signal(pid, "KILL");
+            }
         }
     }
+
+    /// Starts the paused engine again on the same data (the image is still loaded) and waits
+    /// until it answers.
+    pub async fn resume(&mut self) -> Result<(), LabError> {
+        if let Ok(None) = self.child.try_wait() {
+            return Ok(());
+        }
+        self.child = spawn(&self.paths)?;
+        self.wait_ready().await
+    }
+
+    /// Whether dockerd runs.
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+/// Runs `engine.sh` in new network and mount namespaces, its output appended to the log.
+fn spawn(paths: &EnginePaths) -> Result<Child, LabError> {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(paths.log())
+        .map_err(|e| LabError::io("open", paths.log(), e))?;
+    let log2 = log
+        .try_clone()
+        .map_err(|e| LabError::io("open", paths.log(), e))?;
+    Command::new("unshare")
+        .args(["--net", "--mount", "--propagation", "private", "sh"])
+        .arg(paths.dir.join("engine.sh"))
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log2)
+        .spawn()
+        .map_err(|e| LabError::command("unshare --net --mount sh engine.sh", e.to_string()))
 }
 
 /// `kill -SIG PID` on a process this lab started (the crate forbids unsafe code).
@@ -258,6 +303,15 @@ fn names(arg: &str, dir: &str) -> bool {
         || path
             .strip_prefix(dir)
             .is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// Whether one argument names a path strictly under `dir` (not `dir` itself, as the
+/// `--dir DIR` of a lab command does).
+fn names_under(arg: &str, dir: &str) -> bool {
+    let path = arg.rsplit_once('=').map_or(arg, |(_, v)| v);
+    let path = path.strip_prefix("unix://").unwrap_or(path);
+    path.strip_prefix(dir)
+        .is_some_and(|rest| rest.starts_with('/'))
 }
 
 /// Processes with an argument naming `dir` or a path under it (what the lab's engine started).
@@ -329,5 +383,9 @@ mod tests {
         assert!(names("unix:///tmp/lab/docker.sock", "/tmp/lab"));
         assert!(!names("/tmp/lab2/data", "/tmp/lab"));
         assert!(!names("--dir", "/tmp/lab"));
+        assert!(names_under("/tmp/lab/daemon.json", "/tmp/lab"));
+        assert!(names_under("--exec-root=/tmp/lab/exec", "/tmp/lab"));
+        assert!(!names_under("/tmp/lab", "/tmp/lab"));
+        assert!(!names_under("/tmp/lab2/x", "/tmp/lab"));
     }
 }

@@ -5,8 +5,10 @@
 //! the engine's containers, stops it and deletes everything it made. Point an agent at it with
 //! `docker.host` and `host_root`: the lab writes them to `DIR/agent.toml` (with a state dir
 //! under DIR), which `odac-agent enroll --config-dir DIR` (the line `odac host enroll-code
-//! --config-dir DIR` prints) completes with a control plane and its token.
+//! --config-dir DIR` prints) completes with a control plane and its token. While it runs,
+//! `odac-sim gpu-lab engine stop|start --dir DIR` ([`control`]) stops and starts its engine.
 
+pub mod control;
 pub mod engine;
 pub mod error;
 pub mod gpus;
@@ -202,9 +204,17 @@ pub async fn run(config: &LabConfig) -> Result<(), LabError> {
     let mut out = std::io::stdout();
     let _ = out.write_all(banner(&paths, &docker_host, engine.pid()).as_bytes());
     let _ = out.flush();
-    tokio::select! {
-        () = crate::server::wait_for_signal() => {}
-        () = parent_gone(), if config.stop_with_parent => {}
+    let signal = crate::server::wait_for_signal();
+    let gone = parent_gone();
+    tokio::pin!(signal, gone);
+    loop {
+        tokio::select! {
+            () = &mut signal => break,
+            () = &mut gone, if config.stop_with_parent => break,
+            () = tokio::time::sleep(std::time::Duration::from_millis(100)) => {
+                control::serve(&dir, &mut engine).await;
+            }
+        }
     }
     engine.stop().await;
     for m in engine::mounts_under(&dir) {

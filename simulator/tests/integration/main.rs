@@ -25,6 +25,7 @@ mod dashboard_defects_browser;
 mod dashboard_fleet_browser;
 mod dashboard_gpu_browser;
 mod dashboard_logs_browser;
+mod dashboard_phone_browser;
 mod demo;
 mod edges;
 mod faults;

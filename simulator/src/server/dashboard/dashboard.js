@@ -361,14 +361,17 @@ function healthBadge(h) {
     h.last_output ? el("span", { class: "detail health-output" }, h.last_output) : null);
 }
 
-// Why an app that is not running stopped: its crash reason (never a GPU reason left from
-// before), exit code, OOM kill, next retry and the last lines of its output.
+// Why an app that is not running stopped: one line (its crash reason, never a GPU reason
+// left from before, and what it means), the fix, then exit code, OOM kill, next retry and the
+// last lines of its output (folded).
 function crashCell(c) {
   const facts = [];
   if (c.exit_code !== undefined && c.exit_code !== null) facts.push("exit " + c.exit_code);
   if (c.oom_killed) facts.push("killed: out of memory");
   facts.push(c.next_retry_at_ms ? "next retry " + utc(c.next_retry_at_ms) : "not restarted");
-  return [c.reason,
+  const info = state.reasons.get(c.reason);
+  return [el("span", { class: "reason-line" }, c.reason + (info ? ": " + info.explanation : "")),
+    info && info.fix ? el("span", { class: "fix" }, info.fix) : null,
     el("span", { class: "detail" }, facts.join(", ")),
     c.output_tail ? el("details", { class: "tail" }, el("summary", {}, "last output"), el("pre", {}, c.output_tail)) : null];
 }
