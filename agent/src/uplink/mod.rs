@@ -125,6 +125,23 @@ impl GpuStatsSink {
     }
 }
 
+/// Queues agent-update reports for the control plane (only the latest is ever pending).
+#[derive(Debug, Clone)]
+pub struct UpdateSink {
+    outbox: Arc<Mutex<Outbox>>,
+    wake: Arc<Notify>,
+}
+
+impl crate::update::task::ReportUpdate for UpdateSink {
+    fn report(&self, status: odac_protocol::UpdateStatusReport) {
+        lock(&self.outbox).put_update_status(status);
+        self.wake.notify_one();
+    }
+}
+
+/// Where `update_offer`s go (the update task).
+pub type UpdateOffers = tokio::sync::mpsc::Sender<odac_protocol::UpdateOffer>;
+
 /// The uplink task.
 pub struct Uplink {
     config: UplinkConfig,
@@ -136,6 +153,7 @@ pub struct Uplink {
     resync: Arc<resync::ResyncState>,
     beat: Heartbeat,
     logs: Option<Arc<logs::LogSource>>,
+    updates: Option<UpdateOffers>,
 }
 
 impl Uplink {
@@ -156,6 +174,21 @@ impl Uplink {
             resync: Arc::default(),
             beat: Heartbeat::detached("uplink"),
             logs: None,
+            updates: None,
+        }
+    }
+
+    /// Passes `update_offer`s to `offers` (without, each is refused).
+    pub fn with_updates(mut self, offers: UpdateOffers) -> Self {
+        self.updates = Some(offers);
+        self
+    }
+
+    /// A handle to queue agent-update reports.
+    pub fn updates(&self) -> UpdateSink {
+        UpdateSink {
+            outbox: Arc::clone(&self.outbox),
+            wake: Arc::clone(&self.wake),
         }
     }
 
@@ -264,6 +297,7 @@ impl Uplink {
                         hello: self.hello(),
                         heartbeat: cfg.heartbeat,
                         welcome_timeout: cfg.welcome_timeout,
+                        updates: self.updates.as_ref(),
                         shutdown,
                         link_events: &self.link_events,
                         resync: &self.resync,
@@ -323,7 +357,7 @@ impl Uplink {
         Hello {
             agent_id: self.config.agent_id.clone(),
             hostname: self.config.hostname.clone(),
-            agent_version: crate::AGENT_VERSION.to_owned(),
+            agent_version: crate::update::wire::running_version(),
             protocol_version: PROTOCOL_VERSION,
             last_generation: self.apps.generation(),
         }
