@@ -7,7 +7,6 @@
 
 use std::path::{Path, PathBuf};
 
-use super::launch::LAUNCHED_ENV;
 use super::state::{self, CurrentUpdate, UpdateState};
 
 /// A pending version on probation.
@@ -18,13 +17,6 @@ pub struct Probation {
 }
 
 impl Probation {
-    /// The probation of this process: it was started by the launcher ([`LAUNCHED_ENV`]) as
-    /// the pending version of the record. `None` otherwise (nothing to commit).
-    pub fn current(state_dir: &Path) -> Option<Self> {
-        let launched = std::env::var(LAUNCHED_ENV).ok()?;
-        Self::of(state_dir, &launched)
-    }
-
     /// The probation of `version`, when the record has it pending.
     pub fn of(state_dir: &Path, version: &str) -> Option<Self> {
         let record = state::load(state_dir).ok()??;

@@ -30,6 +30,9 @@ pub struct UpdateTask {
     pub config: UpdateConfig,
     /// The version this process runs.
     pub running: String,
+    /// Whether the launcher started this process as a staged version (it may be on
+    /// probation).
+    pub launched: bool,
     pub fetch: Arc<dyn Fetch>,
     pub disk: Arc<dyn DiskSpace>,
     pub reports: Arc<dyn ReportUpdate>,
@@ -57,8 +60,7 @@ impl UpdateTask {
         shutdown: CancellationToken,
     ) {
         self.report_outcome();
-        let mut probation = Probation::of(&self.state_dir, &self.running)
-            .filter(|_| std::env::var_os(super::launch::LAUNCHED_ENV).is_some());
+        let mut probation = Probation::of(&self.state_dir, &self.running).filter(|_| self.launched);
         if let Some(p) = &probation {
             let _ = p.progress("ready");
             self.reports

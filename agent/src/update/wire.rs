@@ -38,6 +38,7 @@ pub fn attach(
         state_dir: config.state_dir.clone(),
         config: config.update.clone(),
         running: running_version(),
+        launched: std::env::var_os(LAUNCHED_ENV).is_some(),
         fetch: Arc::new(HttpFetch(tls)),
         disk: Arc::new(RealDisk),
         reports: Arc::new(uplink.updates()),
