@@ -197,7 +197,12 @@ pub async fn run_with(
     .with_heartbeat(uplink_beat)
     .with_logs(LogSource::new(engine, config.apps.instance.clone()));
     let uplink = crate::update::wire::attach(
-        &mut tasks, &config, update_tls, uplink, reconciled, &shutdown,
+        &mut tasks,
+        (&config.state_dir, &config.update),
+        update_tls,
+        uplink,
+        reconciled,
+        &shutdown,
     );
     tasks.spawn(forward_events(
         app_events,

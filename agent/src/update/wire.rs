@@ -8,11 +8,11 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use super::UpdateConfig;
 use super::launch::LAUNCHED_ENV;
 use super::stage::{HttpFetch, RealDisk};
-use super::task::UpdateTask;
-use crate::config::Config;
-use crate::uplink::Uplink;
+use super::task::{ReportUpdate, UpdateTask};
+use crate::uplink::{UpdateSink, Uplink};
 
 /// Offers waiting for the task (one runs at a time; more are refused at once).
 const OFFER_QUEUE: usize = 1;
@@ -27,7 +27,7 @@ pub fn running_version() -> String {
 /// `reconciled` turns true once the first reconcile pass is done.
 pub fn attach(
     tasks: &mut JoinSet<()>,
-    config: &Config,
+    (state_dir, config): (&std::path::Path, &UpdateConfig),
     tls: Arc<rustls::ClientConfig>,
     uplink: Uplink,
     reconciled: watch::Receiver<bool>,
@@ -35,8 +35,8 @@ pub fn attach(
 ) -> Uplink {
     let (tx, rx) = mpsc::channel(OFFER_QUEUE);
     let task = UpdateTask {
-        state_dir: config.state_dir.clone(),
-        config: config.update.clone(),
+        state_dir: state_dir.to_owned(),
+        config: config.clone(),
         running: running_version(),
         launched: std::env::var_os(LAUNCHED_ENV).is_some(),
         fetch: Arc::new(HttpFetch(tls)),
@@ -44,5 +44,13 @@ pub fn attach(
         reports: Arc::new(uplink.updates()),
     };
     tasks.spawn(task.run(rx, uplink.link_events(), reconciled, shutdown.clone()));
-    uplink.with_updates(tx)
+    uplink
+        .with_updates(tx)
+        .with_agent_version(running_version())
+}
+
+impl ReportUpdate for UpdateSink {
+    fn report(&self, status: odac_protocol::UpdateStatusReport) {
+        self.put(status);
+    }
 }

@@ -132,8 +132,9 @@ pub struct UpdateSink {
     wake: Arc<Notify>,
 }
 
-impl crate::update::task::ReportUpdate for UpdateSink {
-    fn report(&self, status: odac_protocol::UpdateStatusReport) {
+impl UpdateSink {
+    /// Replaces the pending update report with `status` (its `seq` is set by the outbox).
+    pub fn put(&self, status: odac_protocol::UpdateStatusReport) {
         lock(&self.outbox).put_update_status(status);
         self.wake.notify_one();
     }
@@ -154,6 +155,7 @@ pub struct Uplink {
     beat: Heartbeat,
     logs: Option<Arc<logs::LogSource>>,
     updates: Option<UpdateOffers>,
+    agent_version: String,
 }
 
 impl Uplink {
@@ -175,7 +177,15 @@ impl Uplink {
             beat: Heartbeat::detached("uplink"),
             logs: None,
             updates: None,
+            agent_version: crate::AGENT_VERSION.to_owned(),
         }
+    }
+
+    /// Reports `version` in `hello` instead of this binary's own (a staged version started by
+    /// the launcher reports the version its signed manifest names).
+    pub fn with_agent_version(mut self, version: String) -> Self {
+        self.agent_version = version;
+        self
     }
 
     /// Passes `update_offer`s to `offers` (without, each is refused).
@@ -357,7 +367,7 @@ impl Uplink {
         Hello {
             agent_id: self.config.agent_id.clone(),
             hostname: self.config.hostname.clone(),
-            agent_version: crate::update::wire::running_version(),
+            agent_version: self.agent_version.clone(),
             protocol_version: PROTOCOL_VERSION,
             last_generation: self.apps.generation(),
         }
