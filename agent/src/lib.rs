@@ -22,6 +22,7 @@ pub mod metrics_feed;
 pub mod notify;
 pub mod run;
 pub mod telemetry;
+pub mod update;
 pub mod uplink;
 
 /// The agent's version, as reported in `hello` and by `odac-agent version`.

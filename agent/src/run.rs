@@ -141,9 +141,13 @@ pub async fn run_with(
     });
 
     let mut tasks = tokio::task::JoinSet::new();
+    let (reconciled_tx, reconciled) = watch::channel(false);
     tasks.spawn(async move {
         match tokio::time::timeout(FIRST_RECONCILE_BOUND, first_pass).await {
-            Ok(_) => info!("first inventory and reconcile done"),
+            Ok(_) => {
+                info!("first inventory and reconcile done");
+                reconciled_tx.send_replace(true);
+            }
             Err(_) => warn!("first reconcile still running after 60s; reporting ready anyway"),
         }
         crate::notify::ready();
@@ -168,6 +172,7 @@ pub async fn run_with(
     let app_events = manager.subscribe_events();
     let telemetry_manager = manager.clone();
     let telemetry_feed = inventory_rx.clone();
+    let update_tls = tls.clone();
     let uplink = Uplink::new(
         UplinkConfig {
             dialer: Dialer::new(
@@ -191,6 +196,14 @@ pub async fn run_with(
     )
     .with_heartbeat(uplink_beat)
     .with_logs(LogSource::new(engine, config.apps.instance.clone()));
+    let uplink = crate::update::wire::attach(
+        &mut tasks,
+        (&config.state_dir, &config.update),
+        update_tls,
+        uplink,
+        reconciled,
+        &shutdown,
+    );
     tasks.spawn(forward_events(
         app_events,
         uplink.events(),

@@ -24,6 +24,7 @@ mod messages;
 mod pull;
 mod reason;
 mod registry_auth;
+mod release;
 mod rollout;
 mod runtime;
 pub mod schema;
@@ -66,6 +67,10 @@ pub use messages::{
 pub use pull::PullPolicy;
 pub use reason::Reason;
 pub use registry_auth::{RegistryAuth, registry_host};
+pub use release::{
+    MAX_MANIFEST, MAX_VERSION, ReleaseManifest, SignedRelease, UpdateOffer, UpdatePhase,
+    UpdateStatusReport, check_version, parse_version,
+};
 pub use rollout::{
     DEFAULT_HEALTHY_DEADLINE_SECS, DEFAULT_MAX_LOCK_SECS, DEFAULT_MIN_HEALTHY_SECS, RolloutReport,
     RolloutState, UpdateOrder, UpdatePolicy,

@@ -3,7 +3,8 @@
 //! control plane acks. Control plane → agent: `welcome`, `desired_state`, `app_upsert`,
 //! `app_delete`, `ack`, `error`; state-changing messages carry a `seq` that the agent acks
 //! once it has persisted them. Live logs (`logs_request` / `logs_cancel` one way, `logs_chunk`
-//! / `logs_end` the other) carry no `seq`: see [`crate::logs`].
+//! / `logs_end` the other) carry no `seq`: see [`crate::logs`]. Agent self-update
+//! (`update_offer` one way, `update_status` the other): see [`crate::release`].
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -15,6 +16,7 @@ use crate::gpu_stats::GpuStatsReport;
 use crate::inventory::Inventory;
 use crate::limits::MAX_NAME;
 use crate::logs::{LogsCancel, LogsChunk, LogsEnd, LogsRequest};
+use crate::release::{UpdateOffer, UpdateStatusReport};
 use crate::status::AppStatus;
 use crate::validation::{
     ValidationError, check_dns_label, check_len, check_opt_string, check_range, check_required,
@@ -48,6 +50,8 @@ pub enum AgentMessage {
     LogsEnd(LogsEnd),
     /// Live per-GPU figures and the GPUs each app holds (see `gpu_stats.rs`).
     GpuStats(GpuStatsReport),
+    /// Where the host's agent update stands (see `release.rs`).
+    UpdateStatus(UpdateStatusReport),
 }
 
 /// A message from the control plane to the agent.
@@ -73,6 +77,8 @@ pub enum ControlMessage {
     LogsRequest(LogsRequest),
     /// Ends a live log stream.
     LogsCancel(LogsCancel),
+    /// Offers a signed agent release (see `release.rs`).
+    UpdateOffer(UpdateOffer),
 }
 
 /// `hello`: who the agent is and where it stands.
@@ -238,6 +244,7 @@ impl AgentMessage {
             AgentMessage::LogsChunk(_) => "logs_chunk",
             AgentMessage::LogsEnd(_) => "logs_end",
             AgentMessage::GpuStats(_) => "gpu_stats",
+            AgentMessage::UpdateStatus(_) => "update_status",
         }
     }
 
@@ -254,6 +261,7 @@ impl AgentMessage {
             AgentMessage::Event(m) => Some(m.seq),
             AgentMessage::Error(m) => m.seq,
             AgentMessage::GpuStats(m) => Some(m.seq),
+            AgentMessage::UpdateStatus(m) => Some(m.seq),
         }
     }
 
@@ -277,6 +285,7 @@ impl AgentMessage {
             AgentMessage::LogsChunk(c) => c.validate(),
             AgentMessage::LogsEnd(e) => e.validate(),
             AgentMessage::GpuStats(m) => m.stats.validate().map_err(|e| e.under("stats")),
+            AgentMessage::UpdateStatus(m) => m.validate(),
         }
     }
 }
@@ -293,6 +302,7 @@ impl ControlMessage {
             ControlMessage::Error(_) => "error",
             ControlMessage::LogsRequest(_) => "logs_request",
             ControlMessage::LogsCancel(_) => "logs_cancel",
+            ControlMessage::UpdateOffer(_) => "update_offer",
         }
     }
 
@@ -302,6 +312,7 @@ impl ControlMessage {
             ControlMessage::DesiredState(m) => Some(m.seq),
             ControlMessage::AppUpsert(m) => Some(m.seq),
             ControlMessage::AppDelete(m) => Some(m.seq),
+            ControlMessage::UpdateOffer(m) => Some(m.seq),
             ControlMessage::Welcome(_)
             | ControlMessage::Ack(_)
             | ControlMessage::Error(_)
@@ -329,12 +340,13 @@ impl ControlMessage {
             ControlMessage::Error(e) => e.validate(),
             ControlMessage::LogsRequest(r) => r.validate(),
             ControlMessage::LogsCancel(c) => c.validate(),
+            ControlMessage::UpdateOffer(o) => o.release.validate(),
         }
     }
 }
 
 /// `type` values of agent messages.
-pub const AGENT_TYPES: [&str; 10] = [
+pub const AGENT_TYPES: [&str; 11] = [
     "hello",
     "inventory",
     "app_status",
@@ -345,10 +357,11 @@ pub const AGENT_TYPES: [&str; 10] = [
     "logs_chunk",
     "logs_end",
     "gpu_stats",
+    "update_status",
 ];
 
 /// `type` values of control-plane messages.
-pub const CONTROL_TYPES: [&str; 8] = [
+pub const CONTROL_TYPES: [&str; 9] = [
     "welcome",
     "desired_state",
     "app_upsert",
@@ -357,4 +370,5 @@ pub const CONTROL_TYPES: [&str; 8] = [
     "error",
     "logs_request",
     "logs_cancel",
+    "update_offer",
 ];

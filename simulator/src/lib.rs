@@ -20,6 +20,8 @@ pub mod gpu_auto;
 pub mod gpu_lab;
 pub mod logging;
 pub mod placement;
+pub mod release;
+pub mod release_cli;
 pub mod secret_file;
 pub mod server;
 pub mod sim_agent;

@@ -246,6 +246,22 @@ impl SimAgent {
                 Vec::new()
             }
             ControlMessage::Welcome(_) | ControlMessage::LogsCancel(_) => Vec::new(),
+            ControlMessage::UpdateOffer(offer) => {
+                // a simulated agent has no binary to replace: it commits what it is offered
+                let version =
+                    serde_json::from_str::<odac_protocol::ReleaseManifest>(&offer.release.manifest)
+                        .map(|m| m.version)
+                        .unwrap_or_default();
+                let seq = self.next_seq();
+                let report = odac_protocol::UpdateStatusReport {
+                    seq,
+                    version,
+                    phase: odac_protocol::UpdatePhase::Committed,
+                    ..Default::default()
+                };
+                conn.send(&AgentMessage::UpdateStatus(report)).await?;
+                Vec::new()
+            }
             ControlMessage::LogsRequest(r) => {
                 let end = odac_protocol::LogsEnd {
                     request_id: r.request_id,

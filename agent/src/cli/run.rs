@@ -1,6 +1,7 @@
 //! `odac-agent run`: the subcommand around [`crate::run::run`]: configuration (exit 78 on a
 //! bad one), logging, the runtime, SIGTERM/SIGINT, and the shutdown bound. Exit codes: 0 ok,
-//! 1 runtime failure, 2 usage (clap), 78 bad configuration.
+//! 1 runtime failure, 2 usage (clap), 78 bad configuration. A staged agent version
+//! (`crate::update::launch`) takes over right after the configuration is read.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -37,6 +38,14 @@ pub fn run_command(args: &RunArgs) -> i32 {
         eprintln!("odac-agent: {e}");
         return EXIT_CONFIG;
     }
+    // before anything else starts: a staged version replaces this process here
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    crate::update::launch::launch(
+        &config.state_dir,
+        crate::AGENT_VERSION,
+        &argv,
+        &crate::update::launch::RealExec,
+    );
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

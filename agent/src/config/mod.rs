@@ -60,6 +60,9 @@ pub struct Config {
     /// GPU health (`[gpu]`).
     #[serde(default)]
     pub gpu: crate::gpu_health::GpuHealthConfig,
+    /// Self-update (`[update]`).
+    #[serde(default)]
+    pub update: crate::update::UpdateConfig,
 }
 
 /// `[control_plane]`.

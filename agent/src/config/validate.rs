@@ -102,6 +102,16 @@ impl Config {
         self.metrics
             .listen()
             .map_err(|e| ConfigError::key(crate::metrics::config::LISTEN_KEY, e.message))?;
+        let (min, max) = crate::update::COMMIT_WITHIN_RANGE;
+        range(
+            "update.commit_within_secs",
+            self.update.commit_within_secs,
+            min,
+            max,
+        )?;
+        self.update
+            .trusted_keys()
+            .map_err(|e| ConfigError::key(format!("update.public_keys[{}]", e.index), e.why))?;
         let (min, max) = crate::gpu_health::config::RECOVERY_RANGE;
         range(
             "gpu.health_recovery_secs",

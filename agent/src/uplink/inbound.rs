@@ -31,6 +31,7 @@ pub(super) struct Inbox<'a> {
     pub(super) outbox: &'a Arc<Mutex<Outbox>>,
     pub(super) queued: &'a mut VecDeque<ControlMessage>,
     pub(super) logs: &'a mut LogSessions,
+    pub(super) updates: Option<&'a super::UpdateOffers>,
 }
 
 /// Handles one frame; a change refused because it did not validate comes back as its outcome.
@@ -76,6 +77,16 @@ pub(super) async fn on_frame(
                 .map(|()| None),
             None => Ok(None),
         },
+        Ok(ControlMessage::UpdateOffer(o)) => {
+            let seq = o.seq;
+            let taken = inbox.updates.map(|tx| tx.try_send(o));
+            let reply = match taken {
+                Some(Ok(())) => AgentMessage::Ack(odac_protocol::Ack { seq }),
+                Some(Err(_)) => update_refusal(seq, "an update is already in progress"),
+                None => update_refusal(seq, "self-update is not available in this agent"),
+            };
+            send_msg(ws, &reply, interval).await.map(|()| None)
+        }
         Ok(m) => {
             inbox.queued.push_back(m);
             Ok(None)
@@ -85,6 +96,15 @@ pub(super) async fn on_frame(
             Ok(refused_change(&e, text.as_bytes()))
         }
     }
+}
+
+/// The `error` refusing the `update_offer` with `seq`.
+fn update_refusal(seq: u64, why: &str) -> AgentMessage {
+    AgentMessage::Error(ErrorMessage::new(
+        ErrorCode::Conflict,
+        format!("update_offer: {why}"),
+        Some(seq),
+    ))
 }
 
 /// The text of a frame; every other frame is handled here (`None`: nothing more to do).

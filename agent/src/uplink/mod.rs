@@ -125,6 +125,24 @@ impl GpuStatsSink {
     }
 }
 
+/// Queues agent-update reports for the control plane (only the latest is ever pending).
+#[derive(Debug, Clone)]
+pub struct UpdateSink {
+    outbox: Arc<Mutex<Outbox>>,
+    wake: Arc<Notify>,
+}
+
+impl UpdateSink {
+    /// Replaces the pending update report with `status` (its `seq` is set by the outbox).
+    pub fn put(&self, status: odac_protocol::UpdateStatusReport) {
+        lock(&self.outbox).put_update_status(status);
+        self.wake.notify_one();
+    }
+}
+
+/// Where `update_offer`s go (the update task).
+pub type UpdateOffers = tokio::sync::mpsc::Sender<odac_protocol::UpdateOffer>;
+
 /// The uplink task.
 pub struct Uplink {
     config: UplinkConfig,
@@ -136,6 +154,8 @@ pub struct Uplink {
     resync: Arc<resync::ResyncState>,
     beat: Heartbeat,
     logs: Option<Arc<logs::LogSource>>,
+    updates: Option<UpdateOffers>,
+    agent_version: String,
 }
 
 impl Uplink {
@@ -156,6 +176,29 @@ impl Uplink {
             resync: Arc::default(),
             beat: Heartbeat::detached("uplink"),
             logs: None,
+            updates: None,
+            agent_version: crate::AGENT_VERSION.to_owned(),
+        }
+    }
+
+    /// Reports `version` in `hello` instead of this binary's own (a staged version started by
+    /// the launcher reports the version its signed manifest names).
+    pub fn with_agent_version(mut self, version: String) -> Self {
+        self.agent_version = version;
+        self
+    }
+
+    /// Passes `update_offer`s to `offers` (without, each is refused).
+    pub fn with_updates(mut self, offers: UpdateOffers) -> Self {
+        self.updates = Some(offers);
+        self
+    }
+
+    /// A handle to queue agent-update reports.
+    pub fn updates(&self) -> UpdateSink {
+        UpdateSink {
+            outbox: Arc::clone(&self.outbox),
+            wake: Arc::clone(&self.wake),
         }
     }
 
@@ -264,6 +307,7 @@ impl Uplink {
                         hello: self.hello(),
                         heartbeat: cfg.heartbeat,
                         welcome_timeout: cfg.welcome_timeout,
+                        updates: self.updates.as_ref(),
                         shutdown,
                         link_events: &self.link_events,
                         resync: &self.resync,
@@ -323,7 +367,7 @@ impl Uplink {
         Hello {
             agent_id: self.config.agent_id.clone(),
             hostname: self.config.hostname.clone(),
-            agent_version: crate::AGENT_VERSION.to_owned(),
+            agent_version: self.agent_version.clone(),
             protocol_version: PROTOCOL_VERSION,
             last_generation: self.apps.generation(),
         }

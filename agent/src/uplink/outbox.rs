@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use odac_protocol::{
     AgentMessage, AppStatus, AppStatusReport, Event, EventLevel, GpuStats, GpuStatsReport,
-    Inventory, InventoryReport,
+    Inventory, InventoryReport, UpdateStatusReport,
 };
 
 use super::removal_log::RemovalLog;
@@ -42,6 +42,7 @@ enum Key {
     Status(String),
     Event,
     GpuStats,
+    Update,
 }
 
 #[derive(Debug, Clone)]
@@ -85,6 +86,8 @@ pub struct Outbox {
     removals: Option<RemovalLog>,
     /// The latest GPU sample (older ones are never sent again).
     gpu_stats: Option<Entry<GpuStats>>,
+    /// The latest agent-update report (an update's state: only the latest matters).
+    update: Option<Entry<UpdateStatusReport>>,
     /// Reports handed to a session to send, resends included (metrics).
     sent_total: u64,
     /// Reports the control plane acknowledged (metrics).
@@ -187,6 +190,23 @@ impl Outbox {
         });
     }
 
+    /// Replaces the pending agent-update report (its `seq` is set here).
+    pub fn put_update_status(&mut self, mut report: UpdateStatusReport) {
+        self.clock += 1;
+        report.seq = self.take_seq();
+        if let Some(old) = &self.update {
+            self.by_seq.remove(&old.seq);
+        }
+        self.by_seq.insert(report.seq, Key::Update);
+        let (seq, touched) = (report.seq, self.clock);
+        self.update = Some(Entry {
+            item: report,
+            seq,
+            sent: false,
+            touched,
+        });
+    }
+
     /// Replaces the pending status of `status.name`; the same status as the one pending keeps
     /// its `seq` (it is the same report). Returns false when an older status was evicted to
     /// stay within [`OutboxLimits::max_statuses`].
@@ -273,6 +293,9 @@ impl Outbox {
         if let Some(e) = &mut self.gpu_stats {
             e.sent = false;
         }
+        if let Some(e) = &mut self.update {
+            e.sent = false;
+        }
     }
 
     /// Every pending report not yet sent in this session, in `seq` order, each with its own
@@ -317,6 +340,12 @@ impl Outbox {
                 seq: e.seq,
                 stats: e.item.clone(),
             }));
+        }
+        if let Some(e) = &mut self.update
+            && !e.sent
+        {
+            e.sent = true;
+            out.push(AgentMessage::UpdateStatus(e.item.clone()));
         }
         out.sort_by_key(|m| m.seq().unwrap_or_default());
         self.sent_total += out.len() as u64;
@@ -366,6 +395,12 @@ impl Outbox {
                     return true;
                 }
             }
+            Key::Update => {
+                if self.update.as_ref().is_some_and(|e| e.seq == seq) {
+                    self.update = None;
+                    return true;
+                }
+            }
         }
         false
     }
@@ -376,6 +411,7 @@ impl Outbox {
             + self.statuses.len()
             + self.events.len()
             + usize::from(self.gpu_stats.is_some())
+            + usize::from(self.update.is_some())
     }
 
     /// Apps with an unacked status.

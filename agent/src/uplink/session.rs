@@ -74,6 +74,8 @@ pub(crate) struct SessionCtx<'a> {
     pub beat: &'a LoopBeat,
     /// Where live logs come from (`None`: every `logs_request` ends with `not_found`).
     pub logs: Option<Arc<LogSource>>,
+    /// Where `update_offer`s go (`None`: each is refused).
+    pub updates: Option<&'a super::UpdateOffers>,
 }
 
 /// Runs one session on an established WebSocket.
@@ -167,7 +169,7 @@ async fn serve(
                 }
             }
             frame = ws.next() => {
-                let inbox = Inbox { heartbeat: &mut heartbeat, outbox: ctx.outbox, queued: &mut queued, logs: &mut logs };
+                let inbox = Inbox { heartbeat: &mut heartbeat, outbox: ctx.outbox, queued: &mut queued, logs: &mut logs, updates: ctx.updates };
                 if let Some(refused) = on_frame(ws, frame, inbox, interval).await? {
                     resync = after_apply(ctx.resync, &refused).or(resync);
                 }

@@ -3,7 +3,8 @@
 //! `module::test`. Modules named `*_docker` need the real engine (the fast tier leaves them
 //! out); the rest need nothing outside the process. Shared support: `uplink_support` (a scripted
 //! control plane), `docker_support` (the engine and test image), `fixture_hosts` (host trees),
-//! `git_source_support`, `enroll_support`.
+//! `git_source_support`, `enroll_support`, `self_update_support` (release keys and update
+//! seams).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod appmgr_support;
@@ -11,6 +12,7 @@ mod docker_support;
 mod enroll_support;
 mod fixture_hosts;
 mod git_source_support;
+mod self_update_support;
 mod uplink_support;
 
 mod agent_id_file;
@@ -60,6 +62,10 @@ mod removal_restart;
 mod rollout_fake;
 mod rollout_pull_fake;
 mod rollout_start_first_fake;
+mod self_update_commit;
+mod self_update_launch;
+mod self_update_stage;
+mod self_update_verify;
 mod uplink_backoff;
 mod uplink_duplicate_keys;
 mod uplink_host_access;

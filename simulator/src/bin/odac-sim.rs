@@ -1,5 +1,6 @@
 //! `odac-sim` binary: the simulated control plane (`serve`), a simulated fleet of agents
-//! (`fleet`), the all-in-one demo with a real local agent (`demo`) and the GPU lab (`gpu-lab`).
+//! (`fleet`), the all-in-one demo with a real local agent (`demo`), the GPU lab (`gpu-lab`)
+//! and agent releases (`release`).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -72,7 +73,13 @@ enum Command {
         /// their own registries, e.g. a local registry on an air-gapped network.
         #[arg(long, value_name = "HOST[:PORT]", value_parser = odac_simulator::catalog::check_registry)]
         catalog_registry: Option<String>,
+        /// Agent releases to offer (`odac-sim release sign` files) and serve (/releases/NAME).
+        #[arg(long, value_name = "DIR")]
+        releases: Option<PathBuf>,
     },
+    /// Agent releases: make a key, sign a binary (`odac agent update` offers it).
+    #[command(subcommand)]
+    Release(odac_simulator::release_cli::ReleaseCommand),
     /// Run N protocol-level simulated agents (no Docker) against a control plane.
     Fleet {
         /// Number of simulated agents to run.
@@ -251,6 +258,7 @@ async fn main_async(cli: Cli) -> anyhow::Result<()> {
             insecure_open_api,
             heartbeat_secs,
             catalog_registry,
+            releases,
         } => {
             for f in &token_files {
                 tokens.extend(secret_file::read_tokens(f)?);
@@ -268,10 +276,12 @@ async fn main_async(cli: Cli) -> anyhow::Result<()> {
             cfg.insecure_open_api = insecure_open_api;
             cfg.heartbeat_secs = heartbeat_secs;
             cfg.catalog_registry = catalog_registry;
+            cfg.releases = releases;
             let server = Server::start(cfg).await?;
             print!("{}", server.banner());
             server.run_until_signal().await;
         }
+        Command::Release(command) => command.run()?,
         Command::Fleet {
             agents,
             cp,

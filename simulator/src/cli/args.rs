@@ -43,6 +43,16 @@ pub enum Command {
     /// Registry logins the control plane sends to agents that pull from them.
     #[command(subcommand)]
     Registry(RegistryCommand),
+    /// The agents themselves: roll a signed agent release out over the fleet.
+    #[command(subcommand)]
+    Agent(AgentCommand),
+}
+
+/// `odac agent …`.
+#[derive(Debug, Subcommand)]
+pub enum AgentCommand {
+    /// Update hosts' agents to a signed release, in waves that halt at the first failure.
+    Update(super::agent_update::AgentUpdateArgs),
 }
 
 /// `odac registry …`.

@@ -4,6 +4,7 @@
 //! 1 failed request (the API's message in terms of the flags given, or "cannot reach the
 //! API"), 2 usage error.
 
+pub mod agent_update;
 pub mod args;
 pub mod client;
 pub mod diagnosis;
@@ -25,8 +26,8 @@ use clap::Parser;
 use serde_json::{Map, Value, json};
 
 pub use self::args::{
-    AppCommand, Cli, Command, Count, CreateArgs, GpuArgs, GpuFlags, HostCommand, ListArgs, NameArg,
-    parse_count,
+    AgentCommand, AppCommand, Cli, Command, Count, CreateArgs, GpuArgs, GpuFlags, HostCommand,
+    ListArgs, NameArg, parse_count,
 };
 use self::client::{Client, ClientError, segment};
 use crate::state::views::{AppView, HostView};
@@ -314,6 +315,7 @@ fn dispatch(cli: &Cli, client: &Client) -> Result<(), ClientError> {
             logs::logs(client, a, &mut std::io::stdout(), &mut std::io::stderr())?;
         }
         Command::Registry(command) => registry::run(client, command)?,
+        Command::Agent(AgentCommand::Update(args)) => agent_update::run(client, args)?,
         Command::Host(HostCommand::List(args)) => {
             let v = client.get("/api/hosts")?;
             if args.json {

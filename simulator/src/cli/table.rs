@@ -223,6 +223,9 @@ fn joined_or_dash(items: impl Iterator<Item = String>, sep: &str) -> String {
 
 /// The `odac host list` table.
 pub fn hosts(hosts: &[HostView]) -> String {
+    fn non_empty_or_dash(s: &str) -> String {
+        if s.is_empty() { "-" } else { s }.to_owned()
+    }
     let rows: Vec<Vec<String>> = hosts
         .iter()
         .map(|h| {
@@ -245,6 +248,8 @@ pub fn hosts(hosts: &[HostView]) -> String {
                 sched,
                 reason,
                 h.engine.clone(),
+                non_empty_or_dash(&h.agent_version),
+                super::agent_update::update_state(h.update.as_ref()),
             ]
         })
         .collect();
@@ -256,6 +261,8 @@ pub fn hosts(hosts: &[HostView]) -> String {
             "SCHEDULABLE",
             "REASON",
             "ENGINE",
+            "AGENT",
+            "UPDATE",
         ],
         &rows,
     )

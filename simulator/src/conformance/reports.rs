@@ -1,6 +1,6 @@
 //! The conformance rules on what a control plane does with the agent's frames beyond plain
-//! acks (PROTOCOL.md 1, 3.1, 4.1, 4.3 and 5): a `gpu_stats` report is acked with its `seq`
-//! like every report; a frame holding a key twice is refused as a whole with
+//! acks (PROTOCOL.md 1, 3.1, 4.1, 4.3, 5 and 6): a `gpu_stats` or `update_status` report is
+//! acked with its `seq` like every report; a frame holding a key twice is refused as a whole with
 //! `error{code:"invalid"}` naming the key and is not acked, and the session goes on; an
 //! `error` from the agent (a `conflict` while it is out of step) is never answered with an
 //! `error`, and the session goes on.
@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use odac_protocol::{
     AgentMessage, ControlMessage, ErrorCode, ErrorMessage, GpuSample, GpuStats, GpuStatsReport,
+    UpdatePhase, UpdateStatusReport,
 };
 
 use crate::fake_agent::agent_conn::{AgentConn, Incoming};
@@ -66,6 +67,26 @@ pub(super) async fn acks_gpu_stats(conn: &mut AgentConn) -> Result<String, Strin
     .await
     .map_err(|e| format!("no ack for gpu_stats seq 1101: {e}"))?;
     Ok("gpu_stats seq 1101 acked".to_owned())
+}
+
+/// `update_status` is a report: acked with its `seq` (3.1, 4.1, 6), the `update_failed`
+/// outcome of a rolled-back agent update included.
+pub(super) async fn acks_update_status(conn: &mut AgentConn) -> Result<String, String> {
+    let report = UpdateStatusReport {
+        seq: 1201,
+        version: "0.2.0".to_owned(),
+        phase: UpdatePhase::UpdateFailed,
+        message: Some("conformance check: version 0.2.0 did not commit".to_owned()),
+        ..UpdateStatusReport::default()
+    };
+    send(conn, &AgentMessage::UpdateStatus(report)).await?;
+    conn.recv_until(ANSWER, |m| match m {
+        Incoming::Message(ControlMessage::Ack(a)) if a.seq == 1201 => Some(()),
+        _ => None,
+    })
+    .await
+    .map_err(|e| format!("no ack for update_status seq 1201: {e}"))?;
+    Ok("update_status seq 1201 acked".to_owned())
 }
 
 /// A key twice in one object: `invalid`, nothing acked, the session goes on (1, 5).

@@ -10,6 +10,7 @@
 
 pub mod admin;
 pub mod agent_auth;
+pub mod agent_update;
 pub mod api;
 pub mod api_error;
 pub mod app_update;
@@ -79,6 +80,8 @@ pub struct ServeConfig {
     /// Mirror (`HOST[:PORT]`, checked by [`crate::catalog::check_registry`]) the catalog's
     /// images are pulled from.
     pub catalog_registry: Option<String>,
+    /// Directory of signed agent releases (`odac-sim release sign`) to offer and serve.
+    pub releases: Option<PathBuf>,
 }
 
 impl ServeConfig {
@@ -94,6 +97,7 @@ impl ServeConfig {
             hosts_per_token: crate::state::identity::DEFAULT_HOSTS_PER_TOKEN,
             insecure_open_api: false,
             catalog_registry: None,
+            releases: None,
         }
     }
 }
@@ -190,6 +194,10 @@ pub fn router(hub: Arc<Hub>) -> Router {
             axum::routing::delete(registries::logout),
         )
         .route("/api/reasons", get(crate::server::reasons::list_reasons))
+        .route(
+            "/api/hosts/{id}/agent-update",
+            post(agent_update::offer_update),
+        )
         .route("/metrics", get(metrics::metrics))
         .route("/api/enroll/codes", post(admin::new_enroll_code))
         .route(
@@ -206,6 +214,7 @@ pub fn router(hub: Arc<Hub>) -> Router {
         .merge(guarded)
         .route("/api/enroll", post(admin::enroll))
         .route(AGENT_PATH, get(ws::upgrade))
+        .route("/releases/{file}", get(agent_update::artefact))
         .merge(dashboard::routes())
         .fallback(not_found)
         .layer(middleware::from_fn(crate::server::http_errors::json_errors))
@@ -258,6 +267,9 @@ impl Server {
         }
         if let Some(mirror) = &cfg.catalog_registry {
             let _ = hub.catalog_registry.set(mirror.clone());
+        }
+        if let Some(dir) = &cfg.releases {
+            let _ = hub.releases.set(dir.clone());
         }
         let writer = tokio::spawn(Arc::clone(&hub).run_writer());
         let listener =

@@ -23,7 +23,7 @@ use axum::response::{IntoResponse, Response};
 use futures_util::{SinkExt, StreamExt};
 use odac_protocol::{
     Ack, AgentMessage, AppDelete, AppUpsert, ControlMessage, DecodeError, DesiredStateMessage,
-    ErrorCode, MAX_FRAME_BYTES, PROTOCOL_VERSION, SUBPROTOCOL, Welcome, decode_agent,
+    ErrorCode, MAX_FRAME_BYTES, PROTOCOL_VERSION, SUBPROTOCOL, UpdateOffer, Welcome, decode_agent,
 };
 use tokio::sync::{broadcast, mpsc};
 
@@ -200,6 +200,7 @@ impl Session {
             AgentMessage::LogsChunk(c) => self.hub.logs.chunk(&self.host, c),
             AgentMessage::LogsEnd(e) => self.hub.logs.end(&self.host, e),
             AgentMessage::GpuStats(m) => self.hub.record_gpu_stats(&self.host, m.stats),
+            AgentMessage::UpdateStatus(m) => self.hub.record_update(&self.host, m),
         }
         if let Some(seq) = seq {
             self.ack(seq);
@@ -365,6 +366,11 @@ async fn session(hub: Arc<Hub>, socket: WebSocket, caller: crate::server::agent_
                     break;
                 }
                 Some(SessionCmd::SendRaw(frame)) => s.send(Message::Text(frame.into())),
+                Some(SessionCmd::OfferUpdate(release)) => {
+                    s.next_seq += 1;
+                    let seq = s.next_seq;
+                    s.send(text(&ControlMessage::UpdateOffer(UpdateOffer { seq, release })));
+                }
             },
             change = changes.recv() => match change {
                 Ok(c) if c.host == host && c.generation > s.sent_generation => {

@@ -41,6 +41,27 @@ pub struct HostRecord {
     /// Number of sessions so far.
     #[serde(default)]
     pub sessions: u64,
+    /// The agent's self-update, as it last reported it (`None` since an offer was sent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update: Option<HostUpdate>,
+}
+
+/// A host's agent update, as its agent last reported it (`update_status`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostUpdate {
+    /// The version being installed (empty when the offer was refused before it was read).
+    pub version: String,
+    /// Where it stands.
+    pub phase: odac_protocol::UpdatePhase,
+    /// Why (refused, update_failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Download progress.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+    /// The artefact's size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
 }
 
 /// One app of the fleet (names are unique fleet-wide).

@@ -33,6 +33,9 @@ pub struct HostView {
     pub connected: bool,
     /// Agent version.
     pub agent_version: String,
+    /// The agent's self-update, as last reported.
+    #[serde(default)]
+    pub update: Option<crate::state::model::HostUpdate>,
     /// Last message, RFC 3339.
     pub last_seen: String,
     /// Desired-state generation.
@@ -145,6 +148,7 @@ pub fn host_view(h: &HostRecord, connected: bool, apps: Vec<String>) -> HostView
         hostname: h.hostname.clone(),
         connected,
         agent_version: h.agent_version.clone(),
+        update: h.update.clone(),
         last_seen: crate::clock::rfc3339(h.last_seen_ms),
         generation: h.generation,
         acked_generation: h.acked_generation,

@@ -8,6 +8,7 @@
 mod browser;
 mod common;
 
+mod agent_update;
 mod agent_ws;
 mod api;
 mod app_update;

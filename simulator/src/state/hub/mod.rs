@@ -73,6 +73,8 @@ pub enum SessionCmd {
     Close(u16, String),
     /// Send this text frame as is.
     SendRaw(String),
+    /// Offer this agent release (`update_offer`, with the session's next `seq`).
+    OfferUpdate(odac_protocol::SignedRelease),
 }
 
 struct SessionEntry {
@@ -110,6 +112,8 @@ pub struct Hub {
     pub registries: crate::state::registries::Registries,
     /// The mirror the catalog's images are pulled from (`--catalog-registry`).
     pub catalog_registry: std::sync::OnceLock<String>,
+    /// The directory of signed agent releases (`--releases`).
+    pub releases: std::sync::OnceLock<std::path::PathBuf>,
 }
 
 fn to_value<T: Serialize>(v: &T) -> serde_json::Value {
@@ -146,6 +150,7 @@ impl Hub {
             gpu_history: crate::state::gpu_history::GpuHistory::default(),
             registries: crate::state::registries::Registries::default(),
             catalog_registry: std::sync::OnceLock::new(),
+            releases: std::sync::OnceLock::new(),
         })
     }
 

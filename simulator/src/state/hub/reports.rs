@@ -64,6 +64,48 @@ impl Hub {
         }
     }
 
+    /// Records an `update_status`; a final phase is logged.
+    pub fn record_update(&self, host: &str, m: odac_protocol::UpdateStatusReport) {
+        if m.phase.is_final() {
+            let cause = m
+                .message
+                .as_deref()
+                .map(|c| format!(": {c}"))
+                .unwrap_or_default();
+            let msg = format!(
+                "host {host} agent update {} {}{cause}",
+                m.version,
+                m.phase.as_str()
+            );
+            let level = match m.phase {
+                odac_protocol::UpdatePhase::Committed => EventLevel::Info,
+                _ => EventLevel::Error,
+            };
+            self.write(|d| self.log(d, level, Some(host), None, msg));
+        }
+        self.touch_host(host, |h| {
+            h.update = Some(crate::state::model::HostUpdate {
+                version: m.version,
+                phase: m.phase,
+                message: m.message,
+                bytes: m.bytes,
+                total: m.total,
+            });
+        });
+        self.emit_host(host);
+    }
+
+    /// Sends `release` to `host`'s live session and forgets its last update report; `false`
+    /// when the host has no live session.
+    pub fn offer_update(&self, host: &str, release: odac_protocol::SignedRelease) -> bool {
+        let sent = self.send_to_session(host, super::SessionCmd::OfferUpdate(release));
+        if sent {
+            self.touch_host(host, |h| h.update = None);
+            self.emit_host(host);
+        }
+        sent
+    }
+
     /// Records an inventory.
     pub fn record_inventory(&self, host: &str, inv: Inventory) {
         self.touch_host(host, |h| h.inventory = Some(Arc::new(inv)));
