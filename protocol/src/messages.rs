@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::app::AppSpec;
 use crate::desired::{DesiredState, validate_apps};
 pub use crate::error_message::{ErrorCode, ErrorMessage};
+use crate::exec::{ExecRefused, ExecRequest};
 use crate::gpu_stats::GpuStatsReport;
 use crate::inventory::Inventory;
 use crate::limits::MAX_NAME;
@@ -48,6 +49,8 @@ pub enum AgentMessage {
     LogsEnd(LogsEnd),
     /// Live per-GPU figures and the GPUs each app holds (see `gpu_stats.rs`).
     GpuStats(GpuStatsReport),
+    /// An exec session was refused (the agent does not dial it).
+    ExecRefused(ExecRefused),
 }
 
 /// A message from the control plane to the agent.
@@ -73,6 +76,8 @@ pub enum ControlMessage {
     LogsRequest(LogsRequest),
     /// Ends a live log stream.
     LogsCancel(LogsCancel),
+    /// Starts an exec session (the agent dials its own socket with the ticket).
+    ExecRequest(ExecRequest),
 }
 
 /// `hello`: who the agent is and where it stands.
@@ -238,6 +243,7 @@ impl AgentMessage {
             AgentMessage::LogsChunk(_) => "logs_chunk",
             AgentMessage::LogsEnd(_) => "logs_end",
             AgentMessage::GpuStats(_) => "gpu_stats",
+            AgentMessage::ExecRefused(_) => "exec_refused",
         }
     }
 
@@ -248,7 +254,8 @@ impl AgentMessage {
             | AgentMessage::Ack(_)
             | AgentMessage::Resync(_)
             | AgentMessage::LogsChunk(_)
-            | AgentMessage::LogsEnd(_) => None,
+            | AgentMessage::LogsEnd(_)
+            | AgentMessage::ExecRefused(_) => None,
             AgentMessage::Inventory(m) => Some(m.seq),
             AgentMessage::AppStatus(m) => Some(m.seq),
             AgentMessage::Event(m) => Some(m.seq),
@@ -277,6 +284,7 @@ impl AgentMessage {
             AgentMessage::LogsChunk(c) => c.validate(),
             AgentMessage::LogsEnd(e) => e.validate(),
             AgentMessage::GpuStats(m) => m.stats.validate().map_err(|e| e.under("stats")),
+            AgentMessage::ExecRefused(r) => r.validate(),
         }
     }
 }
@@ -293,6 +301,7 @@ impl ControlMessage {
             ControlMessage::Error(_) => "error",
             ControlMessage::LogsRequest(_) => "logs_request",
             ControlMessage::LogsCancel(_) => "logs_cancel",
+            ControlMessage::ExecRequest(_) => "exec_request",
         }
     }
 
@@ -306,7 +315,8 @@ impl ControlMessage {
             | ControlMessage::Ack(_)
             | ControlMessage::Error(_)
             | ControlMessage::LogsRequest(_)
-            | ControlMessage::LogsCancel(_) => None,
+            | ControlMessage::LogsCancel(_)
+            | ControlMessage::ExecRequest(_) => None,
         }
     }
 
@@ -329,12 +339,13 @@ impl ControlMessage {
             ControlMessage::Error(e) => e.validate(),
             ControlMessage::LogsRequest(r) => r.validate(),
             ControlMessage::LogsCancel(c) => c.validate(),
+            ControlMessage::ExecRequest(r) => r.validate(),
         }
     }
 }
 
 /// `type` values of agent messages.
-pub const AGENT_TYPES: [&str; 10] = [
+pub const AGENT_TYPES: [&str; 11] = [
     "hello",
     "inventory",
     "app_status",
@@ -345,10 +356,11 @@ pub const AGENT_TYPES: [&str; 10] = [
     "logs_chunk",
     "logs_end",
     "gpu_stats",
+    "exec_refused",
 ];
 
 /// `type` values of control-plane messages.
-pub const CONTROL_TYPES: [&str; 8] = [
+pub const CONTROL_TYPES: [&str; 9] = [
     "welcome",
     "desired_state",
     "app_upsert",
@@ -357,4 +369,5 @@ pub const CONTROL_TYPES: [&str; 8] = [
     "error",
     "logs_request",
     "logs_cancel",
+    "exec_request",
 ];

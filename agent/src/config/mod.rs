@@ -60,6 +60,9 @@ pub struct Config {
     /// GPU health (`[gpu]`).
     #[serde(default)]
     pub gpu: crate::gpu_health::GpuHealthConfig,
+    /// Exec sessions (`[exec]`).
+    #[serde(default)]
+    pub exec: crate::uplink::exec::ExecConfig,
 }
 
 /// `[control_plane]`.

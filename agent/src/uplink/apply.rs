@@ -81,7 +81,8 @@ pub(super) fn start_apply(apps: &Arc<dyn AppControl>, msg: ControlMessage) -> Op
         | ControlMessage::Ack(_)
         | ControlMessage::Error(_)
         | ControlMessage::LogsRequest(_)
-        | ControlMessage::LogsCancel(_) => None,
+        | ControlMessage::LogsCancel(_)
+        | ControlMessage::ExecRequest(_) => None,
     }
 }
 

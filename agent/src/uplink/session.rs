@@ -74,6 +74,8 @@ pub(crate) struct SessionCtx<'a> {
     pub beat: &'a LoopBeat,
     /// Where live logs come from (`None`: every `logs_request` ends with `not_found`).
     pub logs: Option<Arc<LogSource>>,
+    /// Serves exec sessions (`None`: every `exec_request` is refused).
+    pub exec: Option<Arc<super::exec::ExecService>>,
 }
 
 /// Runs one session on an established WebSocket.
@@ -167,7 +169,7 @@ async fn serve(
                 }
             }
             frame = ws.next() => {
-                let inbox = Inbox { heartbeat: &mut heartbeat, outbox: ctx.outbox, queued: &mut queued, logs: &mut logs };
+                let inbox = Inbox { heartbeat: &mut heartbeat, outbox: ctx.outbox, queued: &mut queued, logs: &mut logs, exec: ctx.exec.as_ref() };
                 if let Some(refused) = on_frame(ws, frame, inbox, interval).await? {
                     resync = after_apply(ctx.resync, &refused).or(resync);
                 }

@@ -200,6 +200,7 @@ impl Session {
             AgentMessage::LogsChunk(c) => self.hub.logs.chunk(&self.host, c),
             AgentMessage::LogsEnd(e) => self.hub.logs.end(&self.host, e),
             AgentMessage::GpuStats(m) => self.hub.record_gpu_stats(&self.host, m.stats),
+            AgentMessage::ExecRefused(r) => self.hub.exec.refused(&self.host, r),
         }
         if let Some(seq) = seq {
             self.ack(seq);
