@@ -84,6 +84,7 @@ pub fn decode_control(frame: &[u8]) -> Result<ControlMessage, DecodeError> {
         "error" => ControlMessage::Error(payload(value)?),
         "logs_request" => ControlMessage::LogsRequest(payload(value)?),
         "logs_cancel" => ControlMessage::LogsCancel(payload(value)?),
+        "exec_request" => ControlMessage::ExecRequest(payload(value)?),
         _ => return Err(DecodeError::UnknownType(kind)),
     };
     msg.validate().map_err(DecodeError::Invalid)?;
@@ -104,6 +105,7 @@ pub fn decode_agent(frame: &[u8]) -> Result<AgentMessage, DecodeError> {
         "logs_chunk" => AgentMessage::LogsChunk(payload(value)?),
         "logs_end" => AgentMessage::LogsEnd(payload(value)?),
         "gpu_stats" => AgentMessage::GpuStats(payload(value)?),
+        "exec_refused" => AgentMessage::ExecRefused(payload(value)?),
         _ => return Err(DecodeError::UnknownType(kind)),
     };
     msg.validate().map_err(DecodeError::Invalid)?;
