@@ -24,6 +24,7 @@ use crate::gpu_health::{GpuHealthMonitor, health_loop};
 use crate::identity;
 use crate::instance_lock::{self, InstanceLock};
 use crate::inventory::{Assessment, scan};
+use crate::uplink::exec::ExecService;
 use crate::uplink::logs::LogSource;
 use crate::uplink::{
     AppControl, ApplyError, Dialer, Endpoint, EventSink, TOKEN_ENV, Token, Uplink, UplinkConfig,
@@ -173,6 +174,7 @@ pub async fn run_with(
     let telemetry_manager = manager.clone();
     let telemetry_feed = inventory_rx.clone();
     let update_tls = tls.clone();
+    let exec_agent_id = agent_id.clone();
     let uplink = Uplink::new(
         UplinkConfig {
             dialer: Dialer::new(
@@ -195,7 +197,13 @@ pub async fn run_with(
         inventory_rx,
     )
     .with_heartbeat(uplink_beat)
-    .with_logs(LogSource::new(engine, config.apps.instance.clone()));
+    .with_logs(LogSource::new(engine.clone(), config.apps.instance.clone()))
+    .with_exec(ExecService::new(
+        engine,
+        config.apps.instance.clone(),
+        exec_agent_id,
+        config.exec.clone(),
+    ));
     let uplink = crate::update::wire::attach(
         &mut tasks,
         (&config.state_dir, &config.update),

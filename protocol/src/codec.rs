@@ -85,6 +85,7 @@ pub fn decode_control(frame: &[u8]) -> Result<ControlMessage, DecodeError> {
         "logs_request" => ControlMessage::LogsRequest(payload(value)?),
         "logs_cancel" => ControlMessage::LogsCancel(payload(value)?),
         "update_offer" => ControlMessage::UpdateOffer(payload(value)?),
+        "exec_request" => ControlMessage::ExecRequest(payload(value)?),
         _ => return Err(DecodeError::UnknownType(kind)),
     };
     msg.validate().map_err(DecodeError::Invalid)?;
@@ -106,6 +107,7 @@ pub fn decode_agent(frame: &[u8]) -> Result<AgentMessage, DecodeError> {
         "logs_end" => AgentMessage::LogsEnd(payload(value)?),
         "gpu_stats" => AgentMessage::GpuStats(payload(value)?),
         "update_status" => AgentMessage::UpdateStatus(payload(value)?),
+        "exec_refused" => AgentMessage::ExecRefused(payload(value)?),
         _ => return Err(DecodeError::UnknownType(kind)),
     };
     msg.validate().map_err(DecodeError::Invalid)?;

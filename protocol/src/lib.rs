@@ -10,6 +10,7 @@ mod app;
 mod codec;
 mod desired;
 mod error_message;
+mod exec;
 mod git_source;
 mod gpu;
 mod gpu_health;
@@ -38,6 +39,11 @@ mod vendor_facts;
 pub use app::{AppSpec, GitSource, PortMapping, PortProtocol, Resources, VolumeMount};
 pub use codec::{DecodeError, Encode, decode_agent, decode_control, encode, error_reply};
 pub use desired::DesiredState;
+pub use exec::{
+    EXEC_PATH_SUFFIX, EXEC_SUBPROTOCOL, EXEC_TICKET_HEADER, ExecEndReason, ExecExit, ExecFrame,
+    ExecRefused, ExecRequest, ExecResize, MAX_EXEC_DATA_FRAME, MAX_EXEC_SESSION_ID,
+    MAX_EXEC_TICKET, STREAM_STDERR, STREAM_STDIN, STREAM_STDOUT, Ticket,
+};
 pub use git_source::{GitScheme, GitSecret, MAX_SECRET};
 pub use gpu::{
     ALL_CAPABILITIES, DRIVER_CAPABILITIES_ENV, DriverCapabilities, DriverCapability,

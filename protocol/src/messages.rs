@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::app::AppSpec;
 use crate::desired::{DesiredState, validate_apps};
 pub use crate::error_message::{ErrorCode, ErrorMessage};
+use crate::exec::{ExecRefused, ExecRequest};
 use crate::gpu_stats::GpuStatsReport;
 use crate::inventory::Inventory;
 use crate::limits::MAX_NAME;
@@ -52,6 +53,8 @@ pub enum AgentMessage {
     GpuStats(GpuStatsReport),
     /// Where the host's agent update stands (see `release.rs`).
     UpdateStatus(UpdateStatusReport),
+    /// An exec session was refused (the agent does not dial it).
+    ExecRefused(ExecRefused),
 }
 
 /// A message from the control plane to the agent.
@@ -79,6 +82,8 @@ pub enum ControlMessage {
     LogsCancel(LogsCancel),
     /// Offers a signed agent release (see `release.rs`).
     UpdateOffer(UpdateOffer),
+    /// Starts an exec session (the agent dials its own socket with the ticket).
+    ExecRequest(ExecRequest),
 }
 
 /// `hello`: who the agent is and where it stands.
@@ -245,6 +250,7 @@ impl AgentMessage {
             AgentMessage::LogsEnd(_) => "logs_end",
             AgentMessage::GpuStats(_) => "gpu_stats",
             AgentMessage::UpdateStatus(_) => "update_status",
+            AgentMessage::ExecRefused(_) => "exec_refused",
         }
     }
 
@@ -255,7 +261,8 @@ impl AgentMessage {
             | AgentMessage::Ack(_)
             | AgentMessage::Resync(_)
             | AgentMessage::LogsChunk(_)
-            | AgentMessage::LogsEnd(_) => None,
+            | AgentMessage::LogsEnd(_)
+            | AgentMessage::ExecRefused(_) => None,
             AgentMessage::Inventory(m) => Some(m.seq),
             AgentMessage::AppStatus(m) => Some(m.seq),
             AgentMessage::Event(m) => Some(m.seq),
@@ -286,6 +293,7 @@ impl AgentMessage {
             AgentMessage::LogsEnd(e) => e.validate(),
             AgentMessage::GpuStats(m) => m.stats.validate().map_err(|e| e.under("stats")),
             AgentMessage::UpdateStatus(m) => m.validate(),
+            AgentMessage::ExecRefused(r) => r.validate(),
         }
     }
 }
@@ -303,6 +311,7 @@ impl ControlMessage {
             ControlMessage::LogsRequest(_) => "logs_request",
             ControlMessage::LogsCancel(_) => "logs_cancel",
             ControlMessage::UpdateOffer(_) => "update_offer",
+            ControlMessage::ExecRequest(_) => "exec_request",
         }
     }
 
@@ -317,7 +326,8 @@ impl ControlMessage {
             | ControlMessage::Ack(_)
             | ControlMessage::Error(_)
             | ControlMessage::LogsRequest(_)
-            | ControlMessage::LogsCancel(_) => None,
+            | ControlMessage::LogsCancel(_)
+            | ControlMessage::ExecRequest(_) => None,
         }
     }
 
@@ -341,12 +351,13 @@ impl ControlMessage {
             ControlMessage::LogsRequest(r) => r.validate(),
             ControlMessage::LogsCancel(c) => c.validate(),
             ControlMessage::UpdateOffer(o) => o.release.validate(),
+            ControlMessage::ExecRequest(r) => r.validate(),
         }
     }
 }
 
 /// `type` values of agent messages.
-pub const AGENT_TYPES: [&str; 11] = [
+pub const AGENT_TYPES: [&str; 12] = [
     "hello",
     "inventory",
     "app_status",
@@ -358,10 +369,11 @@ pub const AGENT_TYPES: [&str; 11] = [
     "logs_end",
     "gpu_stats",
     "update_status",
+    "exec_refused",
 ];
 
 /// `type` values of control-plane messages.
-pub const CONTROL_TYPES: [&str; 9] = [
+pub const CONTROL_TYPES: [&str; 10] = [
     "welcome",
     "desired_state",
     "app_upsert",
@@ -371,4 +383,5 @@ pub const CONTROL_TYPES: [&str; 9] = [
     "logs_request",
     "logs_cancel",
     "update_offer",
+    "exec_request",
 ];

@@ -4,7 +4,7 @@
 
 use schemars::{JsonSchema, Schema, schema_for};
 
-use crate::{AgentMessage, ControlMessage, DesiredState};
+use crate::{AgentMessage, ControlMessage, DesiredState, ExecFrame};
 
 /// Every schema file: `(file name, schema)`.
 pub fn all() -> Vec<(&'static str, Schema)> {
@@ -12,6 +12,7 @@ pub fn all() -> Vec<(&'static str, Schema)> {
         ("agent-message.schema.json", titled::<AgentMessage>()),
         ("control-message.schema.json", titled::<ControlMessage>()),
         ("desired-state.schema.json", titled::<DesiredState>()),
+        ("exec-frame.schema.json", titled::<ExecFrame>()),
     ]
 }
 

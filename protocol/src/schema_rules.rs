@@ -43,6 +43,9 @@ pub fn tighten(schema: &mut Schema) {
     let port = json!({"minimum": 1, "maximum": 65535});
     let request_id =
         json!({"minLength": 1, "maxLength": crate::MAX_LOGS_REQUEST_ID, "pattern": "\\S"});
+    let session_id =
+        json!({"minLength": 1, "maxLength": crate::MAX_EXEC_SESSION_ID, "pattern": "\\S"});
+    let term_size = json!({"minimum": 1, "maximum": 1000});
     for (def, field, rules) in [
         ("LogsRequest", "request_id", request_id.clone()),
         ("LogsRequest", "app", label.clone()),
@@ -65,6 +68,23 @@ pub fn tighten(schema: &mut Schema) {
                    "items": {"type": "string", "maxLength": crate::MAX_LOGS_LINE}}),
         ),
         ("LogsEnd", "request_id", request_id),
+        ("ExecRequest", "session_id", session_id.clone()),
+        ("ExecRequest", "app", label.clone()),
+        (
+            "ExecRequest",
+            "cmd",
+            json!({"minItems": 1, "maxItems": MAX_COMMAND_ARGS}),
+        ),
+        ("ExecRequest", "cols", term_size.clone()),
+        ("ExecRequest", "rows", term_size.clone()),
+        (
+            "ExecRequest",
+            "principal",
+            json!({"minLength": 1, "pattern": "\\S"}),
+        ),
+        ("ExecRefused", "session_id", session_id),
+        ("ExecResize", "cols", term_size.clone()),
+        ("ExecResize", "rows", term_size),
         (
             "Welcome",
             "heartbeat_secs",

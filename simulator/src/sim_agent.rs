@@ -272,6 +272,15 @@ impl SimAgent {
                 conn.send(&AgentMessage::LogsEnd(end)).await?;
                 Vec::new()
             }
+            ControlMessage::ExecRequest(r) => {
+                let refused = odac_protocol::ExecRefused {
+                    session_id: r.session_id,
+                    reason: odac_protocol::ExecEndReason::NotFound,
+                    message: "a simulated agent has no containers".to_owned(),
+                };
+                conn.send(&AgentMessage::ExecRefused(refused)).await?;
+                Vec::new()
+            }
         };
         for name in changed {
             self.report(conn, &name).await?;

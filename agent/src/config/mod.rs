@@ -63,6 +63,9 @@ pub struct Config {
     /// Self-update (`[update]`).
     #[serde(default)]
     pub update: crate::update::UpdateConfig,
+    /// Exec sessions (`[exec]`).
+    #[serde(default)]
+    pub exec: crate::uplink::exec::ExecConfig,
 }
 
 /// `[control_plane]`.

@@ -119,6 +119,12 @@ impl Config {
             min,
             max,
         )?;
+        for ((key, min, max), value) in crate::uplink::exec::config::RANGES
+            .into_iter()
+            .zip(self.exec.ranged())
+        {
+            range(key, value, min, max)?;
+        }
         super::check::log_filter(&self.log_level)?;
         super::check::apps(&self.apps)?;
         if let Some(h) = &self.docker.host

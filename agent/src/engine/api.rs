@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use super::capabilities::EngineCapabilities;
 use super::error::EngineError;
 use super::events::{EngineEvents, EventFilter};
+use super::exec::{ExecProcess, ExecSpec};
 use super::log_stream::{LogLines, LogStreamOptions};
 use super::pull::{ImageInfo, PullProgress, RegistryAuth};
 use super::tail::cut_tail;
@@ -194,6 +195,13 @@ pub trait ContainerEngine: Send + Sync {
                 caps.error.unwrap_or_else(|| "engine did not answer".into()),
             ))
         }
+    }
+
+    /// Run a command in the running container `container` (`docker exec`), never privileged.
+    /// The default refuses: engines that cannot exec say so.
+    async fn exec(&self, container: &str, spec: &ExecSpec) -> Result<ExecProcess, EngineError> {
+        let _ = spec;
+        Err(cannot("exec", Some(container)))
     }
 
     /// The engine's data root (`DockerRootDir`: where images and layers are stored);

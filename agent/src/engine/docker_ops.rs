@@ -317,6 +317,14 @@ impl ContainerEngine for DockerEngine {
         self.docker_root_dir().await
     }
 
+    async fn exec(
+        &self,
+        container: &str,
+        spec: &super::exec::ExecSpec,
+    ) -> Result<super::exec::ExecProcess, EngineError> {
+        self.start_exec(container, spec).await
+    }
+
     async fn events(
         &self,
         filter: &super::events::EventFilter,

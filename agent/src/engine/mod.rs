@@ -11,11 +11,13 @@ mod convert;
 mod docker;
 mod docker_build;
 mod docker_events;
+mod docker_exec;
 mod docker_logs;
 mod docker_ops;
 mod docker_pull;
 mod error;
 mod events;
+mod exec;
 #[cfg(any(test, feature = "test-support"))]
 pub mod fake;
 mod log_stream;
@@ -31,6 +33,7 @@ pub use capabilities::EngineCapabilities;
 pub use docker::{CONNECT_TIMEOUT, DockerEngine};
 pub use error::EngineError;
 pub use events::{CONTAINER_ACTIONS, EngineEvent, EngineEvents, EventFilter, EventKind};
+pub use exec::{ExecChunk, ExecControl, ExecInput, ExecOutput, ExecProcess, ExecSpec};
 #[cfg(any(test, feature = "test-support"))]
 pub use fake::{EngineCall, FakeEngine, Op};
 pub use log_stream::{LineSplitter, LogLines, LogStreamOptions};

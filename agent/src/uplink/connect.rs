@@ -1,6 +1,7 @@
 //! Dialing the control plane: TCP, then TLS (rustls, the agent's trust settings), then the
 //! WebSocket upgrade with the bearer token, the agent id (`odac-agent-id`) and the
-//! `odac.agent.v1` subprotocol. Each failure becomes a [`ConnectError`] that says what to fix
+//! `odac.agent.v1` subprotocol (an exec session's own socket: `<url>/exec`, `odac.exec.v1`
+//! and its ticket, see [`Dialer::dial_exec`]). Each failure becomes a [`ConnectError`] that says what to fix
 //! (an untrusted certificate names `control_plane.ca_file`, a refused token — 401, or 403 when
 //! the token may not speak for this agent id — names the token settings) and never carries
 //! the token.
@@ -8,7 +9,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use odac_protocol::{AGENT_ID_HEADER, MAX_FRAME_BYTES, SUBPROTOCOL};
+use odac_protocol::{
+    AGENT_ID_HEADER, EXEC_PATH_SUFFIX, EXEC_SUBPROTOCOL, EXEC_TICKET_HEADER, MAX_FRAME_BYTES,
+    SUBPROTOCOL, Ticket,
+};
 use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
@@ -242,6 +246,26 @@ impl Dialer {
 
     /// TCP, TLS, WebSocket upgrade.
     pub async fn dial(&self) -> Result<WsStream, ConnectError> {
+        self.dial_to(&self.endpoint.url, SUBPROTOCOL, None).await
+    }
+
+    /// Dials the socket of one exec session: `<url>/exec`, subprotocol `odac.exec.v1`, the
+    /// same trust and token, and `ticket` in the `odac-exec-ticket` header (sensitive: never
+    /// logged).
+    pub async fn dial_exec(&self, ticket: &Ticket) -> Result<WsStream, ConnectError> {
+        let url = format!(
+            "{}{EXEC_PATH_SUFFIX}",
+            self.endpoint.url.trim_end_matches('/')
+        );
+        self.dial_to(&url, EXEC_SUBPROTOCOL, Some(ticket)).await
+    }
+
+    async fn dial_to(
+        &self,
+        url: &str,
+        subprotocol: &'static str,
+        ticket: Option<&Ticket>,
+    ) -> Result<WsStream, ConnectError> {
         let authority = self.endpoint.authority();
         let timeout = |phase| ConnectError::Timeout {
             phase,
@@ -276,10 +300,7 @@ impl Dialer {
             reason: tls_reason(&e),
         })?;
 
-        let mut request = self
-            .endpoint
-            .url
-            .as_str()
+        let mut request = url
             .into_client_request()
             .map_err(|e| ConnectError::Handshake {
                 authority: authority.clone(),
@@ -295,8 +316,17 @@ impl Dialer {
         headers.insert(header::AUTHORIZATION, bearer);
         headers.insert(
             header::SEC_WEBSOCKET_PROTOCOL,
-            HeaderValue::from_static(SUBPROTOCOL),
+            HeaderValue::from_static(subprotocol),
         );
+        if let Some(ticket) = ticket {
+            let mut value =
+                HeaderValue::from_str(&ticket.0).map_err(|_| ConnectError::Handshake {
+                    authority: authority.clone(),
+                    reason: "the exec ticket is not a valid header value".into(),
+                })?;
+            value.set_sensitive(true);
+            headers.insert(EXEC_TICKET_HEADER, value);
+        }
         if let Some(id) = &self.agent_id {
             headers.insert(AGENT_ID_HEADER, id.clone());
         }
@@ -317,7 +347,7 @@ impl Dialer {
             .get(header::SEC_WEBSOCKET_PROTOCOL)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        if got.as_deref() != Some(SUBPROTOCOL) {
+        if got.as_deref() != Some(subprotocol) {
             return Err(ConnectError::Subprotocol { got });
         }
         Ok(ws)

@@ -1,6 +1,6 @@
 //! Frames from the control plane during a session: the socket's own frames (pong, close,
 //! binary, oversize) handled first, then each text frame decoded: acks clear the outbox, live-log
-//! requests go to the session's streams, state-changing messages queue for the app manager, and
+//! requests go to the session's streams, exec requests to the exec service, state-changing messages queue for the app manager, and
 //! a frame that does not decode is answered with an `error` (a refused change puts the agent out
 //! of step, like a refused apply).
 
@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use futures_util::SinkExt;
 use odac_protocol::{
-    AgentMessage, ControlMessage, DecodeError, ErrorCode, ErrorMessage, MAX_FRAME_BYTES,
-    decode_control,
+    AgentMessage, ControlMessage, DecodeError, ErrorCode, ErrorMessage, ExecEndReason, ExecRefused,
+    MAX_FRAME_BYTES, decode_control,
 };
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 use tracing::{debug, warn};
@@ -32,6 +32,7 @@ pub(super) struct Inbox<'a> {
     pub(super) queued: &'a mut VecDeque<ControlMessage>,
     pub(super) logs: &'a mut LogSessions,
     pub(super) updates: Option<&'a super::UpdateOffers>,
+    pub(super) exec: Option<&'a Arc<super::exec::ExecService>>,
 }
 
 /// Handles one frame; a change refused because it did not validate comes back as its outcome.
@@ -86,6 +87,22 @@ pub(super) async fn on_frame(
                 None => update_refusal(seq, "self-update is not available in this agent"),
             };
             send_msg(ws, &reply, interval).await.map(|()| None)
+        }
+        Ok(ControlMessage::ExecRequest(r)) => {
+            let refusal = match inbox.exec {
+                Some(service) => service.request(r),
+                None => Some(ExecRefused {
+                    session_id: r.session_id,
+                    reason: ExecEndReason::Disabled,
+                    message: "this agent serves no exec sessions".into(),
+                }),
+            };
+            match refusal {
+                Some(refusal) => send_msg(ws, &AgentMessage::ExecRefused(refusal), interval)
+                    .await
+                    .map(|()| None),
+                None => Ok(None),
+            }
         }
         Ok(m) => {
             inbox.queued.push_back(m);

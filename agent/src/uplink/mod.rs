@@ -7,13 +7,15 @@
 //! Pieces: [`token`] (the redacted bearer token), [`tls`] (rustls client config), [`connect`]
 //! (dialing), [`backoff`], [`outbox`] (unacked reports) and [`seqmark`] (its persisted
 //! `seq`), [`heartbeat`], [`resync`] (refused changes and the
-//! `resync` request), [`control`] (the [`AppControl`] seam to the app manager) and
-//! [`session`]; [`Uplink`] ties them together.
+//! `resync` request), [`control`] (the [`AppControl`] seam to the app manager),
+//! [`session`] and [`exec`] (exec sessions on sockets of their own); [`Uplink`] ties them
+//! together.
 
 mod apply;
 pub mod backoff;
 pub mod connect;
 pub mod control;
+pub mod exec;
 pub mod heartbeat;
 mod inbound;
 mod log_pump;
@@ -156,6 +158,7 @@ pub struct Uplink {
     logs: Option<Arc<logs::LogSource>>,
     updates: Option<UpdateOffers>,
     agent_version: String,
+    exec: Option<Arc<exec::ExecService>>,
 }
 
 impl Uplink {
@@ -178,6 +181,7 @@ impl Uplink {
             logs: None,
             updates: None,
             agent_version: crate::AGENT_VERSION.to_owned(),
+            exec: None,
         }
     }
 
@@ -200,6 +204,14 @@ impl Uplink {
             outbox: Arc::clone(&self.outbox),
             wake: Arc::clone(&self.wake),
         }
+    }
+
+    /// Serves exec sessions (`exec_request`) with `service`, dialed like the main link and
+    /// audited through the event outbox.
+    pub fn with_exec(mut self, mut service: exec::ExecService) -> Self {
+        service.attach(self.config.dialer.clone(), self.events());
+        self.exec = Some(Arc::new(service));
+        self
     }
 
     /// Serves live logs (`logs_request`) from `source`.
@@ -258,6 +270,9 @@ impl Uplink {
             shutdown.clone(),
         );
         tokio::join!(collector, self.connect_loop(&shutdown));
+        if let Some(exec) = &self.exec {
+            exec.shut_down();
+        }
     }
 
     async fn connect_loop(&self, shutdown: &CancellationToken) {
@@ -313,6 +328,7 @@ impl Uplink {
                         resync: &self.resync,
                         beat: &self.beat,
                         logs: self.logs.clone(),
+                        exec: self.exec.clone(),
                     };
                     match session::run_session(ws, ctx).await {
                         SessionEnd::Shutdown => break,

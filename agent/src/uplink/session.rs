@@ -76,6 +76,8 @@ pub(crate) struct SessionCtx<'a> {
     pub logs: Option<Arc<LogSource>>,
     /// Where `update_offer`s go (`None`: each is refused).
     pub updates: Option<&'a super::UpdateOffers>,
+    /// Serves exec sessions (`None`: every `exec_request` is refused).
+    pub exec: Option<Arc<super::exec::ExecService>>,
 }
 
 /// Runs one session on an established WebSocket.
@@ -169,7 +171,7 @@ async fn serve(
                 }
             }
             frame = ws.next() => {
-                let inbox = Inbox { heartbeat: &mut heartbeat, outbox: ctx.outbox, queued: &mut queued, logs: &mut logs, updates: ctx.updates };
+                let inbox = Inbox { heartbeat: &mut heartbeat, outbox: ctx.outbox, queued: &mut queued, logs: &mut logs, updates: ctx.updates, exec: ctx.exec.as_ref() };
                 if let Some(refused) = on_frame(ws, frame, inbox, interval).await? {
                     resync = after_apply(ctx.resync, &refused).or(resync);
                 }

@@ -106,6 +106,11 @@ pub enum AppCommand {
     Show(NameArg),
     /// Print an app's output (`--follow` keeps printing it), streamed from its agent.
     Logs(super::logs::LogsArgs),
+    /// Run a command in an app's container: `odac app exec NAME -- CMD…` (its exit code is
+    /// the CLI's).
+    Exec(super::exec::ExecArgs),
+    /// An interactive shell in an app's container (TTY, raw terminal, resize).
+    Shell(super::shell::ShellArgs),
 }
 
 /// `odac host …`.

@@ -1,19 +1,22 @@
 //! The `odac` command line client of the control plane's REST API:
-//! `odac app create|gpu|update|list|restart|remove|show|logs`, `odac host list|show|enroll-code`
-//! and `odac registry`. Exit codes: 0 success,
+//! `odac app create|gpu|update|list|restart|remove|show|logs|exec|shell`, `odac host
+//! list|show|enroll-code` and `odac registry`. Exit codes: 0 success,
 //! 1 failed request (the API's message in terms of the flags given, or "cannot reach the
-//! API"), 2 usage error.
+//! API"), 2 usage error; `exec` and `shell` exit with the command's own code, or 125 when the
+//! session ends without one.
 
 pub mod agent_update;
 pub mod args;
 pub mod client;
 pub mod diagnosis;
 pub mod enroll_code;
+pub mod exec;
 pub mod flags;
 pub mod gpu_health;
 pub mod gpu_table;
 pub mod logs;
 pub mod registry;
+pub mod shell;
 pub mod show;
 pub mod table;
 pub mod term;
@@ -311,6 +314,9 @@ fn dispatch(cli: &Cli, client: &Client) -> Result<(), ClientError> {
                 serde_json::from_value(client.get(&app_path(&a.name))?).map_err(unexpected)?;
             term::print(&show::show(&v));
         }
+        Command::App(AppCommand::Exec(_) | AppCommand::Shell(_)) => {
+            return Err(ClientError::new("exec sessions are run by cli::run"));
+        }
         Command::App(AppCommand::Logs(a)) => {
             logs::logs(client, a, &mut std::io::stdout(), &mut std::io::stderr())?;
         }
@@ -363,6 +369,22 @@ where
             .error(clap::error::ErrorKind::ArgumentConflict, msg)
             .print();
         return 2;
+    }
+    let target = exec::Target {
+        api: &cli.api,
+        ca_file: cli.ca_file.as_deref(),
+        token: cli.token.as_deref(),
+    };
+    let session = match &cli.command {
+        Command::App(AppCommand::Exec(a)) => Some(exec::exec(target, a)),
+        Command::App(AppCommand::Shell(a)) => Some(shell::shell(target, a)),
+        _ => None,
+    };
+    if let Some(result) = session {
+        return result.unwrap_or_else(|e| {
+            eprintln!("error: {}", term::visible(&e.to_string()));
+            1
+        });
     }
     match execute(&cli) {
         Ok(()) => 0,

@@ -86,6 +86,11 @@ impl Caller {
         })
     }
 
+    /// The agent id the upgrade claimed (`odac-agent-id`), allowed for the token.
+    pub fn claimed(&self) -> Option<&str> {
+        self.claimed.as_deref()
+    }
+
     /// Checks `hello` against the credential: its `agent_id` must be the claimed one (when the
     /// upgrade named one) and the token must be allowed to speak for it. On refusal an `error
     /// unauthorized` and a close 1008 are queued on `out` and `None` is returned.

@@ -5,7 +5,8 @@
 //! This folder is the server side: the TLS listener and HTTP loop ([`listener`],
 //! [`http_serve`], [`tls`], [`http_errors`]), the agents' WebSocket ([`ws`], [`agent_auth`],
 //! [`ws_frames`], `state::liveness`), the REST API ([`api`], [`admin`], [`body`], [`api_error`], [`sse`],
-//! [`logs`], [`reasons`], [`registries`], [`registry_check`], [`gpu_stats`]) and the dashboard ([`dashboard`]). It reads and changes the fleet
+//! [`logs`], [`reasons`], [`registries`], [`registry_check`], [`gpu_stats`]), exec sessions ([`exec`],
+//! [`exec_relay`]) and the dashboard ([`dashboard`]). It reads and changes the fleet
 //! only through `crate::state`.
 
 pub mod admin;
@@ -16,6 +17,8 @@ pub mod api_error;
 pub mod app_update;
 pub mod body;
 pub mod dashboard;
+pub mod exec;
+pub mod exec_relay;
 pub mod gpu_stats;
 pub mod http_errors;
 pub mod http_serve;
@@ -182,6 +185,7 @@ pub fn router(hub: Arc<Hub>) -> Router {
         .route("/api/apps/{name}/gpu", put(api::set_gpu))
         .route("/api/apps/{name}/restart", post(api::restart_app))
         .route("/api/apps/{name}/logs", get(crate::server::logs::app_logs))
+        .route("/api/apps/{name}/exec", get(exec::viewer_upgrade))
         .route("/api/events", get(sse::events))
         .route("/api/events/log", get(api::event_log))
         .route("/api/catalog", get(api::list_catalog))
@@ -215,6 +219,7 @@ pub fn router(hub: Arc<Hub>) -> Router {
         .route("/api/enroll", post(admin::enroll))
         .route(AGENT_PATH, get(ws::upgrade))
         .route("/releases/{file}", get(agent_update::artefact))
+        .route(exec::AGENT_EXEC_PATH, get(exec::agent_upgrade))
         .merge(dashboard::routes())
         .fallback(not_found)
         .layer(middleware::from_fn(crate::server::http_errors::json_errors))

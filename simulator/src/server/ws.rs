@@ -201,6 +201,7 @@ impl Session {
             AgentMessage::LogsEnd(e) => self.hub.logs.end(&self.host, e),
             AgentMessage::GpuStats(m) => self.hub.record_gpu_stats(&self.host, m.stats),
             AgentMessage::UpdateStatus(m) => self.hub.record_update(&self.host, m),
+            AgentMessage::ExecRefused(r) => self.hub.exec.refused(&self.host, r),
         }
         if let Some(seq) = seq {
             self.ack(seq);

@@ -29,6 +29,7 @@ mod dashboard_logs_browser;
 mod dashboard_phone_browser;
 mod demo;
 mod edges;
+mod exec_tickets;
 mod faults;
 mod fleet;
 mod identity;

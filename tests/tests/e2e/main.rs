@@ -5,6 +5,7 @@
 //! run one at a time (`.config/nextest.toml`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod app_exec;
 mod app_logs;
 mod blackhole;
 mod demo_exit;

@@ -51,6 +51,8 @@ pub enum Op {
     PullImage,
     /// `image_info`
     ImageInfo,
+    /// `exec`
+    Exec,
 }
 
 /// One recorded call, with its arguments.
@@ -119,6 +121,8 @@ pub enum EngineCall {
     },
     /// `image_info(image)`
     ImageInfo(String),
+    /// `exec(container, spec)`
+    Exec(String, crate::engine::exec::ExecSpec),
 }
 
 impl EngineCall {
@@ -146,6 +150,7 @@ impl EngineCall {
             Self::LogStream(..) => Op::LogStream,
             Self::PullImage { .. } => Op::PullImage,
             Self::ImageInfo(_) => Op::ImageInfo,
+            Self::Exec(..) => Op::Exec,
         }
     }
 }

@@ -11,12 +11,14 @@
 //! `manifest unknown`, one published with credentials needs them.
 //!
 //! `mod.rs` holds the state and the knobs tests turn; [`ops`] implements [`ContainerEngine`]
-//! on it, [`images`] removes images, [`devices`] refuses device requests as a real engine does, [`calls`] is the record.
+//! on it, [`images`] removes images, [`devices`] refuses device requests as a real engine does, [`calls`] is the record,
+//! [`exec`] runs an echoing exec.
 
 mod calls;
 mod devices;
 mod events;
 mod images;
+mod exec;
 mod ops;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -66,6 +68,8 @@ struct State {
     image_env: BTreeMap<String, Vec<String>>,
     /// Sizes set with [`FakeEngine::set_image_size`], by reference.
     image_sizes: BTreeMap<String, u64>,
+    /// What execs share with the test (resizes, exit code).
+    exec: std::sync::Arc<Mutex<exec::ExecRecord>>,
 }
 
 /// An in-memory container engine; see the module documentation.
@@ -359,4 +363,16 @@ fn resolve_image(state: &State, image: &str) -> Option<String> {
                 .contains(image)
                 .then(|| fake_image_id(image, state.digests.get(image)))
         })
+}
+
+/// The paths in a tar archive (an unreadable archive lists what could be read).
+pub(super) fn tar_paths(tar_bytes: &[u8]) -> Vec<String> {
+    let mut archive = tar::Archive::new(tar_bytes);
+    let Ok(entries) = archive.entries() else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|e| e.path().ok().map(|p| p.to_string_lossy().into_owned()))
+        .collect()
 }

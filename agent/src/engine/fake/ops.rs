@@ -9,28 +9,19 @@ use async_trait::async_trait;
 use futures_util::StreamExt;
 
 use super::devices::refuse_request;
-use super::{EngineCall, FakeContainer, FakeEngine, fake_image_id, resolve_image, summary};
+use super::{
+    EngineCall, FakeContainer, FakeEngine, fake_image_id, resolve_image, summary, tar_paths,
+};
 use crate::engine::api::ContainerEngine;
 use crate::engine::capabilities::EngineCapabilities;
 use crate::engine::error::EngineError;
 use crate::engine::events::{EngineEvents, EventFilter, EventKind};
+use crate::engine::exec::{ExecProcess, ExecSpec};
 use crate::engine::pull::{ImageInfo, PullProgress, RegistryAuth};
 use crate::engine::types::{
     BuildOutput, ContainerDetails, ContainerSpec, ContainerState, ContainerSummary, ImageSummary,
     label_matches,
 };
-
-/// The paths in a tar archive (an unreadable archive lists what could be read).
-fn tar_paths(tar_bytes: &[u8]) -> Vec<String> {
-    let mut archive = tar::Archive::new(tar_bytes);
-    let Ok(entries) = archive.entries() else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(Result::ok)
-        .filter_map(|e| e.path().ok().map(|p| p.to_string_lossy().into_owned()))
-        .collect()
-}
 
 #[async_trait]
 impl ContainerEngine for FakeEngine {
@@ -424,6 +415,10 @@ impl ContainerEngine for FakeEngine {
 
     async fn data_root(&self) -> Result<Option<String>, EngineError> {
         Ok(self.lock().data_root.clone())
+    }
+
+    async fn exec(&self, container: &str, spec: &ExecSpec) -> Result<ExecProcess, EngineError> {
+        self.fake_exec(container, spec)
     }
 
     async fn events(&self, filter: &EventFilter) -> Result<EngineEvents, EngineError> {

@@ -106,6 +106,8 @@ pub struct Hub {
     closing: tokio::sync::watch::Sender<bool>,
     /// Open live-log viewers.
     pub logs: crate::state::log_viewers::LogViewers,
+    /// Exec sessions waiting for their agent (tickets).
+    pub exec: crate::state::exec_tickets::ExecTickets,
     /// Live GPU figures and their last hour, per host (`gpu_stats` reports).
     pub gpu_history: crate::state::gpu_history::GpuHistory,
     /// Registry logins (kept sealed in the state dir), sent with the apps that need them.
@@ -147,6 +149,7 @@ impl Hub {
             events: broadcast::channel(1024).0,
             closing: tokio::sync::watch::channel(false).0,
             logs: crate::state::log_viewers::LogViewers::default(),
+            exec: crate::state::exec_tickets::ExecTickets::default(),
             gpu_history: crate::state::gpu_history::GpuHistory::default(),
             registries: crate::state::registries::Registries::default(),
             catalog_registry: std::sync::OnceLock::new(),
