@@ -83,7 +83,7 @@ pub(super) fn start_apply(apps: &Arc<dyn AppControl>, msg: ControlMessage) -> Op
         | ControlMessage::LogsRequest(_)
         | ControlMessage::LogsCancel(_)
         | ControlMessage::UpdateOffer(_) => None,
-        | ControlMessage::ExecRequest(_) => None,
+        ControlMessage::ExecRequest(_) => None,
     }
 }
 

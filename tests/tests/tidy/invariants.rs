@@ -384,20 +384,33 @@ fn vendor_facts_come_from_the_vendor_table_not_from_comparisons() {
             files.push((format!("{member}/{}", rel.display()), code));
         }
     }
-    assert!(files.len() > 100, "the product code was read: {}", files.len());
+    assert!(
+        files.len() > 100,
+        "the product code was read: {}",
+        files.len()
+    );
     let bad = vendor_comparisons(&files);
-    assert!(bad.is_empty(), "vendor comparisons outside the table: {bad:#?}");
+    assert!(
+        bad.is_empty(),
+        "vendor comparisons outside the table: {bad:#?}"
+    );
 }
 
 #[test]
 fn the_vendor_check_finds_a_comparison_split_over_lines() {
     let files = vec![
-        ("a.rs".to_owned(), "if g.vendor\n    == Vendor::Amd {}".to_owned()),
+        (
+            "a.rs".to_owned(),
+            "if g.vendor\n    == Vendor::Amd {}".to_owned(),
+        ),
         ("b.rs".to_owned(), "match v { Vendor::Amd => 1 }".to_owned()),
         ("c.rs".to_owned(), "x.vendor != Vendor::Intel".to_owned()),
     ];
     assert_eq!(
         vendor_comparisons(&files),
-        vec!["a.rs: == Vendor::".to_owned(), "c.rs: != Vendor::".to_owned()]
+        vec![
+            "a.rs: == Vendor::".to_owned(),
+            "c.rs: != Vendor::".to_owned()
+        ]
     );
 }

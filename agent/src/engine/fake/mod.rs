@@ -17,8 +17,8 @@
 mod calls;
 mod devices;
 mod events;
-mod images;
 mod exec;
+mod images;
 mod ops;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
