@@ -93,7 +93,7 @@ pub fn run(opts: Opts) -> Result<Option<Table>> {
     if !docker_or_skip("events")? {
         return Ok(None);
     }
-    let window = Duration::from_secs(opts.pick(120, 20));
+    let window = Duration::from_secs(opts.pick(120, 10));
     let kills = opts.pick(15, 5);
     let removals = opts.pick(5, 2);
     let stack = Stack::builder("bench-events")
