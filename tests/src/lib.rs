@@ -14,6 +14,7 @@
 //! - [`readme`]: the README's walk-through blocks and the answers it promises, read at test time;
 //! - [`git_repo`]: a local repository a public git URL is rewritten to, built-image cleanup;
 //! - [`sim`], [`agent`], [`stack`]: the simulator, the agent and a scenario's whole world;
+//! - [`in_process`]: the whole agent in the test's process on the in-memory fake engine;
 //! - [`systemd`]: real systemd as PID 1 in a container, and the agent's Debian package;
 //! - [`backoff`]: the agent's logged reconnect schedule against its envelope;
 //! - [`figures`]: the numbers each scenario prints.
@@ -29,6 +30,7 @@ pub mod git_repo;
 pub mod gpu_counters;
 pub mod gpu_lab;
 pub mod image;
+pub mod in_process;
 pub mod poll;
 pub mod ports;
 pub mod process;

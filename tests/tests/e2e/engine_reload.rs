@@ -5,16 +5,13 @@
 //! closed, then resubscribed) each make the agent rescan: the new engine version shows at the
 //! simulator within the generous bound.
 
-use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use odac_agent::config::Config;
 use odac_agent::engine::{EngineCapabilities, EngineEvent, FakeEngine};
-use odac_e2e::agent::AgentOptions;
+use odac_e2e::in_process::InProcessAgent;
 use odac_e2e::poll::poll;
 use odac_e2e::sim::Sim;
-use tokio_util::sync::CancellationToken;
 
 const TOKEN: &str = "tok-engine-reload-7Qp2";
 
@@ -49,39 +46,15 @@ fn engine_at_sim(sim: &Sim, want: &str) {
 fn a_daemon_reload_and_an_engine_restart_reach_the_control_plane_in_seconds() {
     let dir = tempfile::tempdir().unwrap();
     let sim = Sim::start(dir.path(), TOKEN).unwrap();
-    let home = dir.path().join("agent");
-    let state = home.join("state");
-    std::fs::create_dir_all(&state).unwrap();
-    let token = home.join("token");
-    std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
-    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let options = AgentOptions::new(sim.agents_url(), Some(sim.ca_path()), TOKEN, "reload");
-    let file = home.join("agent.toml");
-    std::fs::write(&file, options.toml(&state, &token)).unwrap();
-    let env = [
-        (
-            "ODAC_AGENT__APPS__LOCK_DIR".to_owned(),
-            home.join("locks").to_string_lossy().into_owned(),
-        ),
-        (
-            "ODAC_AGENT__APPS__BACKSTOP_SECS".to_owned(),
-            "3600".to_owned(),
-        ),
-    ];
-    let config = Config::load_with_env(Some(&file), env).unwrap();
-
     let engine = Arc::new(FakeEngine::new());
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let shutdown = CancellationToken::new();
-    let agent = runtime.spawn(odac_agent::run::run_with(
-        config,
+    let agent = InProcessAgent::start(
+        &sim,
+        &dir.path().join("agent"),
+        (TOKEN, "reload"),
         engine.clone(),
-        shutdown.clone(),
-    ));
+        &[("ODAC_AGENT__APPS__BACKSTOP_SECS", "3600")],
+    )
+    .unwrap();
     engine_at_sim(&sim, "docker 20.10.24+dfsg1");
     poll("the event stream", Duration::from_secs(30), || {
         (engine.event_subscriptions() >= 1)
@@ -101,10 +74,5 @@ fn a_daemon_reload_and_an_engine_restart_reach_the_control_plane_in_seconds() {
     engine_at_sim(&sim, "docker 25.0.1");
     assert!(engine.event_subscriptions() >= 2);
 
-    shutdown.cancel();
-    let result = runtime
-        .block_on(async { tokio::time::timeout(Duration::from_secs(10), agent).await })
-        .expect("the agent stops within 10 s of the shutdown")
-        .expect("the agent task did not panic");
-    assert!(result.is_ok(), "{result:?}");
+    agent.stop().unwrap();
 }
