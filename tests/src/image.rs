@@ -101,3 +101,23 @@ pub fn ensure_sleeper_image() -> Result<&'static str> {
     }
     Ok(SLEEPER_IMAGE)
 }
+
+/// Makes sure the agent's test image `odac/busybox:test` (`BUSYBOX_TEST_IMAGE`) exists on the
+/// machine's engine, importing it when missing: the base image of the scenarios' builds.
+pub fn ensure_busybox_test_image() -> Result<&'static str> {
+    use odac_agent::engine::DockerEngine;
+    use odac_agent::engine::test_image::{BUSYBOX_TEST_IMAGE, ensure_busybox_image};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Other(format!("cannot build a runtime: {e}")))?;
+    rt.block_on(async {
+        let engine = DockerEngine::connect(None)
+            .await
+            .map_err(|e| Error::Other(format!("connect to docker: {e}")))?;
+        ensure_busybox_image(&engine, BUSYBOX_TEST_IMAGE)
+            .await
+            .map_err(|e| Error::Other(format!("import the busybox test image: {e}")))
+    })?;
+    Ok(BUSYBOX_TEST_IMAGE)
+}

@@ -6,14 +6,13 @@
 //! the images it built carry the scenario's run label and are removed at the end, also when an
 //! assertion fails.
 
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use odac_agent::engine::DockerEngine;
-use odac_agent::engine::test_image::{BUSYBOX_TEST_IMAGE, ensure_busybox_image};
+use odac_agent::engine::test_image::BUSYBOX_TEST_IMAGE;
 use odac_e2e::docker::{RUN_LABEL, inspect};
 use odac_e2e::figures::{figure, secs};
+use odac_e2e::git_repo::{ImageCleanup, LocalRepo};
 use odac_e2e::require_docker;
 use odac_e2e::stack::{Stack, instance_name};
 use serde_json::Value;
@@ -21,94 +20,6 @@ use serde_json::Value;
 const SCENARIO: &str = "git_source";
 /// Clone + classic build + start on a 2-core debug machine.
 const BUILD_WAIT: Duration = Duration::from_secs(180);
-
-/// Runs git in `dir` with a fixed identity; panics with git's stderr on failure.
-fn git(dir: &Path, args: &[&str]) -> String {
-    odac_e2e::git_repo::git(dir, args).expect("git")
-}
-
-/// A bare repository `origin.git` and a working clone to commit from.
-struct Repo {
-    origin: PathBuf,
-    work: PathBuf,
-}
-
-impl Repo {
-    fn new(root: &Path) -> Repo {
-        let origin = root.join("origin.git");
-        let work = root.join("work");
-        std::fs::create_dir_all(&origin).unwrap();
-        std::fs::create_dir_all(&work).unwrap();
-        git(&origin, &["init", "-q", "--bare"]);
-        git(&work, &["init", "-q"]);
-        git(&work, &["checkout", "-q", "-b", "main"]);
-        Repo { origin, work }
-    }
-
-    fn url(&self) -> String {
-        format!("file://{}", self.origin.display())
-    }
-
-    /// Writes `files`, commits on main, pushes; the commit id.
-    fn commit(&self, files: &[(&str, &str)], message: &str) -> String {
-        for (name, text) in files {
-            std::fs::write(self.work.join(name), text).unwrap();
-        }
-        git(&self.work, &["add", "-A"]);
-        git(&self.work, &["commit", "-q", "-m", message]);
-        let origin = self.origin.to_string_lossy().into_owned();
-        git(&self.work, &["push", "-q", &origin, "main:main"]);
-        git(&self.work, &["rev-parse", "HEAD"])
-    }
-}
-
-/// Removes the images carrying `label` when dropped (after the stack removed the containers).
-struct ImageCleanup(String);
-
-impl ImageCleanup {
-    fn images(&self) -> Vec<String> {
-        let out = Command::new("docker")
-            .args(["image", "ls", "-q", "--no-trunc", "--filter"])
-            .arg(format!("label={}", self.0))
-            .stdin(Stdio::null())
-            .output()
-            .expect("docker image ls");
-        let mut ids: Vec<String> = String::from_utf8_lossy(&out.stdout)
-            .split_whitespace()
-            .map(str::to_owned)
-            .collect();
-        ids.dedup();
-        ids
-    }
-}
-
-impl Drop for ImageCleanup {
-    fn drop(&mut self) {
-        let ids = self.images();
-        if !ids.is_empty() {
-            let _ = Command::new("docker")
-                .args(["image", "rm", "-f"])
-                .args(&ids)
-                .stdin(Stdio::null())
-                .output();
-        }
-    }
-}
-
-fn ensure_base_image() {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let engine = DockerEngine::connect(None)
-            .await
-            .expect("connect to docker");
-        ensure_busybox_image(&engine, BUSYBOX_TEST_IMAGE)
-            .await
-            .expect("import the busybox test image");
-    });
-}
 
 fn dockerfile() -> String {
     format!(
@@ -160,7 +71,7 @@ fn wait_commit(stack: &Stack, app: &str, commit: &str) -> String {
 #[test]
 fn git_app_runs_its_commit_and_a_restart_runs_the_next_commit() {
     require_docker!(SCENARIO);
-    ensure_base_image();
+    odac_e2e::image::ensure_busybox_test_image().unwrap();
     let t0 = Instant::now();
     // declared before the stack: dropped after it, once the containers are gone
     let instance = instance_name(SCENARIO);
@@ -170,11 +81,13 @@ fn git_app_runs_its_commit_and_a_restart_runs_the_next_commit() {
         .start()
         .unwrap();
     stack.wait_connected(Duration::from_secs(30)).unwrap();
-    let repo = Repo::new(&stack.dir().join("repo"));
-    let c1 = repo.commit(
-        &[("Dockerfile", &dockerfile()), ("version", "version one\n")],
-        "one",
-    );
+    let repo = LocalRepo::new(&stack.dir().join("repo")).unwrap();
+    let c1 = repo
+        .commit(
+            &[("Dockerfile", &dockerfile()), ("version", "version one\n")],
+            "one",
+        )
+        .unwrap();
     let app = format!("gs{}", std::process::id());
 
     // 1. create from the URL: cloned, built, running at the first commit
@@ -226,7 +139,7 @@ fn git_app_runs_its_commit_and_a_restart_runs_the_next_commit() {
     );
 
     // 2. a second commit is not picked up on its own; a restart builds and runs it
-    let c2 = repo.commit(&[("version", "version two\n")], "two");
+    let c2 = repo.commit(&[("version", "version two\n")], "two").unwrap();
     assert_ne!(c1, c2);
     let t = Instant::now();
     stack.sim.odac_ok(&["app", "restart", &app]).unwrap();

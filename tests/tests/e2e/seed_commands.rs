@@ -20,8 +20,7 @@
 
 use std::time::{Duration, Instant};
 
-use odac_agent::engine::DockerEngine;
-use odac_agent::engine::test_image::{BUSYBOX_TEST_IMAGE, ensure_busybox_image};
+use odac_agent::engine::test_image::BUSYBOX_TEST_IMAGE;
 use odac_e2e::docker::{RUN_LABEL, has_runtime};
 use odac_e2e::figures::{figure, secs};
 use odac_e2e::git_repo::{ImageCleanup, LocalRepo};
@@ -35,21 +34,6 @@ const PAYLOAD: &str = r#"{"name":"ollama-app","type":"app","app":"ollama","gpu":
 /// Clone + classic build + start on a 2-core debug machine.
 const BUILD_WAIT: Duration = Duration::from_secs(180);
 
-fn ensure_base_image() {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let engine = DockerEngine::connect(None)
-            .await
-            .expect("connect to docker");
-        ensure_busybox_image(&engine, BUSYBOX_TEST_IMAGE)
-            .await
-            .expect("import the busybox test image");
-    });
-}
-
 fn row<'a>(table: &'a str, app: &str) -> &'a str {
     table
         .lines()
@@ -60,7 +44,7 @@ fn row<'a>(table: &'a str, app: &str) -> &'a str {
 #[test]
 fn the_seed_commands_run_as_written() {
     require_docker!(SCENARIO);
-    ensure_base_image();
+    odac_e2e::image::ensure_busybox_test_image().unwrap();
     let t0 = Instant::now();
     let instance = instance_name(SCENARIO);
     let _images = ImageCleanup(format!("{RUN_LABEL}={instance}"));

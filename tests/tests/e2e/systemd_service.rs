@@ -27,8 +27,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use odac_agent::engine::DockerEngine;
-use odac_agent::engine::test_image::{BUSYBOX_TEST_IMAGE, ensure_busybox_image};
+use odac_agent::engine::test_image::BUSYBOX_TEST_IMAGE;
 use odac_e2e::bins::{AGENT, bin};
 use odac_e2e::docker::{LabelCleanup, RUN_LABEL, TEST_LABEL, inspect};
 use odac_e2e::figures::{figure, secs};
@@ -105,21 +104,6 @@ impl Drop for ImageCleanup {
     }
 }
 
-fn ensure_base_image() {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let engine = DockerEngine::connect(None)
-            .await
-            .expect("connect to docker");
-        ensure_busybox_image(&engine, BUSYBOX_TEST_IMAGE)
-            .await
-            .expect("import the busybox test image");
-    });
-}
-
 /// The group owning the host's Docker socket (the container's `docker` group gets it).
 fn socket_gid() -> u32 {
     use std::os::unix::fs::MetadataExt;
@@ -171,7 +155,7 @@ fn running(id: &str) -> bool {
 fn packaged_unit_under_real_systemd_reaches_ready_applies_apps_and_obeys_the_watchdog() {
     require_docker!(SCENARIO);
     let t0 = Instant::now();
-    ensure_base_image();
+    odac_e2e::image::ensure_busybox_test_image().unwrap();
     let image = ensure_image().expect("build the systemd test image");
     figure(SCENARIO, "image_ready", secs(t0.elapsed()));
 
