@@ -1,8 +1,9 @@
 //! The architecture invariants of ARCHITECTURE.md that a reading of the source tree can check,
 //! without a build or an engine: only `agent/src/engine/` uses bollard, no product source file
 //! is over 450 lines, every source file is in the code map, no two modules of one folder import
-//! each other (directly or through a chain), and every `.rs` file opens with a `//!` paragraph.
-//! Each test names every offender, not just the first.
+//! each other (directly or through a chain), every `.rs` file opens with a `//!` paragraph, and
+//! no paragraph of ARCHITECTURE.md is over 150 words. Each test names every offender, not just
+//! the first.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fs;
@@ -375,6 +376,89 @@ fn the_code_map_reads_names_within_their_folder() {
             "agent/src/cli.rs"
         ]
     );
+}
+
+// ---------------------------------------------------------------- (c2) short paragraphs
+
+/// Most words in one paragraph of ARCHITECTURE.md (a big folder gets one bullet per role).
+const MAX_PARAGRAPH_WORDS: usize = 150;
+
+/// The paragraphs of a Markdown text: `(first line, 1-based; word count)`. A paragraph ends at
+/// a blank line, and each `- ` bullet and each `#` heading line starts a new one (a heading's
+/// paragraph runs on through the lines under it). Words are whitespace-separated, markers
+/// included.
+fn paragraphs(text: &str) -> Vec<(usize, usize)> {
+    let mut out: Vec<(usize, usize)> = Vec::new();
+    let mut open = false;
+    for (n, line) in text.lines().enumerate() {
+        let trimmed = line.trim_start();
+        if trimmed.is_empty() {
+            open = false;
+            continue;
+        }
+        if !open || trimmed.starts_with("- ") || line.starts_with('#') {
+            out.push((n + 1, 0));
+            open = true;
+        }
+        if let Some((_, words)) = out.last_mut() {
+            *words += line.split_whitespace().count();
+        }
+    }
+    out
+}
+
+/// The paragraphs of `text` over `max` words, as `(first line, word count)`.
+fn long_paragraphs(text: &str, max: usize) -> Vec<(usize, usize)> {
+    paragraphs(text)
+        .into_iter()
+        .filter(|(_, words)| *words > max)
+        .collect()
+}
+
+#[test]
+fn no_architecture_paragraph_is_over_150_words() {
+    let doc = fs::read_to_string(workspace_root().join("ARCHITECTURE.md")).unwrap();
+    let lines: Vec<&str> = doc.lines().collect();
+    let offenders: Vec<String> = long_paragraphs(&doc, MAX_PARAGRAPH_WORDS)
+        .into_iter()
+        .map(|(line, words)| {
+            let opening: String = lines[line - 1].chars().take(70).collect();
+            format!("line {line}: {words} words: {opening}")
+        })
+        .collect();
+    assert!(
+        offenders.is_empty(),
+        "ARCHITECTURE.md paragraphs over {MAX_PARAGRAPH_WORDS} words (split a folder's bullet by role, \
+         each new bullet starting with the folder's token again):\n  {}",
+        offenders.join("\n  ")
+    );
+}
+
+#[test]
+fn long_paragraphs_are_found_between_blank_lines_bullets_and_headings() {
+    let words = |n: usize| vec!["w"; n].join(" ");
+    // 150 words each: a heading with the text under it, a bullet with its continuation line, a
+    // bullet, a plain paragraph
+    let short = format!(
+        "# {}\n{}\n\n- {}\n  {}\n- {}\n\n{}\n",
+        words(4),
+        words(145),
+        words(99),
+        words(50),
+        words(149),
+        words(150)
+    );
+    assert_eq!(paragraphs(&short), [(1, 150), (4, 150), (6, 150), (8, 150)]);
+    assert!(long_paragraphs(&short, 150).is_empty());
+    let long = format!(
+        "intro\n\n- {}\n  {}\n- short bullet\n## {}\n\n{}\n{}\n",
+        words(100),
+        words(50),
+        words(150),
+        words(100),
+        words(51)
+    );
+    assert_eq!(long_paragraphs(&long, 150), [(3, 151), (6, 151), (8, 151)]);
 }
 
 // ---------------------------------------------------------------- (d) import cycles
