@@ -5,44 +5,11 @@
 
 use crate::uplink_support;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use odac_agent::uplink::{AppControl, BackoffPolicy, Delay, LinkEvent, Uplink};
-use tokio::sync::{broadcast, watch};
-use tokio_util::sync::CancellationToken;
+use odac_agent::uplink::{BackoffPolicy, Delay, LinkEvent};
+use tokio::sync::broadcast;
 use uplink_support::*;
-
-struct Running {
-    server: TestServer,
-    link: broadcast::Receiver<LinkEvent>,
-    shutdown: CancellationToken,
-    task: tokio::task::JoinHandle<()>,
-    _inv: watch::Sender<Option<Arc<odac_protocol::Inventory>>>,
-    _pki: Pki,
-}
-
-async fn run(behaviour: Behaviour, token: &str) -> Running {
-    let pki = Pki::new();
-    let server = TestServer::start(&pki, behaviour).await;
-    let (inv_tx, inv_rx) = watch::channel(Some(Arc::new(inventory(4))));
-    let uplink = Uplink::new(
-        uplink_config(&pki, &server.url(), token),
-        FakeApps::new() as Arc<dyn AppControl>,
-        inv_rx,
-    );
-    let link = uplink.link_events();
-    let shutdown = CancellationToken::new();
-    let task = tokio::spawn(uplink.run(shutdown.clone()));
-    Running {
-        server,
-        link,
-        shutdown,
-        task,
-        _inv: inv_tx,
-        _pki: pki,
-    }
-}
 
 async fn next_backoff(link: &mut broadcast::Receiver<LinkEvent>) -> Delay {
     loop {
@@ -56,7 +23,7 @@ async fn next_backoff(link: &mut broadcast::Receiver<LinkEvent>) -> Delay {
 #[tokio::test(start_paused = true)]
 async fn delays_stay_inside_the_full_jitter_envelope_and_respect_the_cap() {
     let policy = BackoffPolicy::default();
-    let mut r = run(
+    let mut r = run_uplink(
         Behaviour {
             reject_status: Some(503),
             ..Behaviour::default()
@@ -98,7 +65,7 @@ async fn delays_stay_inside_the_full_jitter_envelope_and_respect_the_cap() {
 
 #[tokio::test(start_paused = true)]
 async fn the_schedule_resets_after_a_session_healthy_for_60_seconds() {
-    let mut r = run(
+    let mut r = run_uplink(
         Behaviour {
             reject_status: Some(503),
             ..Behaviour::default()
@@ -131,7 +98,7 @@ async fn the_schedule_resets_after_a_session_healthy_for_60_seconds() {
 #[tokio::test(start_paused = true)]
 async fn a_refused_token_is_retried_slowly_over_ten_simulated_minutes() {
     let policy = BackoffPolicy::default();
-    let mut r = run(Behaviour::default(), "wrong-token").await;
+    let mut r = run_uplink(Behaviour::default(), "wrong-token").await;
     let start = tokio::time::Instant::now();
     tokio::time::sleep(Duration::from_secs(600)).await;
     let attempts = r.server.log.lock().unwrap().auth_bad;

@@ -5,43 +5,14 @@
 
 use crate::uplink_support;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use odac_agent::uplink::{AppControl, LinkEvent, Uplink};
-use tokio::sync::{broadcast, watch};
-use tokio_util::sync::CancellationToken;
+use odac_agent::uplink::LinkEvent;
+use tokio::sync::broadcast;
 use uplink_support::*;
 
-struct Running {
-    server: TestServer,
-    link: broadcast::Receiver<LinkEvent>,
-    shutdown: CancellationToken,
-    task: tokio::task::JoinHandle<()>,
-    _inv: watch::Sender<Option<Arc<odac_protocol::Inventory>>>,
-    _pki: Pki,
-}
-
 async fn run(behaviour: Behaviour) -> Running {
-    let pki = Pki::new();
-    let server = TestServer::start(&pki, behaviour).await;
-    let (inv_tx, inv_rx) = watch::channel(Some(Arc::new(inventory(4))));
-    let uplink = Uplink::new(
-        uplink_config(&pki, &server.url(), TOKEN),
-        FakeApps::new() as Arc<dyn AppControl>,
-        inv_rx,
-    );
-    let link = uplink.link_events();
-    let shutdown = CancellationToken::new();
-    let task = tokio::spawn(uplink.run(shutdown.clone()));
-    Running {
-        server,
-        link,
-        shutdown,
-        task,
-        _inv: inv_tx,
-        _pki: pki,
-    }
+    run_uplink(behaviour, TOKEN).await
 }
 
 /// The next failure and the backoff that follows it.

@@ -9,6 +9,9 @@
     dead_code
 )]
 
+mod running;
+pub use running::{Running, run_uplink};
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
