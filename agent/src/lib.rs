@@ -14,6 +14,7 @@ pub mod http_client;
 pub mod identity;
 pub mod instance_lock;
 pub mod inventory;
+mod inventory_loop;
 pub mod liveness;
 pub mod lock;
 pub mod logging;

@@ -6,24 +6,22 @@
 //! [`run_with`] does the same on a given engine (tests run the whole agent in process against
 //! the fake). The command around it (configuration, logging, signals) is `crate::cli::run`.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use odac_protocol::{AppSpec, AppStatus, DesiredState, ErrorCode, Inventory};
+use odac_protocol::{AppSpec, AppStatus, DesiredState, ErrorCode};
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::appmgr::{AppEvent, AppManager, AppMgrError};
 use crate::config::Config;
-use crate::engine::{ContainerEngine, DockerEngine, EngineCapabilities};
+use crate::engine::{ContainerEngine, DockerEngine};
 use crate::gpu_health::kmsg::{self, KmsgState};
 use crate::gpu_health::{GpuHealthMonitor, health_loop};
 use crate::identity;
 use crate::instance_lock::{self, InstanceLock};
-use crate::inventory::{Assessment, scan};
 use crate::uplink::exec::ExecService;
 use crate::uplink::logs::LogSource;
 use crate::uplink::{
@@ -114,7 +112,7 @@ pub async fn run_with(
     );
 
     // local work first: the agent is useful without the control plane
-    let mut first = assess(&config.host_root, engine.as_ref()).await;
+    let mut first = crate::inventory_loop::assess(&config.host_root, engine.as_ref()).await;
     let mut nvml_facts = crate::telemetry::NvmlFacts::default();
     nvml_facts.fill_scan(&mut first.scan);
     let health = GpuHealthMonitor::new(&config.host_root, config.gpu.recovery());
@@ -158,7 +156,7 @@ pub async fn run_with(
     let uplink_beat = liveness.register("uplink");
     let manager_beat = liveness.register("app manager");
     tasks.spawn(crate::notify::watchdog_loop(shutdown.clone(), liveness));
-    tasks.spawn(inventory_loop(
+    tasks.spawn(crate::inventory_loop::inventory_loop(
         config.host_root.clone(),
         (engine.clone(), first_caps),
         Duration::from_secs(config.inventory.interval_secs),
@@ -254,87 +252,6 @@ pub async fn run_with(
 
 fn non_empty(s: &str) -> Option<&str> {
     (!s.trim().is_empty()).then_some(s)
-}
-
-/// One assessment: host scan (blocking reads, off the runtime threads) plus the engine's
-/// capabilities.
-async fn assess(root: &std::path::Path, engine: &dyn ContainerEngine) -> Assessment {
-    Assessment::new(scan_host(root).await, engine.capabilities().await)
-}
-
-/// The host scan, off the runtime threads.
-async fn scan_host(root: &std::path::Path) -> crate::inventory::HostScan {
-    let root = root.to_owned();
-    match tokio::task::spawn_blocking(move || scan(&root)).await {
-        Ok(h) => h,
-        Err(e) => {
-            warn!("inventory scan failed: {e}");
-            Default::default()
-        }
-    }
-}
-
-/// Rescans every `every` and publishes the result; the uplink sends it only when it changed.
-/// The app manager's quiet passes reuse the same facts rather than reading them again. The
-/// host is read every time; the engine's capabilities (`GET /info`) are read again at once
-/// when the engine changed (a daemon `reload`, the event stream resubscribed after a fault:
-/// a restart), and otherwise only every backstop while the event stream is up (runtimes
-/// change only with a reload or a restart, which the stream reports), every time while it
-/// is down. `engine` comes with its capabilities as first read.
-async fn inventory_loop(
-    root: PathBuf,
-    (engine, first_caps): (Arc<dyn ContainerEngine>, EngineCapabilities),
-    every: Duration,
-    tx: watch::Sender<Option<Arc<Inventory>>>,
-    (manager, health): (AppManager, GpuHealthMonitor),
-    mut nvml_facts: crate::telemetry::NvmlFacts,
-    shutdown: CancellationToken,
-) {
-    let mut changes = manager.engine_changes();
-    let mut changes_open = true;
-    let mut engine_read = Some((first_caps, tokio::time::Instant::now()));
-    let reuse_for = manager.config().backstop();
-    loop {
-        let changed = tokio::select! {
-            () = shutdown.cancelled() => return,
-            () = tokio::time::sleep(every) => false,
-            // a GPU health change is published at once, not at the next interval
-            () = health.changed() => false,
-            r = changes.changed(), if changes_open => {
-                changes_open = r.is_ok();
-                changes_open
-            }
-        };
-        if changed {
-            changes.borrow_and_update();
-            info!("the engine changed: rescanning the inventory now");
-        }
-        let caps = match engine_read.as_ref() {
-            Some((caps, at))
-                if !changed
-                    && caps.reachable
-                    && manager.events_live()
-                    && at.elapsed() < reuse_for =>
-            {
-                caps.clone()
-            }
-            _ => {
-                let caps = tokio::select! {
-                    () = shutdown.cancelled() => return,
-                    c = engine.capabilities() => c,
-                };
-                engine_read = Some((caps.clone(), tokio::time::Instant::now()));
-                caps
-            }
-        };
-        let mut assessment = Assessment::new(scan_host(&root).await, caps);
-        nvml_facts.fill_scan(&mut assessment.scan);
-        let mut inventory = nvml_facts.fill(assessment.inventory());
-        health.apply(&mut inventory);
-        manager.offer_unhealthy_gpus(health.unhealthy());
-        manager.offer_facts(assessment);
-        tx.send_replace(Some(Arc::new(inventory)));
-    }
 }
 
 /// Starts following the kernel log under `host_root` (its own thread) and the health loop
