@@ -93,6 +93,10 @@ pub async fn run(cfg: &ConformanceConfig) -> Vec<Outcome> {
         reports::acks_gpu_stats(&mut conn).await,
     ));
     out.push(outcome(
+        "acks_image_removed",
+        reports::acks_image_removed(&mut conn).await,
+    ));
+    out.push(outcome(
         "refuses_duplicate_keys",
         reports::refuses_duplicate_keys(&mut conn).await,
     ));
@@ -153,7 +157,7 @@ async fn closing_rules(cfg: &ConformanceConfig, out: &mut Vec<Outcome>) {
 }
 
 /// Rules that need a session.
-const RULES_AFTER_WELCOME: [&str; 12] = [
+const RULES_AFTER_WELCOME: [&str; 13] = [
     "welcome_after_hello",
     "snapshot_after_welcome",
     "acks_every_report",
@@ -161,6 +165,7 @@ const RULES_AFTER_WELCOME: [&str; 12] = [
     "acks_a_rolled_back_status",
     "answers_unknown_type",
     "acks_gpu_stats",
+    "acks_image_removed",
     "refuses_duplicate_keys",
     "never_answers_an_error",
     "answers_resync_with_a_snapshot",
@@ -206,6 +211,7 @@ fn event(seq: u64, message: &str) -> AgentMessage {
         app: None,
         message: message.to_owned(),
         dropped: None,
+        image_removed: None,
     })
 }
 
