@@ -296,7 +296,10 @@ async fn forward_events(
             e = events.recv() => e,
         };
         match event {
-            Ok(e) => sink.push(e.level, e.app.as_deref(), e.message),
+            Ok(e) => {
+                let removed = e.image_removed.map(crate::appmgr::ImageRemoved::wire);
+                sink.push_with(e.level, e.app.as_deref(), e.message, removed);
+            }
             Err(broadcast::error::RecvError::Lagged(n)) => {
                 warn!(missed = n, "app manager events lagged; some were not sent");
             }

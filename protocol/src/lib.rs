@@ -18,6 +18,7 @@ mod gpu_stats;
 mod host_access;
 mod identity;
 mod image_ref;
+mod image_removed;
 mod inventory;
 mod limits;
 mod logs;
@@ -58,6 +59,7 @@ pub use host_access::{
 };
 pub use identity::{AGENT_ID_HEADER, MAX_AGENT_ID, validate_agent_id};
 pub use image_ref::{IMAGE_PATTERN, MAX_IMAGE_NAME};
+pub use image_removed::{ImageRemovalReason, ImageRemoved};
 pub use inventory::{AcceleratorVerdict, EngineInfo, GpuInfo, HostInfo, Inventory};
 pub use limits::*;
 pub use logs::{

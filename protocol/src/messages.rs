@@ -14,6 +14,7 @@ use crate::desired::{DesiredState, validate_apps};
 pub use crate::error_message::{ErrorCode, ErrorMessage};
 use crate::exec::{ExecRefused, ExecRequest};
 use crate::gpu_stats::GpuStatsReport;
+use crate::image_removed::ImageRemoved;
 use crate::inventory::Inventory;
 use crate::limits::MAX_NAME;
 use crate::logs::{LogsCancel, LogsChunk, LogsEnd, LogsRequest};
@@ -135,6 +136,9 @@ pub struct Event {
     /// Events dropped before this one because the outbox was full.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dropped: Option<u64>,
+    /// An image the agent removed (the message says so in words too).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_removed: Option<ImageRemoved>,
 }
 
 /// `resync`: the agent could not apply or persist a desired-state change (or refused one), so
@@ -284,6 +288,9 @@ impl AgentMessage {
             AgentMessage::AppStatus(m) => m.status.validate().map_err(|e| e.under("status")),
             AgentMessage::Event(e) => {
                 check_string("message", &e.message)?;
+                if let Some(r) = &e.image_removed {
+                    r.validate().map_err(|e| e.under("image_removed"))?;
+                }
                 check_opt_string("app", e.app.as_ref())
             }
             AgentMessage::Ack(_) => Ok(()),

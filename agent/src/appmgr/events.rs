@@ -47,6 +47,21 @@ pub enum RemovalReason {
     LowDisk,
 }
 
+impl ImageRemoved {
+    /// The `event` message's `image_removed` part.
+    pub fn wire(self) -> odac_protocol::ImageRemoved {
+        odac_protocol::ImageRemoved {
+            image: self.image,
+            reference: self.reference,
+            bytes: self.bytes,
+            reason: match self.reason {
+                RemovalReason::Delay => odac_protocol::ImageRemovalReason::Delay,
+                RemovalReason::LowDisk => odac_protocol::ImageRemovalReason::LowDisk,
+            },
+        }
+    }
+}
+
 impl RemovalReason {
     /// The wire name.
     pub fn as_str(self) -> &'static str {

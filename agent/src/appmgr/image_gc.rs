@@ -56,6 +56,11 @@ pub(crate) struct ImageGc {
     saved: Book,
     /// Since when each unused image of the record has been unused.
     unused_since: BTreeMap<String, Instant>,
+    /// The images in use at the last sweep.
+    in_use: BTreeSet<String>,
+    /// The image each app ran when its status last named one: a status without one (a new
+    /// image being pulled or built while the previous container runs) keeps it in use.
+    app_images: BTreeMap<String, String>,
     root: DataRoot,
     /// When the data root was last asked for.
     root_asked: Option<Instant>,
@@ -68,6 +73,8 @@ impl Default for ImageGc {
             book: None,
             saved: Book::new(),
             unused_since: BTreeMap::new(),
+            in_use: BTreeSet::new(),
+            app_images: BTreeMap::new(),
             root: DataRoot::Unknown,
             root_asked: None,
             next_disk_check: None,
@@ -113,23 +120,32 @@ impl ImageGc {
             book.entry(id.clone())
                 .or_insert_with(|| new(app, reference, Origin::Pulled));
         }
-        let mut used = input.rollback.clone();
+        self.app_images
+            .retain(|app, _| input.statuses.iter().any(|s| &s.name == app));
         for s in input.statuses {
             let Some(id) = &s.image_id else { continue };
-            used.insert(id.clone());
+            self.app_images.insert(s.name.clone(), id.clone());
             if s.commit.is_some() {
                 let reference = s.image.clone().unwrap_or_else(|| id.clone());
                 book.entry(id.clone())
                     .or_insert_with(|| new(&s.name, &reference, Origin::Built));
             }
         }
+        let mut used = input.rollback.clone();
+        used.extend(self.app_images.values().cloned());
         for (id, kept) in book.iter_mut() {
             if used.contains(id) {
                 self.unused_since.remove(id);
+                self.in_use.insert(id.clone());
                 if wall.saturating_sub(kept.last_used_ms) >= LAST_USED_EVERY_MS {
                     kept.last_used_ms = wall;
                 }
+            } else if self.in_use.remove(id) {
+                // unused from now on
+                kept.last_used_ms = wall;
+                self.unused_since.insert(id.clone(), now);
             } else {
+                // unused since before this agent started: as its record says
                 let ago = Duration::from_millis(wall.saturating_sub(kept.last_used_ms));
                 self.unused_since
                     .entry(id.clone())
@@ -137,6 +153,7 @@ impl ImageGc {
             }
         }
         self.unused_since.retain(|id, _| book.contains_key(id));
+        self.in_use.retain(|id| book.contains_key(id));
         let result = self.remove_due(&input, now).await;
         self.save(&dir);
         result

@@ -107,7 +107,23 @@ pub struct EventSink {
 impl EventSink {
     /// Queues one event.
     pub fn push(&self, level: EventLevel, app: Option<&str>, message: impl Into<String>) {
-        lock(&self.outbox).push_event(level, app.map(str::to_owned), message.into());
+        self.push_with(level, app, message, None);
+    }
+
+    /// Queues one event with its `image_removed` part.
+    pub fn push_with(
+        &self,
+        level: EventLevel,
+        app: Option<&str>,
+        message: impl Into<String>,
+        image_removed: Option<odac_protocol::ImageRemoved>,
+    ) {
+        lock(&self.outbox).push_event_with(
+            level,
+            app.map(str::to_owned),
+            message.into(),
+            image_removed,
+        );
         self.wake.notify_one();
     }
 }

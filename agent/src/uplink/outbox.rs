@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use odac_protocol::{
     AgentMessage, AppStatus, AppStatusReport, Event, EventLevel, GpuStats, GpuStatsReport,
-    Inventory, InventoryReport, UpdateStatusReport,
+    ImageRemoved, Inventory, InventoryReport, UpdateStatusReport,
 };
 
 use super::removal_log::RemovalLog;
@@ -63,6 +63,7 @@ struct PendingEvent {
     app: Option<String>,
     message: String,
     dropped: Option<u64>,
+    image_removed: Option<ImageRemoved>,
     sent: bool,
 }
 
@@ -258,6 +259,17 @@ impl Outbox {
 
     /// Queues a diagnostic event; when full, the oldest event is dropped and counted.
     pub fn push_event(&mut self, level: EventLevel, app: Option<String>, message: String) {
+        self.push_event_with(level, app, message, None);
+    }
+
+    /// [`Self::push_event`] with the event's `image_removed` part.
+    pub fn push_event_with(
+        &mut self,
+        level: EventLevel,
+        app: Option<String>,
+        message: String,
+        image_removed: Option<ImageRemoved>,
+    ) {
         if self.events.len() >= self.limits.max_events.max(1)
             && let Some(old) = self.events.pop_front()
         {
@@ -274,6 +286,7 @@ impl Outbox {
             app,
             message,
             dropped,
+            image_removed,
             sent: false,
         });
     }
@@ -329,6 +342,7 @@ impl Outbox {
                     app: e.app.clone(),
                     message: e.message.clone(),
                     dropped: e.dropped,
+                    image_removed: e.image_removed.clone(),
                 }));
             }
         }

@@ -44,6 +44,7 @@ mod gpu_health_kmsg;
 mod gpu_image_fake;
 mod gpu_resolve;
 mod host_access_restart_fake;
+mod image_gc_docker;
 mod image_gc_fake;
 mod inventory_cli;
 mod inventory_fixtures;

@@ -2,7 +2,8 @@
 //! version starts beside the previous one under the temporary name `<instance>_<app>_next`;
 //! the previous one is never stopped while the new one proves itself, and once it has, the
 //! previous one is stopped and removed and the new one renamed to the app's own name. A new
-//! version that fails goes alone (the previous one was never stopped and runs on as it is). A
+//! version that fails goes alone (the previous one was never stopped and runs on as it is), and
+//! so does one the engine will not start (no temporary container is left behind). A
 //! restarted agent finds a hand-over under way and carries it on; a temporary container left
 //! alone is adopted (renamed), one of an older version removed. An app that binds a host port
 //! or asks for GPUs the host cannot give twice is refused with the reason.
@@ -269,4 +270,35 @@ async fn start_first_is_refused_with_a_host_port_or_gpus_the_host_cannot_give_tw
         "{error}"
     );
     assert!(fake.container_ids().is_empty(), "nothing was created");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_new_version_the_engine_will_not_start_leaves_the_previous_running_and_no_leftover() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = Arc::new(FakeEngine::new());
+    fake.add_image(OLD);
+    fake.add_image(NEW);
+    let m = open(&fake, dir.path());
+    let old = proven_v1(&fake, &m).await;
+    fake.clear_calls();
+    fake.fail_next(
+        Op::Start,
+        odac_agent::engine::EngineError::Rejected {
+            status: 400,
+            message: "exec: \"serve\": executable file not found in $PATH".into(),
+        },
+    );
+    set(&m, 2, app(NEW)).await;
+    let s = m.reconcile_once().await.remove(0);
+    assert_eq!(rollout_state(&s), Some(RolloutState::RolledBack), "{s:#?}");
+    assert_eq!(s.container_id.as_deref(), Some(old.as_str()));
+    let s = m.reconcile_once().await.remove(0);
+    assert_eq!(s.container_id.as_deref(), Some(old.as_str()));
+    assert_eq!(
+        fake.container_ids(),
+        vec![old.clone()],
+        "the container that did not start is gone"
+    );
+    assert_eq!(seen(&fake, &old).await, Some((OWN.into(), true)));
+    assert_eq!(stops_of(&fake, &old), 0, "never stopped");
 }

@@ -443,6 +443,7 @@ fn agent_message() -> impl Strategy<Value = AgentMessage> {
                     app,
                     message,
                     dropped,
+                    image_removed: None,
                 })
             ),
         any::<u64>().prop_map(|seq| AgentMessage::Ack(Ack { seq })),

@@ -148,6 +148,7 @@ pub(super) async fn closes_a_session_without_hello(
         app: None,
         message: "conformance check: an event before hello".to_owned(),
         dropped: None,
+        image_removed: None,
     });
     conn.send(&event).await.map_err(|e| e.to_string())?;
     error_then_close(&mut conn, ErrorCode::Invalid, HELLO_EXPECTED).await

@@ -1,6 +1,6 @@
 //! The conformance rules on what a control plane does with the agent's frames beyond plain
 //! acks (PROTOCOL.md 1, 3.1, 4.1, 4.3, 5 and 6): a `gpu_stats` or `update_status` report is
-//! acked with its `seq` like every report; a frame holding a key twice is refused as a whole with
+//! acked with its `seq` like every report, and so is an `event` carrying `image_removed`; a frame holding a key twice is refused as a whole with
 //! `error{code:"invalid"}` naming the key and is not acked, and the session goes on; an
 //! `error` from the agent (a `conflict` while it is out of step) is never answered with an
 //! `error`, and the session goes on.
@@ -87,6 +87,23 @@ pub(super) async fn acks_update_status(conn: &mut AgentConn) -> Result<String, S
     .await
     .map_err(|e| format!("no ack for update_status seq 1201: {e}"))?;
     Ok("update_status seq 1201 acked".to_owned())
+}
+
+/// An `event` with an `image_removed` part (an image the agent cleaned up) is a report like
+/// any other: acked with its `seq` (3.1, 4.1).
+pub(super) async fn acks_image_removed(conn: &mut AgentConn) -> Result<String, String> {
+    send_raw(
+        conn,
+        r#"{"type":"event","seq":1103,"level":"info","app":"web","message":"removed image web:1 (sha256:aa): 5.0 MB back; no app used it for apps.image_gc_delay_secs","image_removed":{"image":"sha256:aa","reference":"web:1","bytes":5000000,"reason":"delay"}}"#,
+    )
+    .await?;
+    conn.recv_until(ANSWER, |m| match m {
+        Incoming::Message(ControlMessage::Ack(a)) if a.seq == 1103 => Some(()),
+        _ => None,
+    })
+    .await
+    .map_err(|e| format!("no ack for the image_removed event seq 1103: {e}"))?;
+    Ok("event seq 1103 with image_removed acked".to_owned())
 }
 
 /// A key twice in one object: `invalid`, nothing acked, the session goes on (1, 5).

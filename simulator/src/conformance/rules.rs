@@ -97,6 +97,10 @@ pub async fn run(cfg: &ConformanceConfig) -> Vec<Outcome> {
         reports::acks_update_status(&mut conn).await,
     ));
     out.push(outcome(
+        "acks_image_removed",
+        reports::acks_image_removed(&mut conn).await,
+    ));
+    out.push(outcome(
         "refuses_duplicate_keys",
         reports::refuses_duplicate_keys(&mut conn).await,
     ));
@@ -157,7 +161,7 @@ async fn closing_rules(cfg: &ConformanceConfig, out: &mut Vec<Outcome>) {
 }
 
 /// Rules that need a session.
-const RULES_AFTER_WELCOME: [&str; 13] = [
+const RULES_AFTER_WELCOME: [&str; 14] = [
     "welcome_after_hello",
     "snapshot_after_welcome",
     "acks_every_report",
@@ -166,6 +170,7 @@ const RULES_AFTER_WELCOME: [&str; 13] = [
     "answers_unknown_type",
     "acks_gpu_stats",
     "acks_update_status",
+    "acks_image_removed",
     "refuses_duplicate_keys",
     "never_answers_an_error",
     "answers_resync_with_a_snapshot",
@@ -211,6 +216,7 @@ fn event(seq: u64, message: &str) -> AgentMessage {
         app: None,
         message: message.to_owned(),
         dropped: None,
+        image_removed: None,
     })
 }
 

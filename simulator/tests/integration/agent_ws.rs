@@ -128,6 +128,7 @@ fn every_report_is_acked_and_recorded() {
             app: Some("web".into()),
             message: "optional GPU request fell back to CPU".into(),
             dropped: Some(2),
+            image_removed: None,
         }))
         .await
         .unwrap();

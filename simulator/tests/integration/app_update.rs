@@ -2,6 +2,8 @@
 //! generation moving on, the restart token kept, 404 for an unknown app) seen by a
 //! protocol-level fake agent, and `odac app update` (reads the spec, changes the flags'
 //! fields, PUTs it; `-f` sends a whole spec; unknown apps named with the known ones).
+//! `update.order = start_first` is refused (400 naming `update.order`) with a host port or a GPU
+//! count the host cannot give twice, at create and at update.
 
 use crate::common;
 
@@ -187,4 +189,57 @@ fn odac_app_update_changes_only_the_flags_fields() {
     let o = sim.odac(&["app", "update", "web", "--env", "NOEQUALS"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("KEY=VALUE"), "{}", stderr(&o));
+}
+
+#[test]
+fn start_first_is_refused_with_a_host_port_or_more_gpus_than_the_host_has_twice() {
+    let sim = Sim::start();
+    // host 0 of the profiles: one NVIDIA GPU
+    let _agent = sim.agent("agt_a", profile(0, "a"));
+    let start_first = r#""update":{"order":"start_first"}"#;
+    let (s, e) = sim.call(
+        "POST",
+        "/api/apps",
+        Some(&format!(
+            r#"{{"name":"web","image":"busybox:1",{start_first},"ports":[{{"container":80,"host":8080}}]}}"#
+        )),
+    );
+    assert_eq!((s, e["field"].as_str()), (400, Some("update.order")), "{e}");
+    let error = e["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("start_first cannot be used with host port 8080: the old and new container would both bind it"),
+        "{error}"
+    );
+    let (s, e) = sim.call(
+        "POST",
+        "/api/apps",
+        Some(&format!(
+            r#"{{"name":"llm","image":"busybox:1",{start_first},"gpu":{{"runtime":"nvidia","count":1}}}}"#
+        )),
+    );
+    assert_eq!((s, e["field"].as_str()), (400, Some("update.order")), "{e}");
+    assert!(
+        e["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("gpu.count 1: the host has 1 gpus"),
+        "{e}"
+    );
+    // without a host port it is fine, and so is an update to it
+    let (s, e) = sim.call(
+        "POST",
+        "/api/apps",
+        Some(&format!(
+            r#"{{"name":"web","image":"busybox:1",{start_first},"ports":[{{"container":80}}]}}"#
+        )),
+    );
+    assert_eq!(s, 201, "{e}");
+    let (s, e) = sim.call(
+        "PUT",
+        "/api/apps/web",
+        Some(&format!(
+            r#"{{"image":"busybox:2",{start_first},"ports":[{{"container":80,"host":9090}}]}}"#
+        )),
+    );
+    assert_eq!((s, e["field"].as_str()), (400, Some("update.order")), "{e}");
 }

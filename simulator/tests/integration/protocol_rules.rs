@@ -50,6 +50,7 @@ fn a_resent_report_is_acked_again_and_recorded_once() {
         app: None,
         message: "disk almost full (dedup test)".into(),
         dropped: None,
+        image_removed: None,
     };
     send(&sim, &mut c, AgentMessage::Event(event.clone()));
     assert_eq!(ack_of(next(&sim, &mut c)), 40);
@@ -67,6 +68,7 @@ fn a_resent_report_is_acked_again_and_recorded_once() {
             app: None,
             message: "next one (dedup test)".into(),
             dropped: None,
+            image_removed: None,
         }),
     );
     assert_eq!(ack_of(next(&sim, &mut c)), 41);

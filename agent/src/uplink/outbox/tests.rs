@@ -228,3 +228,29 @@ fn sent_and_acked_count_resends_and_real_acks_only() {
     assert_eq!(o.sent_and_acked(), (3, 1));
     assert_eq!(o.pending(), 1);
 }
+
+#[test]
+fn an_image_removed_event_keeps_its_part_on_the_wire_and_on_resend() {
+    let mut o = Outbox::new(OutboxLimits::default());
+    let removed = odac_protocol::ImageRemoved {
+        image: "sha256:aa".into(),
+        reference: "web:1".into(),
+        bytes: 5_000_000,
+        reason: odac_protocol::ImageRemovalReason::LowDisk,
+    };
+    o.push_event_with(
+        EventLevel::Info,
+        Some("web".into()),
+        "removed image web:1".into(),
+        Some(removed.clone()),
+    );
+    let sent = o.take_unsent();
+    let AgentMessage::Event(e) = &sent[0] else {
+        panic!("{sent:?}")
+    };
+    assert_eq!(e.image_removed.as_ref(), Some(&removed));
+    let json = odac_protocol::encode(&sent[0]);
+    assert!(json.contains(r#""reason":"low_disk""#), "{json}");
+    o.new_session();
+    assert_eq!(o.take_unsent(), sent);
+}

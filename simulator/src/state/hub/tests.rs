@@ -60,6 +60,7 @@ async fn a_restart_keeps_everything() {
             app: None,
             message: "disk almost full".into(),
             dropped: None,
+            image_removed: None,
         },
     );
     hub.add_enroll_code("code-1").await;
