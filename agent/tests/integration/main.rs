@@ -61,6 +61,7 @@ mod rollout_fake;
 mod rollout_pull_fake;
 mod self_update_commit;
 mod self_update_launch;
+mod self_update_launcher_process;
 mod self_update_stage;
 mod self_update_verify;
 mod uplink_backoff;
