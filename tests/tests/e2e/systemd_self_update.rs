@@ -3,13 +3,14 @@
 //! shortens `WatchdogSec`, `RestartSec` and `TimeoutStartSec`), against `odac-sim serve
 //! --releases` on the host's loopback, driven by `odac agent update`. The releases are signed
 //! with a key pinned in `[update] public_keys`; `update.commit_within_secs` is 30. In order:
-//! 1. v1 → v2 (this very binary signed as 0.2.0): staged under the state dir, started by the
+//! 1. from v1, a v3 that exits 1 at start: systemd restarts the service, the launcher finds the
+//!    attempt spent and runs the packaged v1 again, which reports `update_failed`; a v4 that
+//!    hangs before READY: `TimeoutStartSec` kills it, and the same rollback follows;
+//! 2. v1 → v2 (this very binary signed as 0.2.0): staged under the state dir, started by the
 //!    packaged launcher, connected, committed; the control plane sees 0.2.0; the app's
 //!    container keeps its id across the switch;
-//! 2. a v3 that exits 1 at start: systemd restarts the service, the launcher finds the attempt
-//!    spent and runs v2 again, which reports `update_failed`; offering v3 again is refused;
-//! 3. a v4 that hangs before READY: `TimeoutStartSec` kills it, and the same rollback follows;
-//! 4. nothing executable was staged for the refused offer, and the sandbox refused nothing.
+//! 3. from v2, a v5 that exits 1 goes back to v2, the last committed release;
+//! 4. v3 is not retried (refused); the sandbox refused nothing.
 //!
 //! Each rollback's time is printed as a figure. It fails, never skips, when systemd cannot boot.
 
@@ -105,6 +106,59 @@ fn exe_of_main_pid(sd: &SystemdBox) -> String {
         .to_owned()
 }
 
+const V2_EXE: &str = "/var/lib/odac-agent/update/versions/0.2.0/odac-agent";
+
+fn update(stack: &Stack, version: &str) -> odac_e2e::sim::CliOutput {
+    stack
+        .sim
+        .odac(&[
+            "agent",
+            "update",
+            "--version",
+            version,
+            "--all",
+            "--timeout-secs",
+            STEP,
+        ])
+        .unwrap()
+}
+
+/// Offers `version` (which never commits) and checks the host is back on `back` (version,
+/// binary) with `update_failed`, the app's container untouched.
+fn roll_back(
+    stack: &Stack,
+    sd: &SystemdBox,
+    container: &str,
+    (version, what): (&str, &str),
+    (back, exe): (&str, &str),
+) {
+    let t = Instant::now();
+    let out = update(stack, version);
+    figure(
+        SCENARIO,
+        &format!("{what}_to_rolled_back"),
+        secs(t.elapsed()),
+    );
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr
+            .contains(&format!("update_failed: version {version} did not commit")),
+        "{}",
+        out.stderr
+    );
+    poll(
+        &format!("{back} reconnected"),
+        Duration::from_secs(60),
+        || match host_state(stack) {
+            (v, _) if v == back => Ok(()),
+            other => Err(format!("{other:?}")),
+        },
+    )
+    .unwrap();
+    assert_eq!(exe_of_main_pid(sd), exe);
+    assert_eq!(inspect(container).unwrap()["State"]["Running"], true);
+}
+
 #[test]
 fn self_update_under_systemd_commits_v2_and_rolls_back_a_crashing_and_a_hanging_version() {
     require_docker!(SCENARIO);
@@ -142,6 +196,13 @@ fn self_update_under_systemd_commits_v2_and_rolls_back_a_crashing_and_a_hanging_
         &api,
         "0.4.0",
         &script(stack.dir(), "v4", "exec sleep 600"),
+    );
+    publish(
+        &releases,
+        &key,
+        &api,
+        "0.5.0",
+        &script(stack.dir(), "v5", "exit 1"),
     );
     stack
         .sim
@@ -199,20 +260,21 @@ fn self_update_under_systemd_commits_v2_and_rolls_back_a_crashing_and_a_hanging_
         .unwrap();
     let container = view.status.unwrap().container_id.unwrap();
 
-    // 1. v1 → v2
+    // 1. from v1: a v3 that exits 1 at start, and a v4 that hangs before READY, both rolled
+    // back to the packaged v1
+    for (version, what) in [("0.3.0", "v3_exit_1"), ("0.4.0", "v4_hang")] {
+        roll_back(
+            &stack,
+            &sd,
+            &container,
+            (version, what),
+            (&v1, "/usr/bin/odac-agent"),
+        );
+    }
+
+    // 2. v1 → v2
     let t = Instant::now();
-    let out = stack
-        .sim
-        .odac(&[
-            "agent",
-            "update",
-            "--version",
-            "0.2.0",
-            "--all",
-            "--timeout-secs",
-            STEP,
-        ])
-        .unwrap();
+    let out = update(&stack, "0.2.0");
     assert_eq!(
         out.code,
         0,
@@ -222,13 +284,10 @@ fn self_update_under_systemd_commits_v2_and_rolls_back_a_crashing_and_a_hanging_
         sd.journal(UNIT).unwrap_or_default()
     );
     figure(SCENARIO, "v1_to_v2_committed", secs(t.elapsed()));
-    let (version, update) = host_state(&stack);
+    let (version, update_cell) = host_state(&stack);
     assert_eq!(version, "0.2.0", "was {v1}");
-    assert!(update.starts_with("0.2.0 committed"), "{update}");
-    assert_eq!(
-        exe_of_main_pid(&sd),
-        "/var/lib/odac-agent/update/versions/0.2.0/odac-agent"
-    );
+    assert!(update_cell.starts_with("0.2.0 committed"), "{update_cell}");
+    assert_eq!(exe_of_main_pid(&sd), V2_EXE);
     assert_eq!(sd.property(UNIT, "ActiveState").unwrap(), "active");
     let now = stack.sim.app(&app).unwrap().unwrap();
     assert_eq!(
@@ -238,60 +297,17 @@ fn self_update_under_systemd_commits_v2_and_rolls_back_a_crashing_and_a_hanging_
     );
     assert_eq!(inspect(&container).unwrap()["State"]["Running"], true);
 
-    // 2. v3 exits 1 at start: back on v2, update_failed, not retried
-    for (version, what) in [("0.3.0", "v3_exit_1"), ("0.4.0", "v4_hang")] {
-        let t = Instant::now();
-        let out = stack
-            .sim
-            .odac(&[
-                "agent",
-                "update",
-                "--version",
-                version,
-                "--all",
-                "--timeout-secs",
-                STEP,
-            ])
-            .unwrap();
-        figure(
-            SCENARIO,
-            &format!("{what}_to_rolled_back"),
-            secs(t.elapsed()),
-        );
-        assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
-        assert!(
-            out.stderr
-                .contains(&format!("update_failed: version {version} did not commit")),
-            "{}",
-            out.stderr
-        );
-        poll(
-            "v2 reconnected",
-            Duration::from_secs(60),
-            || match host_state(&stack) {
-                (v, _) if v == "0.2.0" => Ok(()),
-                other => Err(format!("{other:?}")),
-            },
-        )
-        .unwrap();
-        assert_eq!(
-            exe_of_main_pid(&sd),
-            "/var/lib/odac-agent/update/versions/0.2.0/odac-agent"
-        );
-        assert_eq!(inspect(&container).unwrap()["State"]["Running"], true);
-    }
-    let again = stack
-        .sim
-        .odac(&[
-            "agent",
-            "update",
-            "--version",
-            "0.3.0",
-            "--all",
-            "--timeout-secs",
-            STEP,
-        ])
-        .unwrap();
+    // 3. from v2: a v5 that exits 1 goes back to v2 (the last committed release)
+    roll_back(
+        &stack,
+        &sd,
+        &container,
+        ("0.5.0", "v5_exit_1"),
+        ("0.2.0", V2_EXE),
+    );
+
+    // 4. a failed version is not retried
+    let again = update(&stack, "0.3.0");
     assert_eq!(again.code, 1);
     assert!(
         again.stderr.contains("failed on this host before"),
@@ -299,7 +315,7 @@ fn self_update_under_systemd_commits_v2_and_rolls_back_a_crashing_and_a_hanging_
         again.stderr
     );
 
-    // 3. what the journal says, and what the sandbox refused (nothing)
+    // 5. what the journal says, and what the sandbox refused (nothing)
     let journal = sd.journal(UNIT).unwrap();
     println!("{journal}");
     assert!(journal.contains("starting the staged version"), "{journal}");
