@@ -60,6 +60,7 @@ mod removal_restart;
 mod rollout_fake;
 mod rollout_pull_fake;
 mod self_update_commit;
+mod self_update_enroll;
 mod self_update_launch;
 mod self_update_launcher_process;
 mod self_update_stage;

@@ -262,3 +262,21 @@ fn agent_update_artefacts_are_served_by_plain_name_only() {
     assert_eq!(sim.get_text("/releases/..%2Frelease.key").0, 404);
     assert_eq!(sim.get_text("/releases/.hidden").0, 404);
 }
+
+#[test]
+fn agent_update_keys_are_told_to_enrolling_agents() {
+    let dir = tempfile::tempdir().unwrap();
+    let public = releases(dir.path());
+    let sim = Sim::start_with(|c| {
+        c.release_keys = vec![public.clone()];
+        c.enroll_codes = vec!["enr_rk".to_owned()];
+    });
+    let (status, v) = sim.call("POST", "/api/enroll", Some(r#"{"code":"enr_rk"}"#));
+    assert_eq!(status, 201, "{v}");
+    assert_eq!(v["release_keys"], serde_json::json!([public]));
+    // without keys configured the answer has none (the field is left out)
+    let sim = Sim::start_with(|c| c.enroll_codes = vec!["enr_rk2".to_owned()]);
+    let (status, v) = sim.call("POST", "/api/enroll", Some(r#"{"code":"enr_rk2"}"#));
+    assert_eq!(status, 201, "{v}");
+    assert!(v.get("release_keys").is_none(), "{v}");
+}
