@@ -109,9 +109,16 @@ impl UpdateTask {
                         if probation.is_some() {
                             self.reports.report(status("", UpdatePhase::Refused, Some(
                                 "an update is still on probation; offer again once it committed".into())));
-                        } else if self.take_offer(offer).await {
-                            shutdown.cancel();
-                            return;
+                        } else {
+                            // a download in flight does not hold up a shutdown
+                            let staged = tokio::select! {
+                                () = shutdown.cancelled() => return,
+                                staged = self.take_offer(offer) => staged,
+                            };
+                            if staged {
+                                shutdown.cancel();
+                                return;
+                            }
                         }
                     }
                     None => offers_open = false,
