@@ -82,5 +82,7 @@ impl HttpFetch {
     }
 }
 
+/// Largest artefact accepted, bytes.
+pub const MAX_ARTEFACT: u64 = 512 << 20;
 /// Largest answer read at once (a server that ignores ranges sends the whole artefact).
-const MAX_WHOLE: u64 = super::stage::MAX_ARTEFACT + 1;
+const MAX_WHOLE: u64 = MAX_ARTEFACT + 1;

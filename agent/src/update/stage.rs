@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
+pub use super::fetch::MAX_ARTEFACT;
 use super::fetch::{Fetch, Progress};
 
 use super::manifest::Manifest;
@@ -17,8 +18,6 @@ use super::state::{Slot, update_dir};
 
 /// Free space kept beyond the artefact, bytes.
 pub const DISK_MARGIN: u64 = 64 << 20;
-/// Largest artefact accepted, bytes.
-pub const MAX_ARTEFACT: u64 = 512 << 20;
 
 /// Why a release was not staged.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
