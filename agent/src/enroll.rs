@@ -107,6 +107,8 @@ pub struct Enrolled {
     pub ca_file: Option<PathBuf>,
     /// The WebSocket URL recorded as `control_plane.url`.
     pub agent_url: String,
+    /// The control plane's release keys recorded as `update.public_keys` (none: left as is).
+    pub release_keys: Vec<String>,
 }
 
 /// Why enrollment failed. Never carries the code or the token.
@@ -210,7 +212,8 @@ pub fn enroll(args: &Enrollment) -> Result<Enrolled, EnrollError> {
             Err(source) => return Err(prepare(&config_path)(source)),
         };
 
-    let token = client::redeem(&base, &args.code, ca.as_ref().map(|(_, c)| c.clone()))?;
+    let granted = client::redeem(&base, &args.code, ca.as_ref().map(|(_, c)| c.clone()))?;
+    let token = granted.token;
 
     let written = |path: &Path| {
         let path = path.to_owned();
@@ -238,25 +241,33 @@ pub fn enroll(args: &Enrollment) -> Result<Enrolled, EnrollError> {
     let mut settings = vec![Setting {
         table: Some("control_plane"),
         key: "url",
-        value: agent_url.clone(),
+        value: agent_url.clone().into(),
     }];
     if let Some(ca) = &copied_ca {
         settings.push(Setting {
             table: Some("control_plane"),
             key: "ca_file",
-            value: ca.display().to_string(),
+            value: ca.display().to_string().into(),
         });
     }
     settings.push(Setting {
         table: Some("control_plane"),
         key: "token_file",
-        value: token_path.display().to_string(),
+        value: token_path.display().to_string().into(),
     });
+    // the control plane's release keys, when it sent any: self-update trusts them
+    if !granted.release_keys.is_empty() {
+        settings.push(Setting {
+            table: Some("update"),
+            key: "public_keys",
+            value: toml_patch::Value::List(granted.release_keys.clone()),
+        });
+    }
     if let Some(state) = &state_dir {
         settings.push(Setting {
             table: None,
             key: "state_dir",
-            value: state.display().to_string(),
+            value: state.display().to_string().into(),
         });
     }
     let text = patch_toml(old_config.as_deref().unwrap_or(NEW_CONFIG_HEAD), &settings);
@@ -269,6 +280,7 @@ pub fn enroll(args: &Enrollment) -> Result<Enrolled, EnrollError> {
         config_file: config_path,
         ca_file: copied_ca,
         agent_url,
+        release_keys: granted.release_keys,
     })
 }
 

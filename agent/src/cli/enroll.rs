@@ -62,6 +62,12 @@ pub fn enroll_command(args: &EnrollArgs) -> i32 {
                 done.config_file.display(),
                 done.agent_url
             );
+            if !done.release_keys.is_empty() {
+                println!(
+                    "release keys: {} trusted for self-update (update.public_keys)",
+                    done.release_keys.len()
+                );
+            }
             println!("next: systemctl restart odac-agent");
             EXIT_OK
         }

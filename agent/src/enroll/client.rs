@@ -136,8 +136,20 @@ async fn exchange(
 }
 
 #[derive(Deserialize)]
-struct Granted {
+struct Answer {
     token: Option<String>,
+    /// The control plane's release keys (`ed25519:…`), for `[update] public_keys`.
+    #[serde(default)]
+    release_keys: Vec<String>,
+}
+
+/// What a redeemed code gives.
+#[derive(Debug)]
+pub struct Granted {
+    /// The bearer token.
+    pub token: String,
+    /// Release keys to trust, each checked (possibly none).
+    pub release_keys: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -150,7 +162,7 @@ pub fn redeem(
     base: &BaseUrl,
     code: &EnrollCode,
     ca: Option<Vec<CertificateDer<'static>>>,
-) -> Result<String, EnrollError> {
+) -> Result<Granted, EnrollError> {
     let url = base.enroll_url();
     let failed = |why: String| EnrollError::Http {
         url: url.clone(),
@@ -162,7 +174,7 @@ pub fn redeem(
         .map_err(|e| failed(format!("starting the runtime: {e}")))?;
     let (status, text) = runtime.block_on(exchange(base, code, ca)).map_err(failed)?;
     if (200..300).contains(&status) {
-        let granted: Granted = serde_json::from_str(&text).map_err(|e| EnrollError::BadAnswer {
+        let granted: Answer = serde_json::from_str(&text).map_err(|e| EnrollError::BadAnswer {
             url: url.clone(),
             why: format!("not the expected json: {e}"),
         })?;
@@ -171,7 +183,16 @@ pub fn redeem(
             url: url.clone(),
             why: why.to_owned(),
         })?;
-        return Ok(token);
+        for (i, key) in granted.release_keys.iter().enumerate() {
+            crate::update::PublicKey::parse(key).map_err(|why| EnrollError::BadAnswer {
+                url: url.clone(),
+                why: format!("release_keys[{i}]: {why}"),
+            })?;
+        }
+        return Ok(Granted {
+            token,
+            release_keys: granted.release_keys,
+        });
     }
     let message = serde_json::from_str::<Refused>(&text)
         .ok()

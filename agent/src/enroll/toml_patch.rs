@@ -1,6 +1,6 @@
 //! Sets a few string keys in an operator's `agent.toml` without rewriting the rest of it:
 //! comments, ordering and every other key stay as they were. Enrollment uses it to record the
-//! control plane's URL, CA file and token file.
+//! control plane's URL, CA file and token file, and the release keys it trusts.
 //!
 //! It works on lines, which is enough for the files this project writes and documents: a key
 //! is found as `key = ...` inside its `[table]` (or as a dotted `table.key = ...` before the
@@ -14,8 +14,36 @@ pub struct Setting<'a> {
     pub table: Option<&'a str>,
     /// Key name, e.g. `url`.
     pub key: &'a str,
-    /// The value, written as a TOML basic string.
-    pub value: String,
+    /// The value.
+    pub value: Value,
+}
+
+/// A value enrollment writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Value {
+    /// A TOML basic string.
+    Str(String),
+    /// An array of basic strings.
+    List(Vec<String>),
+}
+
+impl From<String> for Value {
+    fn from(s: String) -> Self {
+        Value::Str(s)
+    }
+}
+
+impl Value {
+    /// The value as written in the file.
+    fn rendered(&self) -> String {
+        match self {
+            Value::Str(s) => quote(s),
+            Value::List(items) => {
+                let quoted: Vec<String> = items.iter().map(|i| quote(i)).collect();
+                format!("[{}]", quoted.join(", "))
+            }
+        }
+    }
 }
 
 /// Returns `text` with every setting applied, in order.
@@ -120,14 +148,14 @@ fn region(lines: &[String], table: Option<&str>) -> Option<(usize, usize)> {
 }
 
 fn set_one(lines: &mut Vec<String>, s: &Setting<'_>) {
-    let assignment = format!("{} = {}", s.key, quote(&s.value));
+    let assignment = format!("{} = {}", s.key, s.value.rendered());
     // a dotted key before the first table (`control_plane.url = ...`) counts as the same key
     if let Some(table) = s.table {
         let dotted = format!("{table}.{}", s.key);
         if let Some((start, end)) = region(lines, None)
             && let Some(i) = (start..end).find(|&i| assigns(&lines[i], &dotted))
         {
-            lines[i] = format!("{dotted} = {}", quote(&s.value));
+            lines[i] = format!("{dotted} = {}", s.value.rendered());
             return;
         }
     }
@@ -178,7 +206,7 @@ mod tests {
         Setting {
             table,
             key,
-            value: value.to_owned(),
+            value: value.to_owned().into(),
         }
     }
 
@@ -284,6 +312,23 @@ mod tests {
         assert_eq!(
             out,
             "[control_plane]\nurl_fallback = \"x#y\"\nname = \"a # b\"\nurl = \"u\"\n"
+        );
+    }
+
+    #[test]
+    fn a_list_of_strings_is_written_as_a_toml_array() {
+        let keys = vec!["ed25519:AAA=".to_owned(), "ed25519:B\"B".to_owned()];
+        let out = apply(
+            "[update]\npublic_keys = []\n",
+            &[Setting {
+                table: Some("update"),
+                key: "public_keys",
+                value: Value::List(keys),
+            }],
+        );
+        assert_eq!(
+            out,
+            "[update]\npublic_keys = [\"ed25519:AAA=\", \"ed25519:B\\\"B\"]\n"
         );
     }
 

@@ -2,12 +2,14 @@
 //! binary's launcher, committed once they proved themselves and rolled back on their own.
 //!
 //! Pieces: [`keys`] (the trusted ed25519 keys of `[update] public_keys`), [`manifest`] (the
-//! signed release manifest and every refusal), [`version`] (release version order), [`stage`]
-//! (download, size/hash check and the versioned directory under the state dir), [`state`]
+//! signed release manifest and every refusal), [`version`] (release version order), [`fetch`]
+//! (the download, in resumed ranges), [`stage`] (disk check, size/hash check and the
+//! versioned directory under the state dir), [`state`]
 //! (`update/current.json`, the boot-counting record), [`launch`] (what `odac-agent run`
 //! executes before anything else) and [`commit`] (the running version's commit deadline).
 
 pub mod commit;
+pub mod fetch;
 pub mod keys;
 pub mod launch;
 pub mod manifest;

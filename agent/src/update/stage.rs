@@ -1,26 +1,23 @@
 //! Download and stage a verified release: a disk check first (the artefact twice over and a
-//! margin must fit in the state dir), the download through the agent's HTTP client (the
-//! link's TLS trust; a failed one starts over on the next offer), the size and SHA-256
-//! checked in memory, and only then the binary written: to a non-executable temporary file,
+//! margin must fit in the state dir), the download ([`super::fetch`]: the agent's HTTP client
+//! with the link's TLS trust, in resumed ranges; a failed one starts over on the next offer),
+//! the size and SHA-256 checked in memory, and only then the binary written: to a
+//! non-executable temporary file,
 //! renamed to `update/versions/<version>/odac-agent` and made executable last. Nothing that
 //! failed a check is ever on disk where it could run. The packaged binary is never touched.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::Duration;
 
-use async_trait::async_trait;
 use sha2::{Digest, Sha256};
+
+pub use super::fetch::MAX_ARTEFACT;
+use super::fetch::{Fetch, Progress};
 
 use super::manifest::Manifest;
 use super::state::{Slot, update_dir};
 
 /// Free space kept beyond the artefact, bytes.
 pub const DISK_MARGIN: u64 = 64 << 20;
-/// Largest artefact accepted, bytes.
-pub const MAX_ARTEFACT: u64 = 512 << 20;
-/// Bound of one download.
-pub const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Why a release was not staged.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -55,12 +52,6 @@ pub enum StageError {
     },
 }
 
-/// Fetches an artefact (at most `max` bytes; more is an error).
-#[async_trait]
-pub trait Fetch: Send + Sync {
-    async fn fetch(&self, url: &str, max: u64) -> Result<Vec<u8>, String>;
-}
-
 /// Free space of a directory's file system.
 pub trait DiskSpace: Send + Sync {
     fn free_bytes(&self, dir: &Path) -> std::io::Result<u64>;
@@ -76,30 +67,13 @@ impl DiskSpace for RealDisk {
     }
 }
 
-/// The agent's HTTP client with the link's TLS trust.
-pub struct HttpFetch(pub Arc<rustls::ClientConfig>);
-
-#[async_trait]
-impl Fetch for HttpFetch {
-    async fn fetch(&self, url: &str, max: u64) -> Result<Vec<u8>, String> {
-        let max = usize::try_from(max).map_err(|e| e.to_string())?;
-        let req = crate::http_client::Request::get(url, max, DOWNLOAD_TIMEOUT);
-        let resp = crate::http_client::send(&self.0, req)
-            .await
-            .map_err(|e| e.to_string())?;
-        if !(200..300).contains(&resp.status) {
-            return Err(format!("GET {url}: status {}", resp.status));
-        }
-        Ok(resp.body.to_vec())
-    }
-}
-
 /// Checks the disk, downloads, checks size and hash, and writes the binary; returns its slot.
 pub async fn stage(
     state_dir: &Path,
     manifest: &Manifest,
     fetch: &dyn Fetch,
     disk: &dyn DiskSpace,
+    progress: Progress<'_>,
 ) -> Result<Slot, StageError> {
     let version = manifest.version.clone();
     if manifest.size > MAX_ARTEFACT {
@@ -127,9 +101,8 @@ pub async fn stage(
             free,
         });
     }
-    // one byte more than the manifest says, so that a longer artefact is seen as such
     let body = fetch
-        .fetch(&manifest.url, manifest.size.saturating_add(1))
+        .fetch(&manifest.url, manifest.size, progress)
         .await
         .map_err(|why| StageError::Download {
             version: version.clone(),

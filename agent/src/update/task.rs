@@ -13,8 +13,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::commit::Probation;
+use super::fetch::Fetch;
 use super::manifest::{Policy, verify};
-use super::stage::{DiskSpace, Fetch, prune, stage};
+use super::stage::{DiskSpace, prune, stage};
 use super::state::{self, CurrentUpdate, UpdateState};
 use super::{UpdateConfig, target};
 use crate::uplink::LinkEvent;
@@ -109,9 +110,16 @@ impl UpdateTask {
                         if probation.is_some() {
                             self.reports.report(status("", UpdatePhase::Refused, Some(
                                 "an update is still on probation; offer again once it committed".into())));
-                        } else if self.take_offer(offer).await {
-                            shutdown.cancel();
-                            return;
+                        } else {
+                            // a download in flight does not hold up a shutdown
+                            let staged = tokio::select! {
+                                () = shutdown.cancelled() => return,
+                                staged = self.take_offer(offer) => staged,
+                            };
+                            if staged {
+                                shutdown.cancel();
+                                return;
+                            }
                         }
                     }
                     None => offers_open = false,
@@ -200,11 +208,19 @@ impl UpdateTask {
         downloading.bytes = Some(0);
         downloading.total = Some(manifest.size);
         self.reports.report(downloading);
+        let total = manifest.size;
+        let progress = |bytes: u64| {
+            let mut report = status(&manifest.version, UpdatePhase::Downloading, None);
+            report.bytes = Some(bytes);
+            report.total = Some(total);
+            self.reports.report(report);
+        };
         let slot = match stage(
             &self.state_dir,
             &manifest,
             self.fetch.as_ref(),
             self.disk.as_ref(),
+            &progress,
         )
         .await
         {

@@ -9,8 +9,9 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::UpdateConfig;
+use super::fetch::HttpFetch;
 use super::launch::LAUNCHED_ENV;
-use super::stage::{HttpFetch, RealDisk};
+use super::stage::RealDisk;
 use super::task::{ReportUpdate, UpdateTask};
 use crate::uplink::{UpdateSink, Uplink};
 

@@ -8,7 +8,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
 
 use odac_agent::update::UpdateConfig;
-use odac_agent::update::stage::{DiskSpace, Fetch};
+use odac_agent::update::fetch::Fetch;
+use odac_agent::update::stage::DiskSpace;
 use odac_agent::update::state::{self, UpdateState};
 use odac_agent::update::task::UpdateTask;
 use odac_protocol::{UpdateOffer, UpdatePhase};
@@ -99,7 +100,21 @@ async fn a_good_release_is_staged_executable_and_recorded_pending() {
     );
     assert_eq!(
         c.reports.phases(),
-        [UpdatePhase::Downloading, UpdatePhase::Staged]
+        [
+            UpdatePhase::Downloading,
+            UpdatePhase::Downloading,
+            UpdatePhase::Staged
+        ]
+    );
+    let progress: Vec<_> = c.reports.0.lock().unwrap()[..2]
+        .iter()
+        .map(|r| (r.bytes, r.total))
+        .collect();
+    let n = Some(BINARY.len() as u64);
+    assert_eq!(
+        progress,
+        [(Some(0), n), (n, n)],
+        "progress from 0 to the whole"
     );
     assert_eq!(fetch.asked(), 1);
 }

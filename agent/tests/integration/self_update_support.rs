@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use odac_agent::update::stage::{DiskSpace, Fetch};
+use odac_agent::update::fetch::{Fetch, Progress};
+use odac_agent::update::stage::DiskSpace;
 use odac_agent::update::task::ReportUpdate;
 use odac_protocol::{ReleaseManifest, SignedRelease, UpdatePhase, UpdateStatusReport};
 use ring::signature::{Ed25519KeyPair, KeyPair};
@@ -83,12 +84,15 @@ impl FixedFetch {
 
 #[async_trait]
 impl Fetch for FixedFetch {
-    async fn fetch(&self, url: &str, max: u64) -> Result<Vec<u8>, String> {
+    async fn fetch(
+        &self,
+        url: &str,
+        _size: u64,
+        progress: Progress<'_>,
+    ) -> Result<Vec<u8>, String> {
         self.asked.lock().unwrap().push(url.to_owned());
         let body = self.body.clone()?;
-        if body.len() as u64 > max {
-            return Err(format!("the answer is larger than {max} bytes"));
-        }
+        progress(body.len() as u64);
         Ok(body)
     }
 }

@@ -76,6 +76,9 @@ enum Command {
         /// Agent releases to offer (`odac-sim release sign` files) and serve (/releases/NAME).
         #[arg(long, value_name = "DIR")]
         releases: Option<PathBuf>,
+        /// Release public key (`ed25519:…`, repeatable) told to agents at enrollment.
+        #[arg(long = "release-public-key", value_name = "KEY")]
+        release_keys: Vec<String>,
     },
     /// Agent releases: make a key, sign a binary (`odac agent update` offers it).
     #[command(subcommand)]
@@ -259,6 +262,7 @@ async fn main_async(cli: Cli) -> anyhow::Result<()> {
             heartbeat_secs,
             catalog_registry,
             releases,
+            release_keys,
         } => {
             for f in &token_files {
                 tokens.extend(secret_file::read_tokens(f)?);
@@ -277,6 +281,7 @@ async fn main_async(cli: Cli) -> anyhow::Result<()> {
             cfg.heartbeat_secs = heartbeat_secs;
             cfg.catalog_registry = catalog_registry;
             cfg.releases = releases;
+            cfg.release_keys = release_keys;
             let server = Server::start(cfg).await?;
             print!("{}", server.banner());
             server.run_until_signal().await;

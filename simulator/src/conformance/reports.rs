@@ -1,5 +1,5 @@
 //! The conformance rules on what a control plane does with the agent's frames beyond plain
-//! acks (PROTOCOL.md 1, 3.1, 4.1, 4.3, 5 and 6): a `gpu_stats` or `update_status` report is
+//! acks (PROTOCOL.md 1, 3.1, 3.8, 4.1, 4.3, 5 and 6): a `gpu_stats` or `update_status` report is
 //! acked with its `seq` like every report, and so is an `event` carrying `image_removed`; a frame holding a key twice is refused as a whole with
 //! `error{code:"invalid"}` naming the key and is not acked, and the session goes on; an
 //! `error` from the agent (a `conflict` while it is out of step) is never answered with an
@@ -69,7 +69,7 @@ pub(super) async fn acks_gpu_stats(conn: &mut AgentConn) -> Result<String, Strin
     Ok("gpu_stats seq 1101 acked".to_owned())
 }
 
-/// `update_status` is a report: acked with its `seq` (3.1, 4.1, 6), the `update_failed`
+/// `update_status` is a report: acked with its `seq` (3.8, 4.1), the `update_failed`
 /// outcome of a rolled-back agent update included.
 pub(super) async fn acks_update_status(conn: &mut AgentConn) -> Result<String, String> {
     let report = UpdateStatusReport {

@@ -87,6 +87,9 @@ pub async fn clear_faults(State(hub): State<Arc<Hub>>) -> Json<FaultOutcome> {
 pub struct Enrolled {
     /// The agent's bearer token (shown once).
     pub token: String,
+    /// The release keys agents should trust for self-update (`--release-public-key`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub release_keys: Vec<String>,
 }
 
 /// The body of `POST /api/enroll`.
@@ -128,7 +131,14 @@ pub async fn enroll(
             error: "code: unknown or already used enrollment code".to_owned(),
             field: Some("code".to_owned()),
         })?;
-    Ok((StatusCode::CREATED, Json(Enrolled { token })))
+    let release_keys = hub.release_keys.get().cloned().unwrap_or_default();
+    Ok((
+        StatusCode::CREATED,
+        Json(Enrolled {
+            token,
+            release_keys,
+        }),
+    ))
 }
 
 /// `POST /api/enroll/codes`: issues a one-time enrollment code (no body, or `{}`).

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
@@ -59,8 +59,13 @@ pub async fn offer_update(
     ))
 }
 
-/// `GET /releases/{file}`: a file of the releases directory (plain names only).
-pub async fn artefact(State(hub): State<Arc<Hub>>, Path(file): Path<String>) -> Response {
+/// `GET /releases/{file}`: a file of the releases directory (plain names only); a
+/// `Range: bytes=A-B` (or `A-`) gets `206` with that part, one past the end `416`.
+pub async fn artefact(
+    State(hub): State<Arc<Hub>>,
+    Path(file): Path<String>,
+    headers: HeaderMap,
+) -> Response {
     let plain = !file.is_empty()
         && !file.starts_with('.')
         && file
@@ -69,8 +74,39 @@ pub async fn artefact(State(hub): State<Arc<Hub>>, Path(file): Path<String>) -> 
     let Some(dir) = hub.releases.get().filter(|_| plain) else {
         return ApiError::new(StatusCode::NOT_FOUND, "no such release file").into_response();
     };
-    match tokio::fs::read(dir.join(&file)).await {
-        Ok(bytes) => ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response(),
-        Err(_) => ApiError::new(StatusCode::NOT_FOUND, "no such release file").into_response(),
+    let bytes = match tokio::fs::read(dir.join(&file)).await {
+        Ok(bytes) => bytes,
+        Err(_) => {
+            return ApiError::new(StatusCode::NOT_FOUND, "no such release file").into_response();
+        }
+    };
+    let octets = (header::CONTENT_TYPE, "application/octet-stream".to_owned());
+    let Some((from, to)) = headers
+        .get(header::RANGE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(parse_range)
+    else {
+        return ([octets], bytes).into_response();
+    };
+    let len = bytes.len() as u64;
+    if from >= len || to.is_some_and(|t| t < from) {
+        let range = (header::CONTENT_RANGE, format!("bytes */{len}"));
+        return (StatusCode::RANGE_NOT_SATISFIABLE, [range]).into_response();
     }
+    let end = to.map_or(len - 1, |t| t.min(len - 1));
+    let range = (header::CONTENT_RANGE, format!("bytes {from}-{end}/{len}"));
+    let part = bytes[from as usize..=end as usize].to_vec();
+    (StatusCode::PARTIAL_CONTENT, [octets, range], part).into_response()
+}
+
+/// `bytes=A-B` or `bytes=A-` → (A, B?); anything else (several ranges, suffixes) → `None`,
+/// answered with the whole file.
+fn parse_range(value: &str) -> Option<(u64, Option<u64>)> {
+    let (from, to) = value.trim().strip_prefix("bytes=")?.split_once('-')?;
+    let from = from.trim().parse().ok()?;
+    let to = match to.trim() {
+        "" => None,
+        t => Some(t.parse().ok()?),
+    };
+    Some((from, to))
 }

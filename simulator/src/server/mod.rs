@@ -85,6 +85,8 @@ pub struct ServeConfig {
     pub catalog_registry: Option<String>,
     /// Directory of signed agent releases (`odac-sim release sign`) to offer and serve.
     pub releases: Option<PathBuf>,
+    /// Release public keys (`ed25519:…`) told to enrolling agents.
+    pub release_keys: Vec<String>,
 }
 
 impl ServeConfig {
@@ -101,6 +103,7 @@ impl ServeConfig {
             insecure_open_api: false,
             catalog_registry: None,
             releases: None,
+            release_keys: Vec::new(),
         }
     }
 }
@@ -276,6 +279,7 @@ impl Server {
         if let Some(dir) = &cfg.releases {
             let _ = hub.releases.set(dir.clone());
         }
+        let _ = hub.release_keys.set(cfg.release_keys.clone());
         let writer = tokio::spawn(Arc::clone(&hub).run_writer());
         let listener =
             TlsListener::new(tcp, material.server_config).map_err(|e| SimError::Listen {

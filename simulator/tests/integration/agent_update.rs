@@ -262,3 +262,57 @@ fn agent_update_artefacts_are_served_by_plain_name_only() {
     assert_eq!(sim.get_text("/releases/..%2Frelease.key").0, 404);
     assert_eq!(sim.get_text("/releases/.hidden").0, 404);
 }
+
+#[test]
+fn agent_update_keys_are_told_to_enrolling_agents() {
+    let dir = tempfile::tempdir().unwrap();
+    let public = releases(dir.path());
+    let sim = Sim::start_with(|c| {
+        c.release_keys = vec![public.clone()];
+        c.enroll_codes = vec!["enr_rk".to_owned()];
+    });
+    let (status, v) = sim.call("POST", "/api/enroll", Some(r#"{"code":"enr_rk"}"#));
+    assert_eq!(status, 201, "{v}");
+    assert_eq!(v["release_keys"], serde_json::json!([public]));
+    // without keys configured the answer has none (the field is left out)
+    let sim = Sim::start_with(|c| c.enroll_codes = vec!["enr_rk2".to_owned()]);
+    let (status, v) = sim.call("POST", "/api/enroll", Some(r#"{"code":"enr_rk2"}"#));
+    assert_eq!(status, 201, "{v}");
+    assert!(v.get("release_keys").is_none(), "{v}");
+}
+
+#[test]
+fn agent_update_download_goes_in_ranges_with_progress_through_the_links_tls_trust() {
+    use odac_agent::update::fetch::{CHUNK, Fetch, HttpFetch};
+    use std::sync::Mutex;
+    let dir = tempfile::tempdir().unwrap();
+    releases(dir.path());
+    let big: Vec<u8> = (0..(2 * CHUNK + 12345)).map(|i| (i % 251) as u8).collect();
+    std::fs::write(dir.path().join("releases/big"), &big).unwrap();
+    let sim = Sim::start_with(|c| c.releases = Some(dir.path().join("releases")));
+    let tls = odac_agent::uplink::tls::client_config(&odac_agent::uplink::TlsSettings {
+        ca_file: Some(sim.server().ca_path.clone()),
+        client_cert: None,
+        client_key: None,
+    })
+    .unwrap();
+    let seen = Mutex::new(Vec::new());
+    let progress = |n: u64| seen.lock().unwrap().push(n);
+    let url = format!("{}/releases/big", sim.api());
+    let got = sim
+        .rt
+        .block_on(HttpFetch(tls.clone()).fetch(&url, big.len() as u64, &progress))
+        .unwrap();
+    assert!(got == big, "the ranges put together are the file");
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [CHUNK, 2 * CHUNK, big.len() as u64],
+        "progress after each range"
+    );
+    // a missing artefact is an error naming the range and the status
+    let e = sim
+        .rt
+        .block_on(HttpFetch(tls).fetch(&format!("{}/releases/nope", sim.api()), 10, &progress))
+        .unwrap_err();
+    assert!(e.contains("status 404"), "{e}");
+}

@@ -9,6 +9,7 @@ mod browser;
 mod common;
 
 mod agent_update;
+mod agent_update_browser;
 mod agent_ws;
 mod api;
 mod app_update;

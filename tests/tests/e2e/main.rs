@@ -34,5 +34,6 @@ mod registry_login;
 mod scale_200_apps;
 mod secrets;
 mod seed_commands;
+mod systemd_self_update;
 mod systemd_service;
 mod walkthrough;

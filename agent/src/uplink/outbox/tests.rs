@@ -1,5 +1,6 @@
 //! Unit tests of the outbox: seqs kept on resend, statuses coalesced and bounded, events
-//! bounded, removals and the seq mark kept across restarts, the sent and acked counts.
+//! bounded, removals and the seq mark kept across restarts, the sent and acked counts, the
+//! latest GPU sample and agent-update report only.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 use super::*;
@@ -112,6 +113,29 @@ fn only_the_latest_gpu_sample_is_pending_and_resent() {
     let resent = o.take_unsent();
     assert_eq!(seqs(&resent), [2]);
     assert!(matches!(&resent[0], AgentMessage::GpuStats(r) if r.stats.interval_secs == 61));
+    assert!(o.ack(2));
+    assert_eq!(o.pending(), 0);
+}
+
+#[test]
+fn only_the_latest_agent_update_report_is_pending_and_resent() {
+    use odac_protocol::{UpdatePhase, UpdateStatusReport};
+    let mut o = Outbox::new(OutboxLimits::default());
+    let report = |phase| UpdateStatusReport {
+        version: "0.2.0".into(),
+        phase,
+        ..UpdateStatusReport::default()
+    };
+    o.put_update_status(report(UpdatePhase::Downloading));
+    assert_eq!(seqs(&o.take_unsent()), [1]);
+    o.put_update_status(report(UpdatePhase::UpdateFailed));
+    assert!(!o.ack(1), "the replaced report's ack is stale");
+    o.new_session();
+    let resent = o.take_unsent();
+    assert_eq!(seqs(&resent), [2]);
+    assert!(
+        matches!(&resent[0], AgentMessage::UpdateStatus(r) if r.phase == UpdatePhase::UpdateFailed)
+    );
     assert!(o.ack(2));
     assert_eq!(o.pending(), 0);
 }

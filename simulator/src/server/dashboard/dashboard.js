@@ -253,6 +253,16 @@ function gpuDetail(h) {
     el("ul", { class: "verdicts" }, ...verdicts));
 }
 
+// A host's agent update as its agent last reported it: `0.2.0 committed`, `0.2.0 downloading
+// 40%`, `0.3.0 update_failed` with the cause below it (the same words as `odac host list`).
+function agentUpdate(u) {
+  if (!u) return null;
+  const pct = u.phase === "downloading" && u.total ? " " + Math.floor((u.bytes || 0) * 100 / u.total) + "%" : "";
+  const bad = u.phase === "update_failed" || u.phase === "refused";
+  return el("span", { class: "detail" + (bad ? " reason" : "") },
+    "update " + (u.version || "?") + " " + u.phase + pct + (u.message ? ": " + u.message : ""));
+}
+
 function renderHosts(f) {
   const all = [...state.hosts.values()].sort((a, b) => a.hostname.localeCompare(b.hostname) || a.id.localeCompare(b.id));
   const shown = all.filter(h => hostMatches(h, f));
@@ -267,6 +277,7 @@ function renderHosts(f) {
       td("Schedulable", {}, h.schedulable.length ? h.schedulable.join(", ") : "—"),
       td("Reason", { class: reason ? "reason" : "reason none" }, reason || "—"),
       td("Engine", {}, h.engine),
+      td("Agent", { class: "agent" }, h.agent_version || "—", agentUpdate(h.update)),
       td("Apps", {}, h.apps.join(", ") || "—"),
       td("GPU detail", { class: "gpu-detail" }, gpuDetail(h)));
   })));

@@ -116,6 +116,8 @@ pub struct Hub {
     pub catalog_registry: std::sync::OnceLock<String>,
     /// The directory of signed agent releases (`--releases`).
     pub releases: std::sync::OnceLock<std::path::PathBuf>,
+    /// Release public keys handed to enrolling agents (`--release-public-key`).
+    pub release_keys: std::sync::OnceLock<Vec<String>>,
 }
 
 fn to_value<T: Serialize>(v: &T) -> serde_json::Value {
@@ -154,6 +156,7 @@ impl Hub {
             registries: crate::state::registries::Registries::default(),
             catalog_registry: std::sync::OnceLock::new(),
             releases: std::sync::OnceLock::new(),
+            release_keys: std::sync::OnceLock::new(),
         })
     }
 
