@@ -367,7 +367,7 @@ impl AppControl for ManagerControl {
         }
     }
 
-    fn subscribe(&self) -> broadcast::Receiver<AppStatus> {
+    fn subscribe(&self) -> broadcast::Receiver<Arc<AppStatus>> {
         self.0.subscribe()
     }
 }

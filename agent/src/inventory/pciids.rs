@@ -1,11 +1,13 @@
 //! Human model names from the PCI ID database the OS ships (`/usr/share/misc/pci.ids` or
 //! `/usr/share/hwdata/pci.ids`, under the scan root), read at run time: the device names of
 //! the three GPU vendors, prefixed with the vendor (`AMD Aldebaran/MI200 [Instinct MI210]`).
-//! The file is parsed once per change (path, size, modification time), so rescans every few
-//! seconds cost a `stat`; a host without the file keeps the numeric ids.
+//! Only the names of the GPUs a scan asks for are kept (the database's GPU section is about
+//! 7 000 names, half a MiB in memory, for the few GPUs of a host): the file is read once per
+//! change (path, size, modification time) and per device id not asked for before, so rescans
+//! every few seconds cost a `stat`; a host without the file keeps the numeric ids.
 
 use crate::lock::lock;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -17,20 +19,27 @@ use super::model::Vendor;
 /// Where distributions put the database, in order of preference.
 pub(crate) const PATHS: [&str; 2] = ["/usr/share/misc/pci.ids", "/usr/share/hwdata/pci.ids"];
 
-/// Device names by (vendor id, device id), for the three GPU vendors.
-type Names = HashMap<(u32, u32), String>;
+/// A device: (vendor id, device id).
+pub(crate) type Id = (u32, u32);
+/// Device names by id.
+pub(crate) type Names = HashMap<Id, String>;
 
 struct Cached {
     path: PathBuf,
     len: u64,
     modified: Option<SystemTime>,
-    names: std::sync::Arc<Names>,
+    /// Every id asked for so far, with its name (`None`: not in the database).
+    names: HashMap<Id, Option<String>>,
 }
 
 static CACHE: Mutex<Option<Cached>> = Mutex::new(None);
 
-/// The database's names (empty when the host has none).
-pub(crate) fn names(r: &mut Reader) -> std::sync::Arc<Names> {
+/// The database's names of the devices `ids` (those it knows; empty when the host has no
+/// database).
+pub(crate) fn names(r: &mut Reader, ids: &[Id]) -> Names {
+    if ids.is_empty() {
+        return Names::new();
+    }
     let Some((path, meta)) = PATHS.iter().find_map(|p| {
         let path = r.host(p);
         std::fs::metadata(&path)
@@ -38,30 +47,39 @@ pub(crate) fn names(r: &mut Reader) -> std::sync::Arc<Names> {
             .filter(|m| m.is_file())
             .map(|m| (path, m))
     }) else {
-        return std::sync::Arc::default();
+        return Names::new();
     };
     let mut cache = lock(&CACHE);
-    if let Some(c) = cache.as_ref()
-        && c.path == path
-        && c.len == meta.len()
-        && c.modified == meta.modified().ok()
-    {
-        return std::sync::Arc::clone(&c.names);
-    }
-    let names = match std::fs::File::open(&path) {
-        Ok(file) => std::sync::Arc::new(parse(BufReader::new(file))),
-        Err(e) => {
-            r.problem(&path, format!("cannot read: {e}"));
-            return std::sync::Arc::default();
-        }
+    let (len, modified) = (meta.len(), meta.modified().ok());
+    let cached = match cache.take() {
+        Some(c) if c.path == path && c.len == len && c.modified == modified => c,
+        _ => Cached {
+            path: path.clone(),
+            len,
+            modified,
+            names: HashMap::new(),
+        },
     };
-    *cache = Some(Cached {
-        path,
-        len: meta.len(),
-        modified: meta.modified().ok(),
-        names: std::sync::Arc::clone(&names),
-    });
-    names
+    let cached = cache.insert(cached);
+    let missing: BTreeSet<Id> = ids
+        .iter()
+        .filter(|id| !cached.names.contains_key(id))
+        .copied()
+        .collect();
+    if !missing.is_empty() {
+        match std::fs::File::open(&path) {
+            Ok(file) => {
+                let mut found = parse(BufReader::new(file), &missing);
+                for id in missing {
+                    cached.names.insert(id, found.remove(&id));
+                }
+            }
+            Err(e) => r.problem(&path, format!("cannot read: {e}")),
+        }
+    }
+    ids.iter()
+        .filter_map(|id| Some((*id, cached.names.get(id)?.clone()?)))
+        .collect()
 }
 
 /// The model name of a GPU, when the database knows its device id.
@@ -76,11 +94,15 @@ pub(crate) fn model(
 }
 
 /// `vvvv  Vendor` lines open a vendor, `\tdddd  Device` lines name its devices (`\t\t`
-/// subsystem lines and the `C` class section are skipped); only GPU vendors are kept.
-fn parse(input: impl BufRead) -> Names {
+/// subsystem lines and the `C` class section are skipped); only the devices `wanted` are
+/// kept, and the read stops once all are found.
+fn parse(input: impl BufRead, wanted: &BTreeSet<Id>) -> Names {
     let mut names = Names::new();
     let mut vendor: Option<u32> = None;
     for line in input.split(b'\n').map_while(Result::ok) {
+        if names.len() == wanted.len() {
+            break;
+        }
         let line = String::from_utf8_lossy(&line);
         if line.starts_with('#') || line.trim().is_empty() {
             continue;
@@ -95,7 +117,9 @@ fn parse(input: impl BufRead) -> Names {
             let (Some(v), Some((id, name))) = (vendor, rest.split_once("  ")) else {
                 continue;
             };
-            if let Ok(id) = u32::from_str_radix(id.trim(), 16) {
+            if let Ok(id) = u32::from_str_radix(id.trim(), 16)
+                && wanted.contains(&(v, id))
+            {
                 names.insert((v, id), name.trim().to_owned());
             }
         } else {
@@ -116,8 +140,20 @@ mod tests {
 
     #[test]
     fn gpu_vendors_devices_are_named() {
-        let names = parse(SAMPLE.as_bytes());
-        assert_eq!(names.len(), 2);
+        let wanted: BTreeSet<Id> = [
+            (0x1002, 0x740f),
+            (0x8086, 0x5912),
+            (0x8086, 0x1),
+            (0x1234, 0x740f),
+        ]
+        .into_iter()
+        .collect();
+        let names = parse(SAMPLE.as_bytes(), &wanted);
+        assert_eq!(
+            names.len(),
+            2,
+            "only GPU vendors' devices, only the wanted ones"
+        );
         assert_eq!(
             model(&names, Vendor::Amd, 0x1002, 0x740f).as_deref(),
             Some("AMD Aldebaran/MI200 [Instinct MI210]")
@@ -133,10 +169,21 @@ mod tests {
     fn the_database_is_read_under_the_root_and_absent_is_empty() {
         let dir = tempfile::tempdir().unwrap();
         let mut r = Reader::new(dir.path());
-        assert!(names(&mut r).is_empty());
+        let mi210 = (0x1002, 0x740f);
+        assert!(names(&mut r, &[mi210]).is_empty());
         let path = dir.path().join("usr/share/hwdata/pci.ids");
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, SAMPLE).unwrap();
-        assert_eq!(names(&mut r).len(), 2);
+        let found = names(&mut r, &[mi210, (0x8086, 0x1)]);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[&mi210], "Aldebaran/MI200 [Instinct MI210]");
+        // asked again: the cache answers, the known miss included
+        assert_eq!(names(&mut r, &[mi210, (0x8086, 0x1)]), found);
+        // another id: read again, and only what was asked is kept
+        let hd630 = (0x8086, 0x5912);
+        assert_eq!(names(&mut r, &[hd630]).len(), 1);
+        let kept = lock(&CACHE).as_ref().map(|c| c.names.len());
+        assert_eq!(kept, Some(3), "two names and one miss");
+        assert!(names(&mut r, &[]).is_empty());
     }
 }

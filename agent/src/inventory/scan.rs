@@ -76,7 +76,12 @@ pub fn scan(root: &Path) -> HostScan {
     let cdi = cdi::scan(&mut r);
     attach_cdi(&mut gpus, &cdi);
 
-    let names = super::pciids::names(&mut r);
+    let unnamed: Vec<super::pciids::Id> = gpus
+        .iter()
+        .filter(|g| g.model.is_none())
+        .filter_map(|g| Some((g.pci.vendor_id, g.pci.device_id?)))
+        .collect();
+    let names = super::pciids::names(&mut r, &unnamed);
     for g in gpus.iter_mut().filter(|g| g.model.is_none()) {
         if let Some(device) = g.pci.device_id {
             g.model = super::pciids::model(&names, g.vendor, g.pci.vendor_id, device);

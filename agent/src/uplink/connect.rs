@@ -354,10 +354,16 @@ impl Dialer {
     }
 }
 
+/// The WebSocket's read buffer. tungstenite zero-fills the whole buffer before every read, so
+/// its default (128 KiB) is resident for the link's life; the control plane's frames are a
+/// few KiB (a large desired state grows the buffer for as long as it takes to read it).
+pub const WS_READ_BUFFER: usize = 16 * 1024;
+
 /// WebSocket limits: generous enough that an oversize frame can be refused politely (close
 /// 1009) by the session rather than by the transport.
 pub fn ws_config() -> WebSocketConfig {
     WebSocketConfig::default()
+        .read_buffer_size(WS_READ_BUFFER)
         .max_message_size(Some(WS_HARD_LIMIT))
         .max_frame_size(Some(WS_HARD_LIMIT))
 }

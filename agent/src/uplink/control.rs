@@ -41,7 +41,7 @@ pub trait AppControl: Send + Sync + 'static {
     /// The current status of every app.
     fn statuses(&self) -> Vec<AppStatus>;
     /// Status changes from now on.
-    fn subscribe(&self) -> broadcast::Receiver<AppStatus>;
+    fn subscribe(&self) -> broadcast::Receiver<std::sync::Arc<AppStatus>>;
     /// A telemetry reading of the GPUs (free VRAM for placement); ignored by default.
     fn offer_gpu_samples(&self, samples: &[odac_protocol::GpuSample]) {
         let _ = samples;

@@ -414,7 +414,7 @@ impl Uplink {
 /// the session to send them.
 async fn collect(
     apps: Arc<dyn AppControl>,
-    mut statuses: broadcast::Receiver<AppStatus>,
+    mut statuses: broadcast::Receiver<Arc<AppStatus>>,
     mut inventory: InventoryFeed,
     outbox: Arc<Mutex<Outbox>>,
     wake: Arc<Notify>,
@@ -431,7 +431,7 @@ async fn collect(
             () = shutdown.cancelled() => return,
             r = statuses.recv(), if statuses_open => match r {
                 Ok(status) => {
-                    if !lock(&outbox).put_status(status) {
+                    if !lock(&outbox).put_status(Arc::unwrap_or_clone(status)) {
                         warn!("outbox full: dropped the oldest pending app status");
                     }
                 }

@@ -528,7 +528,12 @@ async fn engine_outage_keeps_statuses_and_converges() {
     assert_eq!(status(&statuses, "db").state, AppState::Pending);
     assert!(m.engine_problem().is_some());
     let ev = events.try_recv().unwrap();
-    assert!(ev.last_error.unwrap().starts_with("engine_unavailable"));
+    assert!(
+        ev.last_error
+            .as_deref()
+            .unwrap()
+            .starts_with("engine_unavailable")
+    );
     fake.set_unavailable(false);
     let statuses = m.reconcile_once().await;
     assert!(
@@ -717,7 +722,7 @@ async fn run_loop_restarts_on_schedule_and_stops_on_shutdown() {
             break s;
         }
     };
-    let id = running.container_id.unwrap();
+    let id = running.container_id.clone().unwrap();
     fake.exit_container(&id, 1);
     // Seen at the next poll, restarted one second later.
     tokio::time::sleep(Duration::from_secs(4)).await;

@@ -59,10 +59,10 @@ fn on_disk(dir: &Path) -> DesiredState {
     serde_json::from_slice(&std::fs::read(dir.join(store::DESIRED_FILE)).unwrap()).unwrap()
 }
 
-fn drain(rx: &mut broadcast::Receiver<AppStatus>) -> Vec<AppStatus> {
+fn drain(rx: &mut broadcast::Receiver<std::sync::Arc<AppStatus>>) -> Vec<AppStatus> {
     let mut out = Vec::new();
     while let Ok(s) = rx.try_recv() {
-        out.push(s);
+        out.push(std::sync::Arc::unwrap_or_clone(s));
     }
     out
 }

@@ -54,11 +54,11 @@ async fn planted(fake: &FakeEngine, name: &str, app: &str, owner: Option<&str>) 
 }
 
 /// The `removed` statuses broadcast so far.
-fn removed(rx: &mut broadcast::Receiver<AppStatus>) -> Vec<AppStatus> {
+fn removed(rx: &mut broadcast::Receiver<std::sync::Arc<AppStatus>>) -> Vec<AppStatus> {
     let mut out = Vec::new();
     while let Ok(s) = rx.try_recv() {
         if s.state == AppState::Removed {
-            out.push(s);
+            out.push(std::sync::Arc::unwrap_or_clone(s));
         }
     }
     out

@@ -513,7 +513,7 @@ pub struct FakeApps {
     pub apply_delay: Mutex<Duration>,
     /// Refuse every change as if the state directory were read-only.
     pub fail_persist: Mutex<bool>,
-    events: broadcast::Sender<AppStatus>,
+    events: broadcast::Sender<std::sync::Arc<AppStatus>>,
 }
 
 impl FakeApps {
@@ -533,7 +533,7 @@ impl FakeApps {
             .lock()
             .unwrap()
             .insert(status.name.clone(), status.clone());
-        let _ = self.events.send(status);
+        let _ = self.events.send(std::sync::Arc::new(status));
     }
 
     async fn persist(&self, what: String) -> Result<(), ApplyError> {
@@ -597,7 +597,7 @@ impl AppControl for FakeApps {
         self.statuses.lock().unwrap().values().cloned().collect()
     }
 
-    fn subscribe(&self) -> broadcast::Receiver<AppStatus> {
+    fn subscribe(&self) -> broadcast::Receiver<std::sync::Arc<AppStatus>> {
         self.events.subscribe()
     }
 }
