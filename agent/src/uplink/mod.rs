@@ -26,6 +26,7 @@ pub mod removal_log;
 pub mod resync;
 pub mod seqmark;
 pub mod session;
+mod sinks;
 pub mod tls;
 pub mod token;
 mod ws_io;
@@ -34,7 +35,7 @@ use crate::lock::lock;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use odac_protocol::{AppStatus, EventLevel, Hello, Inventory, PROTOCOL_VERSION};
+use odac_protocol::{AppStatus, Hello, Inventory, PROTOCOL_VERSION};
 use tokio::sync::{Notify, broadcast, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
@@ -44,6 +45,7 @@ pub use connect::{ConnectError, Dialer, Endpoint, UrlError};
 pub use control::{AppControl, ApplyError};
 pub use outbox::{Outbox, OutboxLimits};
 pub use session::SessionEnd;
+pub use sinks::{EventSink, GpuStatsSink, UpdateOffers, UpdateSink};
 pub use tls::{TlsConfigError, TlsSettings};
 pub use token::{TOKEN_ENV, Token, TokenError};
 
@@ -96,70 +98,6 @@ pub enum LinkEvent {
     /// Shut down.
     Stopped,
 }
-
-/// Queues diagnostic events for the control plane (bounded; drops are counted and reported).
-#[derive(Debug, Clone)]
-pub struct EventSink {
-    outbox: Arc<Mutex<Outbox>>,
-    wake: Arc<Notify>,
-}
-
-impl EventSink {
-    /// Queues one event.
-    pub fn push(&self, level: EventLevel, app: Option<&str>, message: impl Into<String>) {
-        self.push_with(level, app, message, None);
-    }
-
-    /// Queues one event with its `image_removed` part.
-    pub fn push_with(
-        &self,
-        level: EventLevel,
-        app: Option<&str>,
-        message: impl Into<String>,
-        image_removed: Option<odac_protocol::ImageRemoved>,
-    ) {
-        lock(&self.outbox).push_event_with(
-            level,
-            app.map(str::to_owned),
-            message.into(),
-            image_removed,
-        );
-        self.wake.notify_one();
-    }
-}
-
-/// Queues GPU samples for the control plane (only the latest is ever pending).
-#[derive(Debug, Clone)]
-pub struct GpuStatsSink {
-    outbox: Arc<Mutex<Outbox>>,
-    wake: Arc<Notify>,
-}
-
-impl GpuStatsSink {
-    /// Replaces the pending sample with `stats`.
-    pub fn put(&self, stats: odac_protocol::GpuStats) {
-        lock(&self.outbox).put_gpu_stats(stats);
-        self.wake.notify_one();
-    }
-}
-
-/// Queues agent-update reports for the control plane (only the latest is ever pending).
-#[derive(Debug, Clone)]
-pub struct UpdateSink {
-    outbox: Arc<Mutex<Outbox>>,
-    wake: Arc<Notify>,
-}
-
-impl UpdateSink {
-    /// Replaces the pending update report with `status` (its `seq` is set by the outbox).
-    pub fn put(&self, status: odac_protocol::UpdateStatusReport) {
-        lock(&self.outbox).put_update_status(status);
-        self.wake.notify_one();
-    }
-}
-
-/// Where `update_offer`s go (the update task).
-pub type UpdateOffers = tokio::sync::mpsc::Sender<odac_protocol::UpdateOffer>;
 
 /// The uplink task.
 pub struct Uplink {
