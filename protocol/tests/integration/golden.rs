@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use odac_protocol::{AGENT_TYPES, CONTROL_TYPES, decode_agent, decode_control, encode};
 use serde_json::Value;
 
-const AGENT: [&str; 10] = [
+const AGENT: [&str; 11] = [
     "hello",
     "inventory",
     "app_status",
@@ -18,8 +18,9 @@ const AGENT: [&str; 10] = [
     "logs_chunk",
     "logs_end",
     "gpu_stats",
+    "exec_refused",
 ];
-const CONTROL: [&str; 8] = [
+const CONTROL: [&str; 9] = [
     "welcome",
     "desired_state",
     "app_upsert",
@@ -28,6 +29,7 @@ const CONTROL: [&str; 8] = [
     "control_error",
     "logs_request",
     "logs_cancel",
+    "exec_request",
 ];
 
 fn dir() -> PathBuf {
