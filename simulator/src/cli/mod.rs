@@ -1,6 +1,6 @@
 //! The `odac` command line client of the control plane's REST API:
 //! `odac app create|gpu|update|list|restart|remove|show|logs|exec|shell`, `odac host
-//! list|show|enroll-code` and `odac registry`. Exit codes: 0 success,
+//! list|show|enroll-code`, `odac registry` and `odac events`. Exit codes: 0 success,
 //! 1 failed request (the API's message in terms of the flags given, or "cannot reach the
 //! API"), 2 usage error; `exec` and `shell` exit with the command's own code, or 125 when the
 //! session ends without one.
@@ -9,6 +9,7 @@ pub mod args;
 pub mod client;
 pub mod diagnosis;
 pub mod enroll_code;
+pub mod events;
 pub mod exec;
 pub mod flags;
 pub mod gpu_health;
@@ -320,6 +321,7 @@ fn dispatch(cli: &Cli, client: &Client) -> Result<(), ClientError> {
             logs::logs(client, a, &mut std::io::stdout(), &mut std::io::stderr())?;
         }
         Command::Registry(command) => registry::run(client, command)?,
+        Command::Events(args) => events::events(client, args)?,
         Command::Host(HostCommand::List(args)) => {
             let v = client.get("/api/hosts")?;
             if args.json {

@@ -8,8 +8,8 @@
 //! 3. with three sessions open a fourth is refused (`busy`, exit 125 and the reason);
 //! 4. a session with no byte either way is closed at the (shortened, 4 s) idle timeout;
 //! 5. exec into a container of the instance owned by another agent is refused (`forbidden`);
-//! 6. every session's start and end is in the control plane's event log (principal, app,
-//!    command, duration, exit code) and no byte of any session is.
+//! 6. every session's start and end is in the control plane's event log and in `odac events`
+//!    (principal, app, command, duration, exit code) and no byte of any session is.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -292,6 +292,17 @@ fn exec_and_shell_through_the_control_plane_with_limits_and_audit() {
         && m.contains("sh -c \"echo out; echo err >&2; exit 7\"; exited after ")
         && m.ends_with("exit code 7: the command exited with code 7")));
     assert!(messages.iter().any(|m| m.contains("idle_timeout after")));
+    let listed = stack.sim.odac(&["events", "--app", "web"]).unwrap();
+    assert_eq!(listed.code, 0, "{listed:?}");
+    assert!(
+        listed.stdout.lines().any(|l| l.contains("  info   ")
+            && l.contains("  web  exec ended: session ")
+            && l.contains("exited after ")
+            && l.contains("exit code 7")),
+        "odac events --app web lists the session: {}",
+        listed.stdout
+    );
+    assert!(!listed.stdout.contains("app other"), "--app keeps to web");
     assert!(
         !messages
             .iter()
