@@ -119,7 +119,7 @@ async fn a_viewer_that_goes_away_cancels_the_session() {
 async fn a_viewer_that_does_not_read_ends_the_session_past_the_unsent_bound() {
     let engine = FakeEngine::new();
     let process = running_exec(&engine).await;
-    let (agent, mut viewer) = socket_pair().await;
+    let (agent, viewer) = socket_pair().await;
     let cfg = ExecConfig {
         max_unsent_bytes: 256 * 1024,
         ..ExecConfig::default()
