@@ -27,6 +27,7 @@ mod dashboard_gpu_browser;
 mod dashboard_logs_browser;
 mod demo;
 mod edges;
+mod exec_terminal_browser;
 mod exec_tickets;
 mod faults;
 mod fleet;
