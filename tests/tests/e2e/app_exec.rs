@@ -1,7 +1,8 @@
 //! Exec sessions with the real engine, agent, simulator and `odac` CLI:
 //!
 //! 1. `odac app exec web -- sh -c 'echo out; echo err >&2; exit 7'` prints `out` on stdout,
-//!    `err` on stderr and exits 7;
+//!    `err` on stderr and exits 7; a command that does not exist exits 126/127 with the
+//!    engine's words;
 //! 2. `odac app shell web` under a pseudo-terminal (Python's `pty`): `stty size` inside shows
 //!    the terminal's size, then the size set by a resize; Ctrl-C interrupts a `sleep` (status
 //!    130) and the shell goes on; `exit 3` returns the CLI with 3 and the terminal restored;
@@ -138,6 +139,21 @@ fn exec_and_shell_through_the_control_plane_with_limits_and_audit() {
     assert_eq!(
         (out.code, out.stdout.as_str(), out.stderr.as_str()),
         (7, "out\n", "err\n")
+    );
+
+    // a command that does not exist: the engine's status (126/127) and its words, like docker exec
+    let missing = stack
+        .sim
+        .odac(&["app", "exec", "web", "--", "no-such-command"])
+        .unwrap();
+    println!(
+        "odac app exec web -- no-such-command: exit {}, {:?}{:?}",
+        missing.code, missing.stdout, missing.stderr
+    );
+    assert!(matches!(missing.code, 126 | 127), "{missing:?}");
+    assert!(
+        format!("{}{}", missing.stdout, missing.stderr).contains("no-such-command"),
+        "{missing:?}"
     );
 
     // 2. a shell on a pseudo-terminal
