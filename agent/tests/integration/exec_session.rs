@@ -1,6 +1,7 @@
 //! An exec session's pump and refusals against the recording fake engine, over an in-memory
 //! WebSocket: stdin bytes reach the command and its output comes back as stdout frames, a
-//! `resize` reaches the engine; the session ends `idle_timeout` after the idle time (paused
+//! `resize` reaches the engine, `stdin_eof` closes the command's input (the exit code ends the
+//! session); the session ends `idle_timeout` after the idle time (paused
 //! clock), `cancelled` when the viewer goes away, and `backpressure` once a viewer that does not
 //! read leaves more than `max_unsent_bytes` unsent; `[exec] enabled = false` and a `user`
 //! without `allow_user` are refused at once with their reasons.
@@ -148,6 +149,27 @@ async fn a_viewer_that_does_not_read_ends_the_session_past_the_unsent_bound() {
         "{}",
         end.message
     );
+}
+
+#[tokio::test]
+async fn stdin_eof_closes_the_command_s_input_and_its_exit_code_ends_the_session() {
+    let engine = FakeEngine::new();
+    engine.set_exec_exit_code(4);
+    let process = running_exec(&engine).await;
+    let (agent, mut viewer) = socket_pair().await;
+    let cfg = ExecConfig::default();
+    let stop = CancellationToken::new();
+    let session = tokio::spawn(async move { pump(agent, process, &cfg, true, &stop).await });
+    viewer.send(stdin(b"abc")).await.unwrap();
+    let eof = ExecFrame::StdinEof(odac_protocol::ExecStdinEof {});
+    viewer
+        .send(Message::Text(eof.encode().into()))
+        .await
+        .unwrap();
+    let (out, exit) = read_until_exit(&mut viewer).await;
+    assert_eq!(out, b"abc");
+    assert_eq!((exit.reason, exit.code), (ExecEndReason::Exited, Some(4)));
+    assert_eq!(session.await.unwrap().code, Some(4));
 }
 
 fn request(user: Option<&str>) -> ExecRequest {

@@ -63,7 +63,7 @@ fn term_size() -> Option<(u16, u16)> {
 }
 
 /// Reads the terminal on a thread of its own (its reads block) into `tx`.
-fn read_stdin(tx: mpsc::Sender<Vec<u8>>) {
+pub(super) fn read_stdin(tx: mpsc::Sender<Vec<u8>>) {
     std::thread::spawn(move || {
         let mut buf = [0u8; 4096];
         let mut stdin = std::io::stdin().lock();
@@ -85,9 +85,24 @@ fn read_stdin(tx: mpsc::Sender<Vec<u8>>) {
 
 /// Runs `odac app shell`; returns the exit code.
 pub fn shell(target: Target<'_>, args: &ShellArgs) -> Result<i32, ClientError> {
+    terminal(
+        target,
+        &args.name,
+        vec![args.cmd.clone()],
+        args.user.clone(),
+    )
+}
+
+/// Runs `cmd` in `app` on a TTY, the CLI's terminal in raw mode; returns the exit code.
+pub fn terminal(
+    target: Target<'_>,
+    app: &str,
+    cmd: Vec<String>,
+    user: Option<String>,
+) -> Result<i32, ClientError> {
     if !isatty(std::io::stdin()) {
         return Err(ClientError::new(
-            "odac app shell needs a terminal on its standard input; for a command use odac app exec NAME -- CMD",
+            "a shell or -t needs a terminal on standard input (the input device is not a tty); for a command use odac app exec [-i] NAME -- CMD",
         ));
     }
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -95,13 +110,14 @@ pub fn shell(target: Target<'_>, args: &ShellArgs) -> Result<i32, ClientError> {
         .build()
         .map_err(|e| ClientError::new(format!("cannot start the runtime: {e}")))?;
     let ask = Ask {
-        cmd: vec![args.cmd.clone()],
+        cmd,
         tty: true,
-        user: args.user.clone(),
+        stdin: false,
+        user,
         size: term_size(),
     };
     let result = rt.block_on(async {
-        let ws = connect(target, &args.name, &ask).await?;
+        let ws = connect(target, app, &ask).await?;
         let raw = RawMode::enter()?;
         let (mut sink, mut stream) = ws.split();
         let (tx, mut rx) = mpsc::channel::<Vec<u8>>(16);

@@ -1,7 +1,7 @@
 //! Exec sessions with the real engine, agent, simulator and `odac` CLI:
 //!
 //! 1. `odac app exec web -- sh -c 'echo out; echo err >&2; exit 7'` prints `out` on stdout,
-//!    `err` on stderr and exits 7; a command that does not exist exits 126/127 with the
+//!    `err` on stderr and exits 7; `-i` passes standard input and its end; a command that does not exist exits 126/127 with the
 //!    engine's words;
 //! 2. `odac app shell web` under a pseudo-terminal (Python's `pty`): `stty size` inside shows
 //!    the terminal's size, then the size set by a resize; Ctrl-C interrupts a `sleep` (status
@@ -140,6 +140,17 @@ fn exec_and_shell_through_the_control_plane_with_limits_and_audit() {
         (out.code, out.stdout.as_str(), out.stderr.as_str()),
         (7, "out\n", "err\n")
     );
+
+    // -i: the CLI's standard input is the command's, its end closes it
+    let piped = stack
+        .sim
+        .odac_line("odac app exec -i web -- wc -l", Some("a\nb\nc\n"))
+        .unwrap();
+    println!(
+        "odac app exec -i web -- wc -l: exit {}, {:?}",
+        piped.code, piped.stdout
+    );
+    assert_eq!((piped.code, piped.stdout.trim()), (0, "3"), "{piped:?}");
 
     // a command that does not exist: the engine's status (126/127) and its words, like docker exec
     let missing = stack
