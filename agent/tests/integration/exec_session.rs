@@ -2,7 +2,8 @@
 //! WebSocket: stdin bytes reach the command and its output comes back as stdout frames, a
 //! `resize` reaches the engine, `stdin_eof` closes the command's input (the exit code ends the
 //! session); the session ends `idle_timeout` after the idle time (paused
-//! clock), `cancelled` when the viewer goes away, and `backpressure` once a viewer that does not
+//! clock), `max_lifetime` at the lifetime, `shutdown` when the agent stops, `cancelled` when
+//! the viewer goes away, and `backpressure` once a viewer that does not
 //! read leaves more than `max_unsent_bytes` unsent; `[exec] enabled = false` and a `user`
 //! without `allow_user` are refused at once with their reasons.
 
@@ -170,6 +171,34 @@ async fn stdin_eof_closes_the_command_s_input_and_its_exit_code_ends_the_session
     assert_eq!(out, b"abc");
     assert_eq!((exit.reason, exit.code), (ExecEndReason::Exited, Some(4)));
     assert_eq!(session.await.unwrap().code, Some(4));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_maximum_lifetime_and_shutdown_end_busy_sessions() {
+    let engine = FakeEngine::new();
+    let process = running_exec(&engine).await;
+    let (agent, mut viewer) = socket_pair().await;
+    let cfg = ExecConfig {
+        idle_timeout_secs: 100,
+        max_lifetime_secs: 10,
+        ..ExecConfig::default()
+    };
+    let stop = CancellationToken::new();
+    tokio::spawn(async move { pump(agent, process, &cfg, true, &stop).await });
+    let started = tokio::time::Instant::now();
+    let (_, exit) = read_until_exit(&mut viewer).await;
+    assert_eq!(exit.reason, ExecEndReason::MaxLifetime, "{exit:?}");
+    assert_eq!(started.elapsed(), Duration::from_secs(10));
+
+    let process = running_exec(&FakeEngine::new()).await;
+    let (agent, mut viewer) = socket_pair().await;
+    let stop = CancellationToken::new();
+    let stopper = stop.clone();
+    let cfg = ExecConfig::default();
+    tokio::spawn(async move { pump(agent, process, &cfg, true, &stop).await });
+    stopper.cancel();
+    let (_, exit) = read_until_exit(&mut viewer).await;
+    assert_eq!(exit.reason, ExecEndReason::Shutdown, "{exit:?}");
 }
 
 fn request(user: Option<&str>) -> ExecRequest {
