@@ -11,6 +11,7 @@ pub mod diagnosis;
 pub mod enroll_code;
 pub mod events;
 pub mod exec;
+pub mod exec_conn;
 pub mod flags;
 pub mod gpu_health;
 pub mod gpu_table;
@@ -370,7 +371,7 @@ where
             .print();
         return 2;
     }
-    let target = exec::Target {
+    let target = exec_conn::Target {
         api: &cli.api,
         ca_file: cli.ca_file.as_deref(),
         token: cli.token.as_deref(),

@@ -5,17 +5,15 @@
 //! resize (SIGWINCH) is sent as a `resize` frame. The shell's exit status becomes the CLI's;
 //! a session that ends otherwise prints why and exits 125. Standard input must be a terminal.
 
-use std::io::Read;
-
 use clap::Args;
 use futures_util::{SinkExt, StreamExt};
-use odac_protocol::{ExecFrame, ExecResize, STREAM_STDIN};
+use odac_protocol::{ExecFrame, ExecResize};
 use rustix::termios::{OptionalActions, Termios, isatty, tcgetattr, tcgetwinsize, tcsetattr};
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 
 use super::client::ClientError;
-use super::exec::{Ask, Target, connect, read_to_end};
+use super::exec_conn::{Ask, Target, connect, read_stdin, read_to_end};
 
 /// `odac app shell`.
 #[derive(Debug, Args)]
@@ -60,27 +58,6 @@ fn term_size() -> Option<(u16, u16)> {
         .or_else(|_| tcgetwinsize(std::io::stdin()))
         .ok()?;
     (w.ws_col > 0 && w.ws_row > 0).then_some((w.ws_col.min(1000), w.ws_row.min(1000)))
-}
-
-/// Reads the terminal on a thread of its own (its reads block) into `tx`.
-pub(super) fn read_stdin(tx: mpsc::Sender<Vec<u8>>) {
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 4096];
-        let mut stdin = std::io::stdin().lock();
-        loop {
-            match stdin.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    let mut frame = Vec::with_capacity(n + 1);
-                    frame.push(STREAM_STDIN);
-                    frame.extend_from_slice(&buf[..n]);
-                    if tx.blocking_send(frame).is_err() {
-                        break;
-                    }
-                }
-            }
-        }
-    });
 }
 
 /// Runs `odac app shell`; returns the exit code.
