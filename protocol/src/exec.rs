@@ -4,8 +4,8 @@
 //! (`<agent url>/exec`, subprotocol [`EXEC_SUBPROTOCOL`], the same TLS trust and bearer token,
 //! the ticket in the [`EXEC_TICKET_HEADER`] header). On that socket binary frames carry the
 //! bytes: their first byte names the stream ([`STREAM_STDIN`], [`STREAM_STDOUT`],
-//! [`STREAM_STDERR`]), the rest is the data; text frames are [`ExecFrame`]s (`resize` one way,
-//! `exit` the other). Bulk terminal bytes never travel on the main link, so they cannot delay
+//! [`STREAM_STDERR`]), the rest is the data; text frames are [`ExecFrame`]s (`resize` and
+//! `stdin_eof` one way, `exit` the other). Bulk terminal bytes never travel on the main link, so they cannot delay
 //! heartbeats or reports.
 
 use schemars::JsonSchema;
@@ -59,6 +59,9 @@ pub struct ExecRequest {
     /// Allocate a TTY (interactive shell): one output stream, stdin attached.
     #[serde(default)]
     pub tty: bool,
+    /// Attach standard input without a TTY (`odac app exec -i`); its end is `stdin_eof`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stdin: bool,
     /// Run as this user (`user`, `uid`, `user:group`); only when the agent's policy allows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
@@ -147,7 +150,13 @@ pub enum ExecFrame {
     Resize(ExecResize),
     /// The session is over (agent → viewer; the last frame).
     Exit(ExecExit),
+    /// The viewer's standard input ended (viewer → agent): the command's input is closed.
+    StdinEof(ExecStdinEof),
 }
+
+/// `stdin_eof`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub struct ExecStdinEof {}
 
 /// `resize`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
@@ -216,6 +225,7 @@ impl ExecFrame {
                 check_size("rows", Some(r.rows))
             }
             Self::Exit(e) => check_string("message", &e.message),
+            Self::StdinEof(_) => Ok(()),
         }
     }
 

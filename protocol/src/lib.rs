@@ -42,7 +42,7 @@ pub use codec::{DecodeError, Encode, decode_agent, decode_control, encode, error
 pub use desired::DesiredState;
 pub use exec::{
     EXEC_PATH_SUFFIX, EXEC_SUBPROTOCOL, EXEC_TICKET_HEADER, ExecEndReason, ExecExit, ExecFrame,
-    ExecRefused, ExecRequest, ExecResize, MAX_EXEC_DATA_FRAME, MAX_EXEC_SESSION_ID,
+    ExecRefused, ExecRequest, ExecResize, ExecStdinEof, MAX_EXEC_DATA_FRAME, MAX_EXEC_SESSION_ID,
     MAX_EXEC_TICKET, STREAM_STDERR, STREAM_STDIN, STREAM_STDOUT, Ticket,
 };
 pub use git_source::{GitScheme, GitSecret, MAX_SECRET};

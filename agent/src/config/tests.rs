@@ -34,6 +34,15 @@ fn minimal_file_gets_the_documented_defaults() {
     assert_eq!(c.inventory.interval_secs, 10);
     assert_eq!(c.telemetry.interval_secs, 60);
     assert_eq!(c.gpu.health_recovery_secs, 300);
+    let exec = &c.exec;
+    assert!(exec.enabled && !exec.allow_user);
+    assert_eq!(exec.max_sessions, 3);
+    assert_eq!(exec.idle_timeout(), std::time::Duration::from_secs(15 * 60));
+    assert_eq!(
+        exec.max_lifetime(),
+        std::time::Duration::from_secs(4 * 3600)
+    );
+    assert_eq!(exec.max_unsent_bytes, 8 * 1024 * 1024);
     assert_eq!(c.backoff(), BackoffPolicy::default());
     assert_eq!(c.outbox(), OutboxLimits::default());
 }
@@ -139,6 +148,11 @@ fn errors_name_the_key() {
         "APPS__LOG_MAX_SIZE_BYTES=1024 -> apps.log_max_size_bytes",
         "APPS__LOG_MAX_FILES=0 -> apps.log_max_files",
         "APPS__CRASH_LOOP__MAX_BACKOFF_SECS=0 -> apps.crash_loop.max_backoff_secs",
+        "EXEC__MAX_SESSIONS=0 -> exec.max_sessions",
+        "EXEC__IDLE_TIMEOUT_SECS=0 -> exec.idle_timeout_secs",
+        "EXEC__MAX_LIFETIME_SECS=999999999 -> exec.max_lifetime_secs",
+        "EXEC__MAX_UNSENT_BYTES=1024 -> exec.max_unsent_bytes",
+        "EXEC__ENABLED=perhaps -> exec.enabled",
     ];
     for case in cases {
         let (var, want) = case.rsplit_once(" -> ").unwrap();

@@ -36,6 +36,7 @@ mod engine_events_docker;
 mod engine_events_fake;
 mod engine_fake;
 mod enroll_cli;
+mod exec_session;
 mod git_source_docker;
 mod git_source_fake;
 mod gpu_from_inventory;

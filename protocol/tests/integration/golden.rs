@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use odac_protocol::{AGENT_TYPES, CONTROL_TYPES, decode_agent, decode_control, encode};
 use serde_json::Value;
 
-const AGENT: [&str; 11] = [
+const AGENT: [&str; 12] = [
     "hello",
     "inventory",
     "app_status",
@@ -19,8 +19,9 @@ const AGENT: [&str; 11] = [
     "logs_end",
     "gpu_stats",
     "update_status",
+    "exec_refused",
 ];
-const CONTROL: [&str; 9] = [
+const CONTROL: [&str; 10] = [
     "welcome",
     "desired_state",
     "app_upsert",
@@ -30,6 +31,7 @@ const CONTROL: [&str; 9] = [
     "logs_request",
     "logs_cancel",
     "update_offer",
+    "exec_request",
 ];
 
 fn dir() -> PathBuf {

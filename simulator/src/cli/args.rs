@@ -43,6 +43,8 @@ pub enum Command {
     /// Registry logins the control plane sends to agents that pull from them.
     #[command(subcommand)]
     Registry(RegistryCommand),
+    /// The event log: exec sessions (who, what, how long, exit code), crashes, conflicts.
+    Events(super::events::EventsArgs),
     /// The agents themselves: roll a signed agent release out over the fleet.
     #[command(subcommand)]
     Agent(AgentCommand),

@@ -1,6 +1,6 @@
 //! The `odac` command line client of the control plane's REST API:
 //! `odac app create|gpu|update|list|restart|remove|show|logs|exec|shell`, `odac host
-//! list|show|enroll-code` and `odac registry`. Exit codes: 0 success,
+//! list|show|enroll-code`, `odac registry` and `odac events`. Exit codes: 0 success,
 //! 1 failed request (the API's message in terms of the flags given, or "cannot reach the
 //! API"), 2 usage error; `exec` and `shell` exit with the command's own code, or 125 when the
 //! session ends without one.
@@ -10,7 +10,9 @@ pub mod args;
 pub mod client;
 pub mod diagnosis;
 pub mod enroll_code;
+pub mod events;
 pub mod exec;
+pub mod exec_conn;
 pub mod flags;
 pub mod gpu_health;
 pub mod gpu_table;
@@ -322,6 +324,7 @@ fn dispatch(cli: &Cli, client: &Client) -> Result<(), ClientError> {
         }
         Command::Registry(command) => registry::run(client, command)?,
         Command::Agent(AgentCommand::Update(args)) => agent_update::run(client, args)?,
+        Command::Events(args) => events::events(client, args)?,
         Command::Host(HostCommand::List(args)) => {
             let v = client.get("/api/hosts")?;
             if args.json {
@@ -370,7 +373,7 @@ where
             .print();
         return 2;
     }
-    let target = exec::Target {
+    let target = exec_conn::Target {
         api: &cli.api,
         ca_file: cli.ca_file.as_deref(),
         token: cli.token.as_deref(),

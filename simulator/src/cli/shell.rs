@@ -5,17 +5,15 @@
 //! resize (SIGWINCH) is sent as a `resize` frame. The shell's exit status becomes the CLI's;
 //! a session that ends otherwise prints why and exits 125. Standard input must be a terminal.
 
-use std::io::Read;
-
 use clap::Args;
 use futures_util::{SinkExt, StreamExt};
-use odac_protocol::{ExecFrame, ExecResize, STREAM_STDIN};
+use odac_protocol::{ExecFrame, ExecResize};
 use rustix::termios::{OptionalActions, Termios, isatty, tcgetattr, tcgetwinsize, tcsetattr};
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 
 use super::client::ClientError;
-use super::exec::{Ask, Target, connect, read_to_end};
+use super::exec_conn::{Ask, Target, connect, read_stdin, read_to_end};
 
 /// `odac app shell`.
 #[derive(Debug, Args)]
@@ -62,32 +60,26 @@ fn term_size() -> Option<(u16, u16)> {
     (w.ws_col > 0 && w.ws_row > 0).then_some((w.ws_col.min(1000), w.ws_row.min(1000)))
 }
 
-/// Reads the terminal on a thread of its own (its reads block) into `tx`.
-fn read_stdin(tx: mpsc::Sender<Vec<u8>>) {
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 4096];
-        let mut stdin = std::io::stdin().lock();
-        loop {
-            match stdin.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    let mut frame = Vec::with_capacity(n + 1);
-                    frame.push(STREAM_STDIN);
-                    frame.extend_from_slice(&buf[..n]);
-                    if tx.blocking_send(frame).is_err() {
-                        break;
-                    }
-                }
-            }
-        }
-    });
-}
-
 /// Runs `odac app shell`; returns the exit code.
 pub fn shell(target: Target<'_>, args: &ShellArgs) -> Result<i32, ClientError> {
+    terminal(
+        target,
+        &args.name,
+        vec![args.cmd.clone()],
+        args.user.clone(),
+    )
+}
+
+/// Runs `cmd` in `app` on a TTY, the CLI's terminal in raw mode; returns the exit code.
+pub fn terminal(
+    target: Target<'_>,
+    app: &str,
+    cmd: Vec<String>,
+    user: Option<String>,
+) -> Result<i32, ClientError> {
     if !isatty(std::io::stdin()) {
         return Err(ClientError::new(
-            "odac app shell needs a terminal on its standard input; for a command use odac app exec NAME -- CMD",
+            "a shell or -t needs a terminal on standard input (the input device is not a tty); for a command use odac app exec [-i] NAME -- CMD",
         ));
     }
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -95,13 +87,14 @@ pub fn shell(target: Target<'_>, args: &ShellArgs) -> Result<i32, ClientError> {
         .build()
         .map_err(|e| ClientError::new(format!("cannot start the runtime: {e}")))?;
     let ask = Ask {
-        cmd: vec![args.cmd.clone()],
+        cmd,
         tty: true,
-        user: args.user.clone(),
+        stdin: false,
+        user,
         size: term_size(),
     };
     let result = rt.block_on(async {
-        let ws = connect(target, &args.name, &ask).await?;
+        let ws = connect(target, app, &ask).await?;
         let raw = RawMode::enter()?;
         let (mut sink, mut stream) = ws.split();
         let (tx, mut rx) = mpsc::channel::<Vec<u8>>(16);

@@ -1,9 +1,10 @@
 //! `odac-sim conformance`: a scripted protocol-level agent that checks a control plane against
 //! the rules of PROTOCOL.md the control plane must keep, and prints one line per rule:
 //! `PASS <rule>: <evidence>` or `FAIL <rule>: <evidence>`. The checks themselves live in
-//! [`rules`]; this module holds the configuration, the outcome type and the report.
+//! [`rules`] (and the exec-socket rule in `exec.rs`); this module holds the configuration, the outcome type and the report.
 
 mod closing;
+mod exec;
 mod reports;
 pub mod rules;
 

@@ -16,7 +16,7 @@ use odac_protocol::{
     Event, EventLevel, Resync, RolloutReport, RolloutState,
 };
 
-use super::{ConformanceConfig, Outcome, closing, reports};
+use super::{ConformanceConfig, Outcome, closing, exec, reports};
 use crate::fake_agent::agent_conn::{AgentConn, ConnError, Incoming};
 
 /// How long a control plane may take to answer.
@@ -157,6 +157,10 @@ async fn closing_rules(cfg: &ConformanceConfig, out: &mut Vec<Outcome>) {
     out.push(outcome(
         "closes_a_session_without_hello",
         closing::closes_a_session_without_hello(cfg).await,
+    ));
+    out.push(outcome(
+        "refuses_an_unknown_exec_ticket",
+        exec::refuses_an_unknown_exec_ticket(cfg).await,
     ));
 }
 

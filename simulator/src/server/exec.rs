@@ -1,5 +1,5 @@
 //! Exec sessions through the control plane. A viewer (`odac app exec`, `odac app shell`, the
-//! dashboard's terminal) upgrades `GET /api/apps/{name}/exec?cmd=[…]&tty=&cols=&rows=&user=`
+//! dashboard's terminal) upgrades `GET /api/apps/{name}/exec?cmd=[…]&tty=&stdin=&cols=&rows=&user=`
 //! (the API's token rules apply); the simulator opens a ticket for the app's host
 //! (`state::exec_tickets`), sends `exec_request` on the host's session and, once upgraded,
 //! waits for the agent ([`super::exec_relay`]). The agent dials `GET /agent/v1/exec` with its
@@ -66,20 +66,19 @@ fn parse_request(name: &str, q: &HashMap<String, String>) -> Result<ExecRequest,
             format!("cmd: {raw:?} is not a json array of strings: {e}"),
         )
     })?;
-    let tty = match q.get("tty").map(String::as_str) {
-        None | Some("" | "false" | "0") => false,
-        Some("true" | "1") => true,
-        Some(v) => {
-            return Err(ApiError::bad_request(
-                "tty",
-                format!("tty: {v:?} is not true or false"),
-            ));
-        }
+    let flag = |key: &str| match q.get(key).map(String::as_str) {
+        None | Some("" | "false" | "0") => Ok(false),
+        Some("true" | "1") => Ok(true),
+        Some(v) => Err(ApiError::bad_request(
+            key,
+            format!("{key}: {v:?} is not true or false"),
+        )),
     };
     Ok(ExecRequest {
         app: name.to_owned(),
         cmd,
-        tty,
+        tty: flag("tty")?,
+        stdin: flag("stdin")?,
         user: q.get("user").filter(|u| !u.is_empty()).cloned(),
         cols: size(q, "cols")?,
         rows: size(q, "rows")?,

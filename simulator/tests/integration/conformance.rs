@@ -85,6 +85,12 @@ fn the_simulator_passes_every_rule() {
         out.contains("PASS closes_a_session_without_hello: error invalid, then closed with 1008"),
         "{out}"
     );
+    assert!(
+        out.contains(
+            "PASS refuses_an_unknown_exec_ticket: http 403 for a ticket never issued (unknown exec ticket)"
+        ),
+        "{out}"
+    );
 }
 
 #[test]

@@ -30,6 +30,7 @@ mod dashboard_logs_browser;
 mod dashboard_phone_browser;
 mod demo;
 mod edges;
+mod exec_terminal_browser;
 mod exec_tickets;
 mod faults;
 mod fleet;

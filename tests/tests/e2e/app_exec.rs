@@ -1,15 +1,16 @@
 //! Exec sessions with the real engine, agent, simulator and `odac` CLI:
 //!
 //! 1. `odac app exec web -- sh -c 'echo out; echo err >&2; exit 7'` prints `out` on stdout,
-//!    `err` on stderr and exits 7;
+//!    `err` on stderr and exits 7; `-i` passes standard input and its end; a command that does not exist exits 126/127 with the
+//!    engine's words;
 //! 2. `odac app shell web` under a pseudo-terminal (Python's `pty`): `stty size` inside shows
 //!    the terminal's size, then the size set by a resize; Ctrl-C interrupts a `sleep` (status
 //!    130) and the shell goes on; `exit 3` returns the CLI with 3 and the terminal restored;
 //! 3. with three sessions open a fourth is refused (`busy`, exit 125 and the reason);
 //! 4. a session with no byte either way is closed at the (shortened, 4 s) idle timeout;
 //! 5. exec into a container of the instance owned by another agent is refused (`forbidden`);
-//! 6. every session's start and end is in the control plane's event log (principal, app,
-//!    command, duration, exit code) and no byte of any session is.
+//! 6. every session's start and end is in the control plane's event log and in `odac events`
+//!    (principal, app, command, duration, exit code) and no byte of any session is.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -138,6 +139,32 @@ fn exec_and_shell_through_the_control_plane_with_limits_and_audit() {
     assert_eq!(
         (out.code, out.stdout.as_str(), out.stderr.as_str()),
         (7, "out\n", "err\n")
+    );
+
+    // -i: the CLI's standard input is the command's, its end closes it
+    let piped = stack
+        .sim
+        .odac_line("odac app exec -i web -- wc -l", Some("a\nb\nc\n"))
+        .unwrap();
+    println!(
+        "odac app exec -i web -- wc -l: exit {}, {:?}",
+        piped.code, piped.stdout
+    );
+    assert_eq!((piped.code, piped.stdout.trim()), (0, "3"), "{piped:?}");
+
+    // a command that does not exist: the engine's status (126/127) and its words, like docker exec
+    let missing = stack
+        .sim
+        .odac(&["app", "exec", "web", "--", "no-such-command"])
+        .unwrap();
+    println!(
+        "odac app exec web -- no-such-command: exit {}, {:?}{:?}",
+        missing.code, missing.stdout, missing.stderr
+    );
+    assert!(matches!(missing.code, 126 | 127), "{missing:?}");
+    assert!(
+        format!("{}{}", missing.stdout, missing.stderr).contains("no-such-command"),
+        "{missing:?}"
     );
 
     // 2. a shell on a pseudo-terminal
@@ -292,6 +319,17 @@ fn exec_and_shell_through_the_control_plane_with_limits_and_audit() {
         && m.contains("sh -c \"echo out; echo err >&2; exit 7\"; exited after ")
         && m.ends_with("exit code 7: the command exited with code 7")));
     assert!(messages.iter().any(|m| m.contains("idle_timeout after")));
+    let listed = stack.sim.odac(&["events", "--app", "web"]).unwrap();
+    assert_eq!(listed.code, 0, "{listed:?}");
+    assert!(
+        listed.stdout.lines().any(|l| l.contains("  info   ")
+            && l.contains("  web  exec ended: session ")
+            && l.contains("exited after ")
+            && l.contains("exit code 7")),
+        "odac events --app web lists the session: {}",
+        listed.stdout
+    );
+    assert!(!listed.stdout.contains("app other"), "--app keeps to web");
     assert!(
         !messages
             .iter()

@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod app_exec;
+mod app_exec_backpressure;
 mod app_logs;
 mod blackhole;
 mod demo_exit;

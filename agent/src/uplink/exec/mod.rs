@@ -160,7 +160,7 @@ impl ExecService {
         let spec = ExecSpec {
             cmd: req.cmd.clone(),
             tty: req.tty,
-            stdin: req.tty,
+            stdin: req.tty || req.stdin,
             user: req.user.clone(),
             size: req.cols.zip(req.rows),
         };

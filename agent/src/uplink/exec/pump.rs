@@ -197,8 +197,8 @@ async fn write_loop<T>(
     let _ = sink.close().await;
 }
 
-/// Reads the viewer's frames until it goes away: stdin bytes to the command, `resize` to the
-/// engine.
+/// Reads the viewer's frames until it goes away: stdin bytes to the command (`stdin_eof`
+/// closes its input), `resize` to the engine.
 async fn read_loop<T>(
     mut stream: SplitStream<WebSocketStream<T>>,
     mut input: ExecInput,
@@ -224,6 +224,12 @@ async fn read_loop<T>(
                     touch(&activity);
                     if let Err(e) = control.resize(r.cols, r.rows).await {
                         debug!("exec resize failed: {e}");
+                    }
+                }
+                Ok(ExecFrame::StdinEof(_)) => {
+                    touch(&activity);
+                    if input.shutdown().await.is_err() {
+                        debug!("exec session: the command's input was closed already");
                     }
                 }
                 Ok(ExecFrame::Exit(_)) => {

@@ -336,7 +336,8 @@ function renderApps(f) {
         el("span", {}, "GPU for " + a.name)),
         el("span", { class: "detail switch-text", id: "gpu-says-" + a.name }, switchText)),
       td("Actions", {}, el("button", { type: "button", id: "restart-" + a.name, "aria-label": "Restart " + a.name, onclick: () => restart(a.name) }, "Restart"),
-        el("button", { type: "button", id: "logs-" + a.name, "aria-label": "Logs of " + a.name, onclick: () => openLogs(a.name) }, "Logs")));
+        el("button", { type: "button", id: "logs-" + a.name, "aria-label": "Logs of " + a.name, onclick: () => openLogs(a.name) }, "Logs"),
+        el("button", { type: "button", id: "shell-" + a.name, "aria-label": "Shell in " + a.name, onclick: () => openTerminal(a.name) }, "Shell")));
   })));
   document.getElementById("apps-empty").hidden = state.apps.size > 0;
 }

@@ -257,6 +257,18 @@ impl Driver {
         }
     }
 
+    /// Types `text` (WebDriver keys: `\u{E007}` is Enter) into the element at CSS `selector`.
+    pub async fn type_text(&self, selector: &str, text: &str) {
+        let e = self
+            .client
+            .find(Locator::Css(selector))
+            .await
+            .unwrap_or_else(|e| panic!("no {selector}: {e}"));
+        e.send_keys(text)
+            .await
+            .unwrap_or_else(|e| panic!("cannot type into {selector}: {e}"));
+    }
+
     /// Saves a PNG screenshot of the window to `path`.
     pub async fn screenshot(&self, path: &Path) {
         match self.client.screenshot().await {
