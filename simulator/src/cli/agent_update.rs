@@ -66,6 +66,7 @@ pub fn update_state(update: Option<&HostUpdate>) -> String {
 }
 
 /// How one host's update ended.
+#[derive(Debug, PartialEq, Eq)]
 enum Outcome {
     Committed,
     Failed(String),
@@ -158,6 +159,30 @@ fn pick(hosts: &[HostView], args: &AgentUpdateArgs) -> Result<Vec<HostView>, Cli
         .collect()
 }
 
+/// Whether `u` is about the rollout of `version` (a refusal before the manifest was read names
+/// no version).
+fn about(u: &HostUpdate, version: &str) -> bool {
+    u.version == version || u.version.is_empty()
+}
+
+/// The outcome `u` gives the rollout of `version`, if it is a final one.
+fn outcome_of(u: &HostUpdate, version: &str) -> Option<Outcome> {
+    if !about(u, version) {
+        return None;
+    }
+    match u.phase {
+        UpdatePhase::Committed => Some(Outcome::Committed),
+        UpdatePhase::UpdateFailed | UpdatePhase::Refused => {
+            let why = u
+                .message
+                .clone()
+                .unwrap_or_else(|| u.phase.as_str().to_owned());
+            Some(Outcome::Failed(format!("{}: {why}", u.phase.as_str())))
+        }
+        _ => None,
+    }
+}
+
 /// Polls `host` until its agent reports the outcome of `version`.
 fn watch(
     client: &Client,
@@ -169,23 +194,16 @@ fn watch(
     let mut last = String::new();
     loop {
         let now: HostView = client.get_as(&format!("/api/hosts/{}", host.id))?;
-        let state = update_state(now.update.as_ref());
-        if state != last && now.update.is_some() {
+        // an agent reports its last outcome again on every start: a report about another
+        // version (an earlier update that failed) is not this rollout's
+        let ours = now.update.as_ref().filter(|u| about(u, version));
+        let state = update_state(ours);
+        if state != last && ours.is_some() {
             term::println(&format!("host {}: {state}", host.hostname));
             last = state;
         }
-        if let Some(u) = &now.update {
-            match u.phase {
-                UpdatePhase::Committed if u.version == version => return Ok(Outcome::Committed),
-                UpdatePhase::UpdateFailed | UpdatePhase::Refused => {
-                    let why = u
-                        .message
-                        .clone()
-                        .unwrap_or_else(|| u.phase.as_str().to_owned());
-                    return Ok(Outcome::Failed(format!("{}: {why}", u.phase.as_str())));
-                }
-                _ => {}
-            }
+        if let Some(outcome) = ours.and_then(|u| outcome_of(u, version)) {
+            return Ok(outcome);
         }
         if start.elapsed() >= timeout {
             return Ok(Outcome::Failed(format!(
@@ -194,5 +212,47 @@ fn watch(
             )));
         }
         std::thread::sleep(POLL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn update(version: &str, phase: UpdatePhase) -> HostUpdate {
+        HostUpdate {
+            version: version.to_owned(),
+            phase,
+            ..HostUpdate::default()
+        }
+    }
+
+    #[test]
+    fn an_earlier_versions_failure_reported_again_is_not_this_rollouts_outcome() {
+        assert_eq!(
+            outcome_of(&update("0.4.0", UpdatePhase::UpdateFailed), "0.2.0"),
+            None
+        );
+        assert_eq!(
+            outcome_of(&update("0.4.0", UpdatePhase::Committed), "0.2.0"),
+            None
+        );
+        assert_eq!(
+            outcome_of(&update("0.2.0", UpdatePhase::Committed), "0.2.0"),
+            Some(Outcome::Committed)
+        );
+        assert_eq!(
+            outcome_of(&update("0.2.0", UpdatePhase::UpdateFailed), "0.2.0"),
+            Some(Outcome::Failed("update_failed: update_failed".into()))
+        );
+        // a refusal before the manifest was read names no version: it is this offer's
+        assert!(matches!(
+            outcome_of(&update("", UpdatePhase::Refused), "0.2.0"),
+            Some(Outcome::Failed(_))
+        ));
+        assert_eq!(
+            outcome_of(&update("0.2.0", UpdatePhase::Downloading), "0.2.0"),
+            None
+        );
     }
 }

@@ -101,7 +101,7 @@ fn card<'a>(phone: &'a Phone, app: &str) -> &'a Card {
         .unwrap_or_else(|| panic!("no card for {app}: {phone:#?}"))
 }
 
-/// No sideways scrolling, and every row's Restart and Logs inside the window.
+/// No sideways scrolling, and every row's Restart, Logs and Shell inside the window.
 fn assert_fits(phone: &Phone, when: &str) {
     println!(
         "{when}: scrollWidth {}, innerWidth {}",
@@ -119,7 +119,7 @@ fn assert_fits(phone: &Phone, when: &str) {
         phone.inner
     );
     for c in &phone.cards {
-        assert_eq!(c.actions.len(), 2, "{when}: Restart and Logs: {c:?}");
+        assert_eq!(c.actions.len(), 3, "{when}: Restart, Logs and Shell: {c:?}");
         for (left, right) in &c.actions {
             assert!(
                 *left >= 0.0 && *right <= phone.inner,
