@@ -6,9 +6,10 @@
 //! survives an agent restart. Each test has its own `apps.instance` and removes every container
 //! of it at the end, even when an assertion fails.
 
+use crate::appmgr_support::until_real;
 use crate::docker_support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use docker_support::{InstanceRun, then_clean_up};
 use odac_agent::appmgr::AppManager;
@@ -42,19 +43,6 @@ async fn set(m: &AppManager, spec: AppSpec) {
     .unwrap();
 }
 
-/// Reconcile until the status satisfies `done` (30 s at most).
-async fn until(m: &AppManager, what: &str, done: impl Fn(&AppStatus) -> bool) -> AppStatus {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let s = m.reconcile_once().await.remove(0);
-        if done(&s) {
-            return s;
-        }
-        assert!(Instant::now() < deadline, "{what}: last status {s:?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
 /// `docker inspect --format <format> <id>`.
 fn docker_inspect(id: &str, format: &str) -> String {
     let out = std::process::Command::new("docker")
@@ -63,6 +51,11 @@ fn docker_inspect(id: &str, format: &str) -> String {
         .expect("run docker inspect");
     assert!(out.status.success(), "{out:?}");
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// Reconcile until the status satisfies `done` (30 s at most).
+async fn until(m: &AppManager, what: &str, done: impl Fn(&AppStatus) -> bool) -> AppStatus {
+    until_real(m, what, Duration::from_secs(30), done).await
 }
 
 #[tokio::test]

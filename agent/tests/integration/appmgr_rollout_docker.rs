@@ -10,6 +10,7 @@
 //! from inside the container) and overrides a lock older than `update.max_lock_secs`. Without
 //! `update.auto_revert` a failed version is left as it is, its status saying so. Each test has its own `apps.instance` and removes every container of it at the end.
 
+use crate::appmgr_support::{set_one, until_real};
 use crate::docker_support;
 
 use std::time::{Duration, Instant};
@@ -18,9 +19,7 @@ use docker_support::{InstanceRun, then_clean_up};
 use odac_agent::appmgr::{AppManager, labels};
 use odac_agent::engine::test_image::{busybox_path, busybox_rootfs_tar};
 use odac_agent::engine::{ContainerEngine, DockerEngine};
-use odac_protocol::{
-    AppSpec, AppState, AppStatus, DesiredState, HealthCheck, RolloutState, UpdatePolicy,
-};
+use odac_protocol::{AppSpec, AppState, AppStatus, HealthCheck, RolloutState, UpdatePolicy};
 
 /// Keeps running.
 const STEADY: &str = "odac/busybox:rollout-steady";
@@ -121,31 +120,9 @@ fn spec(image: &str) -> AppSpec {
     spec
 }
 
-async fn set(m: &AppManager, generation: u64, spec: AppSpec) {
-    m.set_desired(DesiredState {
-        generation,
-        apps: vec![spec],
-    })
-    .await
-    .unwrap();
-}
-
-/// Reconcile until the status satisfies `done` (60 s at most).
-async fn until(m: &AppManager, what: &str, done: impl Fn(&AppStatus) -> bool) -> AppStatus {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let s = m.reconcile_once().await.remove(0);
-        if done(&s) {
-            return s;
-        }
-        assert!(Instant::now() < deadline, "{what}: last status {s:?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
 /// The first version runs and proves itself (its way back is written to the state dir).
 async fn first_version(run: &Run, m: &AppManager) -> AppStatus {
-    set(m, 1, spec(STEADY)).await;
+    set_one(m, 1, spec(STEADY)).await;
     let s = until(m, "the first version runs", |s| {
         s.state == AppState::Running
     })
@@ -156,6 +133,11 @@ async fn first_version(run: &Run, m: &AppManager) -> AppStatus {
     })
     .await;
     s
+}
+
+/// Reconcile until the status satisfies `done` (60 s at most).
+async fn until(m: &AppManager, what: &str, done: impl Fn(&AppStatus) -> bool) -> AppStatus {
+    until_real(m, what, Duration::from_secs(60), done).await
 }
 
 #[tokio::test]
@@ -169,7 +151,7 @@ async fn a_version_that_exits_3_is_rolled_back_to_the_same_image_and_not_retried
             let before = first_version(&run, &m).await;
             let image_before = before.image_id.clone().expect("image id read back");
 
-            set(&m, 2, spec(EXITS_3)).await;
+            set_one(&m, 2, spec(EXITS_3)).await;
             let s = until(&m, "the new version rolls out", |s| {
                 s.rollout
                     .as_ref()
@@ -247,7 +229,7 @@ async fn a_version_that_exits_3_is_rolled_back_to_the_same_image_and_not_retried
             // a newer generation is rolled out again
             let mut newer = spec(STEADY);
             newer.env.insert("FIXED".into(), "1".into());
-            set(&m, 3, newer).await;
+            set_one(&m, 3, newer).await;
             let s = until(&m, "the fixed version runs", |s| {
                 s.state == AppState::Running
                     && s.rollout.is_some()
@@ -283,7 +265,7 @@ async fn a_health_check_that_never_passes_is_rolled_back_after_the_deadline() {
                 retries: Some(1),
                 start_period_secs: None,
             });
-            set(&m, 2, sick).await;
+            set_one(&m, 2, sick).await;
             let s = until(&m, "rolled back after the health deadline", |s| {
                 s.rollout
                     .as_ref()
@@ -339,7 +321,7 @@ async fn an_update_waits_while_the_app_holds_its_lock_and_not_longer_than_max_lo
 
             let mut second = spec(STEADY);
             second.env.insert("SECOND".into(), "1".into());
-            set(&m, 2, second.clone()).await;
+            set_one(&m, 2, second.clone()).await;
             for _ in 0..5 {
                 let s = m.reconcile_once().await.remove(0);
                 let r = s.rollout.clone().expect("a rollout part");
@@ -376,7 +358,7 @@ async fn an_update_waits_while_the_app_holds_its_lock_and_not_longer_than_max_lo
             let mut third = second;
             third.env.insert("THIRD".into(), "1".into());
             third.update.as_mut().unwrap().max_lock_secs = Some(2);
-            set(&m, 3, third).await;
+            set_one(&m, 3, third).await;
             let s = m.reconcile_once().await.remove(0);
             assert_eq!(
                 s.rollout.map(|r| r.state),
@@ -420,7 +402,7 @@ async fn without_auto_revert_the_failed_version_is_left_and_says_so() {
             first_version(&run, &m).await;
             let mut broken = spec(EXITS_3);
             broken.update.as_mut().unwrap().auto_revert = Some(false);
-            set(&m, 2, broken).await;
+            set_one(&m, 2, broken).await;
             let s = until(&m, "the rollout failed", |s| {
                 s.rollout
                     .as_ref()

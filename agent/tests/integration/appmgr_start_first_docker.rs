@@ -7,6 +7,7 @@
 //! that finds version 2 proven; then version 2 has the app's own name and serves its page. The
 //! same app with a host port is refused, the reason naming the port.
 
+use crate::appmgr_support::{set_one, until_real};
 use crate::docker_support;
 
 use std::sync::Arc;
@@ -18,8 +19,7 @@ use odac_agent::appmgr::AppManager;
 use odac_agent::engine::ContainerEngine;
 use odac_agent::engine::test_image::BUSYBOX_TEST_IMAGE;
 use odac_protocol::{
-    AppSpec, AppState, AppStatus, DesiredState, PortMapping, RolloutState, UpdateOrder,
-    UpdatePolicy,
+    AppSpec, AppState, AppStatus, PortMapping, RolloutState, UpdateOrder, UpdatePolicy,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -37,28 +37,6 @@ fn spec(version: &str) -> AppSpec {
         ..UpdatePolicy::default()
     });
     spec
-}
-
-async fn set(m: &AppManager, generation: u64, spec: AppSpec) {
-    m.set_desired(DesiredState {
-        generation,
-        apps: vec![spec],
-    })
-    .await
-    .unwrap();
-}
-
-/// Reconcile until the status satisfies `done` (60 s at most).
-async fn until(m: &AppManager, what: &str, done: impl Fn(&AppStatus) -> bool) -> AppStatus {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let s = m.reconcile_once().await.remove(0);
-        if done(&s) {
-            return s;
-        }
-        assert!(Instant::now() < deadline, "{what}: last status {s:?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 /// The container's address on the docker bridge.
@@ -105,6 +83,11 @@ async fn serves(ip: &str, version: &str) {
     }
 }
 
+/// Reconcile until the status satisfies `done` (60 s at most).
+async fn until(m: &AppManager, what: &str, done: impl Fn(&AppStatus) -> bool) -> AppStatus {
+    until_real(m, what, Duration::from_secs(60), done).await
+}
+
 #[tokio::test]
 async fn the_old_container_serves_without_a_gap_until_the_new_one_has_proven_itself() {
     let Some(run) = InstanceRun::new("start_first_probe", "odac-startfirst").await else {
@@ -114,7 +97,7 @@ async fn the_old_container_serves_without_a_gap_until_the_new_one_has_proven_its
     then_clean_up(
         async {
             let m = run.open();
-            set(&m, 1, spec("v1")).await;
+            set_one(&m, 1, spec("v1")).await;
             let book = run.tmp.path().join("state/rollouts.json");
             let s = until(&m, "v1 runs and proves itself", |s| {
                 s.state == AppState::Running
@@ -142,7 +125,7 @@ async fn the_old_container_serves_without_a_gap_until_the_new_one_has_proven_its
                 })
             };
             let started = Instant::now();
-            set(&m, 2, spec("v2")).await;
+            set_one(&m, 2, spec("v2")).await;
             let mut last_pass;
             let mut new = None;
             loop {
@@ -205,7 +188,7 @@ async fn start_first_with_a_host_port_is_refused_naming_the_port() {
                 host: Some(18_080),
                 ..PortMapping::default()
             }];
-            set(&m, 1, ported).await;
+            set_one(&m, 1, ported).await;
             let s = m.reconcile_once().await.remove(0);
             assert_eq!(s.state, AppState::Failed, "{s:?}");
             let error = s.last_error.unwrap_or_default();

@@ -1,6 +1,7 @@
 //! Shared by the app-manager tests: a fake engine holding the test image, the manager settings
 //! of a fake-engine test, a desired state of one generation, one app's status picked out of a
-//! pass, and passes run until a status holds.
+//! pass, one app set as the desired state, and passes run until a status holds (paused time, or
+//! real time against a real engine).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -61,4 +62,33 @@ pub async fn pass_until(
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     panic!("never reached: {:#?}", m.statuses());
+}
+
+/// Sets generation `generation` of the desired state to the one app `spec`.
+pub async fn set_one(m: &AppManager, generation: u64, spec: AppSpec) {
+    m.set_desired(desired(generation, vec![spec]))
+        .await
+        .expect("set the desired state");
+}
+
+/// Passes 200 ms apart in real time (a real engine) until the first app's status satisfies
+/// `done`, failing with `what` and the last status after `within`.
+pub async fn until_real(
+    m: &AppManager,
+    what: &str,
+    within: Duration,
+    done: impl Fn(&AppStatus) -> bool,
+) -> AppStatus {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let s = m.reconcile_once().await.remove(0);
+        if done(&s) {
+            return s;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: last status {s:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }

@@ -6,6 +6,7 @@
 //! token tries the failed spec again. A version the engine refuses to start is rolled back in
 //! the same pass, its container removed first.
 
+use crate::appmgr_support::set_one;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +15,7 @@ use odac_agent::appmgr::AppManager;
 use odac_agent::engine::{FakeEngine, Op};
 
 use crate::appmgr_support::{fake_config, open_on, pass_until};
-use odac_protocol::{AppSpec, AppState, AppStatus, DesiredState, RolloutState};
+use odac_protocol::{AppSpec, AppState, AppStatus, RolloutState};
 
 const OLD: &str = "example.test/web:1";
 const NEW: &str = "example.test/web:2";
@@ -30,15 +31,6 @@ fn app(image: &str) -> AppSpec {
     spec
 }
 
-async fn set(m: &AppManager, generation: u64, spec: AppSpec) {
-    m.set_desired(DesiredState {
-        generation,
-        apps: vec![spec],
-    })
-    .await
-    .unwrap();
-}
-
 async fn until(m: &AppManager, pred: impl Fn(&AppStatus) -> bool) -> AppStatus {
     pass_until(m, 100, pred).await
 }
@@ -50,7 +42,7 @@ async fn a_version_that_exits_is_rolled_back_and_not_retried() {
     fake.add_image(OLD);
     fake.add_image(NEW);
     let m = open(&fake, dir.path());
-    set(&m, 1, app(OLD)).await;
+    set_one(&m, 1, app(OLD)).await;
     let first = until(&m, |s| s.state == AppState::Running).await;
     let old_image = first.image_id.clone().unwrap();
     // 12 s of passes: the first version has run its 10 s and is the way back
@@ -59,7 +51,7 @@ async fn a_version_that_exits_is_rolled_back_and_not_retried() {
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
 
-    set(&m, 2, app(NEW)).await;
+    set_one(&m, 2, app(NEW)).await;
     let s = m.reconcile_once().await.remove(0);
     let r = s.rollout.clone().expect("rolling out");
     assert_eq!(
@@ -125,7 +117,7 @@ async fn a_version_that_exits_is_rolled_back_and_not_retried() {
     // a restart token asks for the failed spec again
     let mut again = app(NEW);
     again.restart_token = Some("retry-1".into());
-    set(&m, 3, again).await;
+    set_one(&m, 3, again).await;
     let s = m.reconcile_once().await.remove(0);
     assert_eq!(s.rollout.map(|r| r.state), Some(RolloutState::RollingOut));
     assert_eq!(s.image.as_deref(), Some(NEW));
@@ -139,7 +131,7 @@ async fn a_version_the_engine_will_not_start_is_rolled_back_in_the_same_pass() {
     fake.add_image(OLD);
     fake.add_image(NEW);
     let m = open(&fake, dir.path());
-    set(&m, 1, app(OLD)).await;
+    set_one(&m, 1, app(OLD)).await;
     until(&m, |s| s.state == AppState::Running).await;
     for _ in 0..12 {
         m.reconcile_once().await;
@@ -152,7 +144,7 @@ async fn a_version_the_engine_will_not_start_is_rolled_back_in_the_same_pass() {
             message: "exec: \"serve\": executable file not found in $PATH".into(),
         },
     );
-    set(&m, 2, app(NEW)).await;
+    set_one(&m, 2, app(NEW)).await;
     let s = m.reconcile_once().await.remove(0);
     let r = s.rollout.clone().expect("a rollout part");
     assert_eq!(

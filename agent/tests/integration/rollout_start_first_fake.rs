@@ -8,6 +8,7 @@
 //! alone is adopted (renamed), one of an older version removed. An app that binds a host port
 //! or asks for GPUs the host cannot give twice is refused with the reason.
 
+use crate::appmgr_support::set_one;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,8 +16,8 @@ use std::time::Duration;
 use odac_agent::appmgr::AppManager;
 use odac_agent::engine::{ContainerEngine, ContainerHealth, EngineCall, FakeEngine, Op};
 use odac_protocol::{
-    AppSpec, AppState, AppStatus, DesiredState, GpuRequest, GpuRuntime, HealthCheck, PortMapping,
-    RolloutState, UpdateOrder, UpdatePolicy,
+    AppSpec, AppState, AppStatus, GpuRequest, GpuRuntime, HealthCheck, PortMapping, RolloutState,
+    UpdateOrder, UpdatePolicy,
 };
 
 use crate::appmgr_support::{fake_config, open_on, pass_until};
@@ -40,15 +41,6 @@ fn app(image: &str) -> AppSpec {
     spec
 }
 
-async fn set(m: &AppManager, generation: u64, spec: AppSpec) {
-    m.set_desired(DesiredState {
-        generation,
-        apps: vec![spec],
-    })
-    .await
-    .unwrap();
-}
-
 /// The name and running state of a container, `None` when it is gone.
 async fn seen(fake: &FakeEngine, id: &str) -> Option<(String, bool)> {
     let d = fake.inspect(id).await.ok()?;
@@ -57,7 +49,7 @@ async fn seen(fake: &FakeEngine, id: &str) -> Option<(String, bool)> {
 
 /// Version 1 running and proven (12 s of passes); its container id.
 async fn proven_v1(fake: &Arc<FakeEngine>, m: &AppManager) -> String {
-    set(m, 1, app(OLD)).await;
+    set_one(m, 1, app(OLD)).await;
     let s = pass_until(m, 100, |s| s.state == AppState::Running).await;
     for _ in 0..12 {
         m.reconcile_once().await;
@@ -111,7 +103,7 @@ async fn the_previous_version_serves_until_the_new_one_is_healthy() {
     let old = proven_v1(&fake, &m).await;
     fake.clear_calls();
 
-    set(&m, 2, checked(NEW)).await;
+    set_one(&m, 2, checked(NEW)).await;
     let s = m.reconcile_once().await.remove(0);
     assert_eq!(rollout_state(&s), Some(RolloutState::RollingOut), "{s:#?}");
     let new = s.container_id.clone().unwrap();
@@ -155,7 +147,7 @@ async fn a_new_version_that_fails_goes_alone_and_the_previous_never_stopped() {
     let old = proven_v1(&fake, &m).await;
     fake.clear_calls();
 
-    set(&m, 2, app(NEW)).await;
+    set_one(&m, 2, app(NEW)).await;
     let s = m.reconcile_once().await.remove(0);
     let new = s.container_id.clone().unwrap();
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -189,7 +181,7 @@ async fn a_restarted_agent_carries_a_hand_over_on_and_never_leaks_a_temporary_co
     fake.add_image(NEW);
     let m = open(&fake, dir.path());
     let old = proven_v1(&fake, &m).await;
-    set(&m, 2, app(NEW)).await;
+    set_one(&m, 2, app(NEW)).await;
     let new = m.reconcile_once().await.remove(0).container_id.unwrap();
     drop(m);
 
@@ -211,7 +203,7 @@ async fn a_restarted_agent_carries_a_hand_over_on_and_never_leaks_a_temporary_co
     assert_eq!(seen(&fake, &new).await, Some((OWN.into(), true)));
 
     // a temporary container of an older version beside a newer hand-over is removed
-    set(&m, 3, app("example.test/web:3")).await;
+    set_one(&m, 3, app("example.test/web:3")).await;
     fake.add_image("example.test/web:3");
     let v3 = m.reconcile_once().await.remove(0).container_id.unwrap();
     assert_eq!(seen(&fake, &v3).await, Some((NEXT.into(), true)));
@@ -252,7 +244,7 @@ async fn start_first_is_refused_with_a_host_port_or_gpus_the_host_cannot_give_tw
         host: Some(8080),
         ..PortMapping::default()
     }];
-    set(&m, 1, ported).await;
+    set_one(&m, 1, ported).await;
     let s = m.reconcile_once().await.remove(0);
     assert_eq!(s.state, AppState::Failed);
     let error = s.last_error.unwrap_or_default();
@@ -262,7 +254,7 @@ async fn start_first_is_refused_with_a_host_port_or_gpus_the_host_cannot_give_tw
     );
     let mut gpu = app(OLD);
     gpu.gpu = Some(GpuRequest::new(GpuRuntime::Nvidia).with_count(1));
-    set(&m, 2, gpu).await;
+    set_one(&m, 2, gpu).await;
     let s = m.reconcile_once().await.remove(0);
     let error = s.last_error.unwrap_or_default();
     assert!(
@@ -288,7 +280,7 @@ async fn a_new_version_the_engine_will_not_start_leaves_the_previous_running_and
             message: "exec: \"serve\": executable file not found in $PATH".into(),
         },
     );
-    set(&m, 2, app(NEW)).await;
+    set_one(&m, 2, app(NEW)).await;
     let s = m.reconcile_once().await.remove(0);
     assert_eq!(rollout_state(&s), Some(RolloutState::RolledBack), "{s:#?}");
     assert_eq!(s.container_id.as_deref(), Some(old.as_str()));

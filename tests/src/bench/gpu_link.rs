@@ -63,8 +63,8 @@ pub fn gpu_stats_bytes(opts: Opts, t: &mut Table) -> Result<()> {
     // the first sample, then let the link settle
     std::thread::sleep(Duration::from_secs(interval + 5));
     let proxy = stack.proxy()?;
-    // three samples a window (quick: two)
-    let window = Duration::from_secs(interval * opts.pick(3, 2));
+    // three samples a window (quick: one)
+    let window = Duration::from_secs(interval * opts.pick(3, 1));
     let measure = |moving: bool| -> Result<f64> {
         let b0 = proxy.bytes_up() + proxy.bytes_down();
         let t0 = Instant::now();

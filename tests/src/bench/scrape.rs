@@ -83,7 +83,7 @@ pub fn run(opts: Opts) -> Result<Option<Table>> {
     }
     std::thread::sleep(Duration::from_secs(3));
     let pid = stack.agent()?.process()?.pid();
-    let window = Duration::from_secs(opts.pick(60, 10));
+    let window = Duration::from_secs(opts.pick(60, 5));
     let runs = opts.pick(2, 1);
     let (mut quiet, mut every15, mut every1) = (Vec::new(), Vec::new(), Vec::new());
     let (mut rss_quiet, mut rss_scraped) = (Vec::new(), Vec::new());
