@@ -449,12 +449,22 @@ async function restart(name) {
 let loadFailed = null;
 // The whole state, fetched: at start, at every (re)connection of the event stream (changes
 // made while it was down are not replayed) and on `resync`.
+// Live changes applied since the page opened: a snapshot fetched while one arrived may be older
+// than it, and must not overwrite it.
+let liveApplied = 0;
+
 async function load() {
   try {
-    const [hosts, apps, events, reasons, gpuStats] = await Promise.all([
-      api("GET", "/api/hosts"), api("GET", "/api/apps"), api("GET", "/api/events/log"),
-      state.reasons.size ? null : api("GET", "/api/reasons").catch(() => []),
-      api("GET", "/api/gpu-stats").catch(() => [])]);
+    let snapshot;
+    for (let attempt = 0; ; attempt++) {
+      const seen = liveApplied;
+      snapshot = await Promise.all([
+        api("GET", "/api/hosts"), api("GET", "/api/apps"), api("GET", "/api/events/log"),
+        state.reasons.size ? null : api("GET", "/api/reasons").catch(() => []),
+        api("GET", "/api/gpu-stats").catch(() => [])]);
+      if (liveApplied === seen || attempt >= 2) break;
+    }
+    const [hosts, apps, events, reasons, gpuStats] = snapshot;
     state.gpuStats = new Map(gpuStats.map(s => [s.host, s]));
     state.hosts = new Map(hosts.map(h => [h.id, h]));
     state.apps = new Map(apps.map(a => [a.name, a]));
@@ -489,6 +499,7 @@ function apply(kind, data) {
     case "resync": return true;
     default: return false;
   }
+  liveApplied++;
   renderSoon();
   return false;
 }
