@@ -125,3 +125,21 @@ impl Caller {
         None
     }
 }
+
+/// A 400 naming `protocol` unless the upgrade request offers that WebSocket subprotocol (the
+/// main link's and the exec socket's upgrades both require theirs); `None` when it does.
+pub fn subprotocol_refusal(headers: &HeaderMap, protocol: &str) -> Option<Response> {
+    let offered = headers
+        .get_all(axum::http::header::SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|p| p.trim() == protocol);
+    (!offered).then(|| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("the websocket subprotocol {protocol} is required"),
+        )
+        .into_response()
+    })
+}

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use odac_protocol::{
     ControlMessage, EXEC_SUBPROTOCOL, EXEC_TICKET_HEADER, ExecRequest, MAX_EXEC_DATA_FRAME, encode,
@@ -153,18 +153,10 @@ pub async fn agent_upgrade(
     else {
         return ApiError::new(StatusCode::UNAUTHORIZED, "missing exec ticket").into_response();
     };
-    let offered = headers
-        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|p| p.trim() == EXEC_SUBPROTOCOL);
-    if !offered {
-        return ApiError::new(
-            StatusCode::BAD_REQUEST,
-            format!("the websocket subprotocol {EXEC_SUBPROTOCOL} is required"),
-        )
-        .into_response();
+    if let Some(refused) =
+        crate::server::agent_auth::subprotocol_refusal(&headers, EXEC_SUBPROTOCOL)
+    {
+        return refused;
     }
     match hub.exec.claim(ticket, agent_id) {
         Err(refusal) => {

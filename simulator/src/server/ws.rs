@@ -77,18 +77,8 @@ pub async fn upgrade(
         Ok(c) => c,
         Err(refused) => return refused.into_response(),
     };
-    let offered = headers
-        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|p| p.trim() == SUBPROTOCOL);
-    if !offered {
-        return ApiError::new(
-            StatusCode::BAD_REQUEST,
-            format!("the websocket subprotocol {SUBPROTOCOL} is required"),
-        )
-        .into_response();
+    if let Some(refused) = crate::server::agent_auth::subprotocol_refusal(&headers, SUBPROTOCOL) {
+        return refused;
     }
     ws.protocols([SUBPROTOCOL])
         .max_message_size(WS_LIMIT)
