@@ -78,9 +78,5 @@ pub fn exec(target: Target<'_>, args: &ExecArgs) -> Result<i32, ClientError> {
         Ok::<_, ClientError>(ended)
     });
     rt.shutdown_background();
-    let (code, why) = result?;
-    if let Some(why) = why {
-        eprintln!("error: {}", super::term::visible(&why));
-    }
-    Ok(code)
+    Ok(super::exec_conn::ended(result?))
 }

@@ -152,6 +152,16 @@ pub fn exit_code(frame: &odac_protocol::ExecExit) -> (i32, Option<String>) {
     }
 }
 
+/// The CLI's exit code for a session that ended with `(code, why)`; `why` (the reason a
+/// session ended without the command's own exit) goes to stderr with its control characters
+/// shown.
+pub fn ended((code, why): (i32, Option<String>)) -> i32 {
+    if let Some(why) = why {
+        eprintln!("error: {}", super::term::visible(&why));
+    }
+    code
+}
+
 /// Reads the session to its end, writing output to `out` and `err`; returns the exit code.
 pub async fn read_to_end(
     ws: &mut futures_util::stream::SplitStream<ExecSocket>,

@@ -126,9 +126,5 @@ pub fn terminal(
         Ok::<_, ClientError>(ended)
     });
     rt.shutdown_background();
-    let (code, why) = result?;
-    if let Some(why) = why {
-        eprintln!("error: {}", super::term::visible(&why));
-    }
-    Ok(code)
+    Ok(super::exec_conn::ended(result?))
 }
