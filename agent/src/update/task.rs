@@ -69,7 +69,11 @@ impl UpdateTask {
         }
         let deadline = tokio::time::Instant::now() + self.config.commit_within();
         let mut connected = false;
+        // a closed input (its sender dropped) answers at once and for ever: its branch is
+        // turned off, or the loop would spin
         let mut offers_open = true;
+        let mut link_open = true;
+        let mut reconciled_open = true;
         loop {
             if let Some(p) = &probation
                 && connected
@@ -93,7 +97,7 @@ impl UpdateTask {
                     shutdown.cancel();
                     return;
                 }
-                ev = link.recv() => match ev {
+                ev = link.recv(), if link_open => match ev {
                     Ok(LinkEvent::Connected) => {
                         connected = true;
                         if let Some(p) = &probation {
@@ -102,9 +106,16 @@ impl UpdateTask {
                     }
                     Ok(LinkEvent::SessionLost { .. }) => connected = false,
                     Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
-                    Err(broadcast::error::RecvError::Closed) => connected = false,
+                    Err(broadcast::error::RecvError::Closed) => {
+                        connected = false;
+                        link_open = false;
+                    }
                 },
-                r = reconciled.changed() => { let _ = r; }
+                r = reconciled.changed(), if reconciled_open => {
+                    if r.is_err() {
+                        reconciled_open = false;
+                    }
+                }
                 offer = offers.recv(), if offers_open => match offer {
                     Some(offer) => {
                         if probation.is_some() {

@@ -172,3 +172,61 @@ async fn launched_v1_reports(dir: &std::path::Path) -> Arc<Reports> {
     handle.await.unwrap();
     reports
 }
+
+/// Counts how often the wrapped future is polled.
+struct Polls<F> {
+    inner: std::pin::Pin<Box<F>>,
+    count: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl<F: std::future::Future> std::future::Future for Polls<F> {
+    type Output = F::Output;
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<F::Output> {
+        self.count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.inner.as_mut().poll(cx)
+    }
+}
+
+/// The agent drops the link's and the reconcile pass's senders when those parts stop (or
+/// never start, as in `--once` runs): the update task must then sleep, not spin on inputs
+/// that answer "closed" at once (an idle agent once burnt ~46 % of a core this way).
+#[tokio::test(start_paused = true)]
+async fn closed_inputs_leave_the_task_asleep() {
+    let dir = tempfile::tempdir().unwrap();
+    let task = UpdateTask {
+        state_dir: dir.path().to_owned(),
+        config: UpdateConfig::default(),
+        running: "0.1.0".to_owned(),
+        launched: false,
+        fetch: FixedFetch::failing("unused"),
+        disk: Arc::new(Disk(u64::MAX)),
+        reports: Arc::new(Reports::default()),
+    };
+    let (link, link_rx) = broadcast::channel::<LinkEvent>(1);
+    let (reconciled, rec_rx) = watch::channel(false);
+    let (offers, rx) = mpsc::channel(1);
+    drop((link, reconciled, offers));
+    let shutdown = CancellationToken::new();
+    let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let handle = tokio::spawn(Polls {
+        inner: Box::pin(task.run(rx, link_rx, rec_rx, shutdown.clone())),
+        count: count.clone(),
+    });
+    settle().await;
+    let settled = count.load(std::sync::atomic::Ordering::Relaxed);
+    for _ in 0..200 {
+        tokio::task::yield_now().await;
+    }
+    let later = count.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        later - settled <= 1,
+        "the task was polled {} more times with nothing to do",
+        later - settled
+    );
+    assert!(!handle.is_finished(), "it waits for the shutdown");
+    shutdown.cancel();
+    handle.await.unwrap();
+}
