@@ -228,7 +228,11 @@ fn prometheus_scrapes_an_apps_gpu_series_and_they_go_with_the_app() {
         (hwmon.join("power1_average"), 120_000_000),
         (hwmon.join("freq1_input"), 1_700_000_000),
     ] {
-        std::fs::write(file, format!("{value}\n")).unwrap();
+        // written beside and renamed: the agent's telemetry reads these files on its own
+        // clock and must never see one truncated and not yet written
+        let part = file.with_extension("part");
+        std::fs::write(&part, format!("{value}\n")).unwrap();
+        std::fs::rename(&part, &file).unwrap();
     }
     let total_mib: u64 = std::fs::read_to_string(dev.join("mem_info_vram_total"))
         .unwrap()
