@@ -291,14 +291,16 @@ async fn session(hub: Arc<Hub>, socket: WebSocket, caller: crate::server::agent_
     };
     let host = hub.hello(&hello);
     let session_id = format!("sess_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+    // the session is registered (and its change feed subscribed) before the welcome: an
+    // agent that has its welcome is one the API can reach, with no window in between
+    let (cmd_tx, mut cmd_rx) = mpsc::unbounded_channel();
+    let mut changes = hub.subscribe_changes();
+    hub.register_session(&host, &session_id, cmd_tx);
     let _ = out.send(text(&ControlMessage::Welcome(Welcome {
         host_id: host.clone(),
         session_id: Some(session_id.clone()),
         heartbeat_secs: Some(hub.heartbeat_secs),
     })));
-    let (cmd_tx, mut cmd_rx) = mpsc::unbounded_channel();
-    let mut changes = hub.subscribe_changes();
-    hub.register_session(&host, &session_id, cmd_tx);
 
     let mut s = Session {
         hub: Arc::clone(&hub),
