@@ -30,25 +30,35 @@ const state = {
   gpuStats: new Map(), // host id → live GPU figures (gpu_stats.js)
 };
 
+// How long a request may go unanswered before it counts as lost in the network.
+const ANSWER_MS = 8000;
+
 // Every call is safe to repeat (GETs, the GPU PUT, restarts carrying a request id), so one
 // that fails in the network (the browser drops requests in flight when an interface comes or
-// goes, e.g. a container's veth) is tried again, three times in all.
+// goes, e.g. a container's veth) or stays unanswered for ANSWER_MS is tried again, three
+// times in all: a request lost on the way never leaves the page waiting for ever.
 async function api(method, path, body) {
   const headers = { "Accept": "application/json" };
   if (token) headers["Authorization"] = "Bearer " + token;
   if (body !== undefined) headers["Content-Type"] = "application/json";
-  const init = { method, headers, body: body === undefined ? undefined : JSON.stringify(body) };
-  let res;
+  let res, data;
   for (let attempt = 1; ; attempt++) {
+    const ctl = new AbortController();
+    const timer = setTimeout(() => ctl.abort(), ANSWER_MS);
     try {
-      res = await fetch(path, init);
+      res = await fetch(path, {
+        method, headers, signal: ctl.signal,
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+      data = await res.json().catch(e => { if (ctl.signal.aborted) throw e; return null; });
       break;
     } catch (e) {
-      if (attempt >= 3) throw e;
+      if (attempt >= 3) throw ctl.signal.aborted ? new Error(path + ": no answer") : e;
       await new Promise(r => setTimeout(r, 250 * attempt));
+    } finally {
+      clearTimeout(timer);
     }
   }
-  const data = await res.json().catch(() => null);
   if (!res.ok) throw new Error((data && data.error) || ("http " + res.status));
   return data;
 }
@@ -471,6 +481,8 @@ async function load() {
     state.events = events.slice(-MAX_EVENTS);
     if (reasons) state.reasons = new Map(reasons.map(r => [r.code, r]));
     render();
+    // the page has shown the fleet once (the browser tests wait for this)
+    document.body.dataset.state = "loaded";
     // a load that works again clears the error an earlier one showed
     const m = document.getElementById("message");
     if (loadFailed !== null && m.className === "error" && m.textContent === loadFailed) say("");
@@ -527,7 +539,18 @@ function parseBlock(block) {
 async function follow(pill) {
   const headers = { "Accept": "text/event-stream" };
   if (token) headers["Authorization"] = "Bearer " + token;
-  const res = await fetch("/api/events", { headers, cache: "no-store" });
+  // a stream that does not say hello within ANSWER_MS is given up and opened again
+  const ctl = new AbortController();
+  let hello = setTimeout(() => ctl.abort(), ANSWER_MS);
+  try {
+    await followOn(pill, headers, ctl, () => { clearTimeout(hello); hello = null; });
+  } finally {
+    if (hello) clearTimeout(hello);
+  }
+}
+
+async function followOn(pill, headers, ctl, greeted) {
+  const res = await fetch("/api/events", { headers, cache: "no-store", signal: ctl.signal });
   if (!res.ok || !res.body) {
     const data = await res.json().catch(() => null);
     throw new Error("event stream: " + ((data && data.error) || ("http " + res.status)));
@@ -543,6 +566,7 @@ async function follow(pill) {
       const { kind, payload } = parseBlock(buf.slice(0, end));
       buf = buf.slice(end + 2);
       if (kind === "hello") {
+        greeted();
         pill.textContent = "live";
         pill.className = "pill on";
         const m = document.getElementById("message");

@@ -136,7 +136,7 @@ impl Driver {
     /// loaded) is retried; on timeout a screenshot goes to `failure_png` and the panic names
     /// the URL, title and text the browser last showed.
     pub async fn open(&self, url: &str, title: &str, failure_png: &Path) {
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + Duration::from_secs(40);
         let mut attempts = 0u32;
         loop {
             attempts += 1;
@@ -147,16 +147,31 @@ impl Driver {
             loop {
                 let (shown, href, text) = self.shown().await;
                 if shown.contains(title) {
-                    if attempts > 1 {
-                        println!("{url} opened on navigation {attempts}");
+                    if self.loaded(Duration::from_secs(10)).await {
+                        if attempts > 1 {
+                            println!("{url} opened on navigation {attempts}");
+                        }
+                        return;
                     }
-                    return;
+                    // the page came but its scripts never showed the fleet (a script or a
+                    // request lost on this loaded machine): say what it shows, and again
+                    let state = self.page_state().await;
+                    println!("navigation {attempts} to {url}: not loaded after 10 s: {state}");
+                    if Instant::now() > deadline {
+                        self.screenshot(failure_png).await;
+                        panic!(
+                            "{url} never finished loading ({attempts} navigations): {state} \
+                             (screenshot: {})",
+                            failure_png.display()
+                        );
+                    }
+                    break;
                 }
                 let error_page = href.starts_with("chrome-error:");
                 if Instant::now() > deadline {
                     self.screenshot(failure_png).await;
                     panic!(
-                        "{url} did not show a page titled {title:?} within 20 s \
+                        "{url} did not show a page titled {title:?} within 40 s \
                          ({attempts} navigations); last: title {shown:?}, location {href:?}, \
                          text {text:?} (screenshot: {})",
                         failure_png.display()
@@ -169,6 +184,49 @@ impl Driver {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Whether the page has shown its data within `within`: a page whose body carries
+    /// `data-state` (the dashboard: `loading` until its first fetch is rendered) is loaded
+    /// when that says `loaded`; any other page as soon as it is shown.
+    async fn loaded(&self, within: Duration) -> bool {
+        let until = Instant::now() + within;
+        loop {
+            let v = self
+                .client
+                .execute(
+                    "return document.body ? (document.body.dataset.state || 'loaded') : 'none';",
+                    vec![],
+                )
+                .await;
+            if matches!(&v, Ok(Value::String(s)) if s == "loaded") {
+                return true;
+            }
+            if Instant::now() > until {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// What a page that did not load shows: its message line, its live pill, whether
+    /// `dashboard.js` ran.
+    async fn page_state(&self) -> String {
+        let v = self
+            .client
+            .execute(
+                "const t = id => { const e = document.getElementById(id); \
+                 return e ? e.className + ': ' + e.textContent : 'none'; }; \
+                 return 'message ' + t('message') + '; live ' + t('live') + \
+                 '; dashboard.js ' + (typeof load);",
+                vec![],
+            )
+            .await;
+        match v {
+            Ok(Value::String(s)) => s,
+            Ok(other) => other.to_string(),
+            Err(e) => format!("script failed: {e}"),
         }
     }
 
