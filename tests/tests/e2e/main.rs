@@ -23,6 +23,7 @@ mod gpu_lab_enroll;
 mod gpu_telemetry;
 mod gpu_workloads;
 mod host_access;
+mod idle_agent;
 mod impersonation;
 mod in_process;
 mod logs_follow;
