@@ -14,7 +14,7 @@
 
 use odac_protocol::{GpuCount, GpuRequest, GpuRuntime, Inventory, Reason, Vendor};
 
-use crate::api_error::ApiError;
+use crate::server::api_error::ApiError;
 
 /// The vendor order of automatic detection (the agent's default order).
 pub const AUTO_ORDER: [Vendor; 3] = [Vendor::Nvidia, Vendor::Amd, Vendor::Intel];

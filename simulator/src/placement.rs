@@ -5,10 +5,10 @@
 use odac_protocol::{Reason, Vendor};
 use serde::{Deserialize, Serialize};
 
-use crate::api_error::ApiError;
+use crate::server::api_error::ApiError;
 use crate::gpu_auto::Detected;
-use crate::hub::Hub;
-use crate::views::HostView;
+use crate::state::hub::Hub;
+use crate::state::views::HostView;
 
 /// How many connected hosts a refusal lists by name.
 const LISTED: usize = 5;
