@@ -6,7 +6,8 @@
 //! hub (in memory), the store (the state dir), the views and the standing faults that let tests
 //! break things on purpose. [`fake_agent`] holds the protocol-level fake agents;
 //! [`demo`] brings up the simulator with a real local agent; [`cli`] is the `odac` client;
-//! [`gpu_lab`] is a private Docker engine configured like a GPU host (`odac-sim gpu-lab`).
+//! [`gpu_lab`] is a private Docker engine configured like a GPU host (`odac-sim gpu-lab`);
+//! [`sim_cli`] holds the `odac-sim` commands, one file each.
 
 pub mod catalog;
 pub mod cli;
@@ -21,9 +22,9 @@ pub mod gpu_lab;
 pub mod logging;
 pub mod placement;
 pub mod release;
-pub mod release_cli;
 pub mod secret_file;
 pub mod server;
+pub mod sim_cli;
 pub mod state;
 
 pub use error::SimError;
