@@ -12,9 +12,7 @@
 //! 4. a host without any GPU (or that never reported its inventory) is refused with a message
 //!    naming the ways out: a vendor flag, or `--optional`.
 
-use odac_protocol::{GpuCount, GpuRequest, GpuRuntime, Inventory, Reason, Vendor};
-
-use crate::api_error::ApiError;
+use odac_protocol::{GpuCount, GpuRequest, GpuRuntime, Inventory, Reason, ValidationError, Vendor};
 
 /// The vendor order of automatic detection (the agent's default order).
 pub const AUTO_ORDER: [Vendor; 3] = [Vendor::Nvidia, Vendor::Amd, Vendor::Intel];
@@ -29,6 +27,38 @@ pub struct Detected {
     pub unusable: Option<Reason>,
 }
 
+/// Why a GPU request cannot be stored (the API answers 400 naming [`GpuAutoError::field`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GpuAutoError {
+    /// A field of the request is invalid (`gpu.count`, …).
+    #[error(transparent)]
+    Invalid(#[from] ValidationError),
+    /// Detection found no GPU on the host: it has none, or has not reported its inventory
+    /// yet (`why`).
+    #[error(
+        "automatic vendor detection found no GPU: host {host} {why}; name a vendor \
+         (--nvidia, --amd or --intel; \"runtime\" in the API) to require one anyway, or \
+         use --optional (\"optional\": true) to take any vendor when one appears and run \
+         on the CPU until then"
+    )]
+    NoGpu {
+        /// The host as people name it.
+        host: String,
+        /// Why no GPU was found.
+        why: &'static str,
+    },
+}
+
+impl GpuAutoError {
+    /// The request field at fault, as the protocol's validation names it.
+    pub fn field(&self) -> &str {
+        match self {
+            Self::Invalid(e) => &e.field,
+            Self::NoGpu { .. } => "gpu.runtime",
+        }
+    }
+}
+
 /// True for a request the control plane must resolve: it asks for a GPU, names no vendor and
 /// is not optional (an invalid `optional` is left to validation).
 pub fn needs_detection(g: &GpuRequest) -> bool {
@@ -40,7 +70,7 @@ pub fn needs_detection(g: &GpuRequest) -> bool {
 
 /// Validates every field of `g` except the rule "no vendor needs optional", which
 /// [`resolve`] settles; errors name the field (`gpu.count`, …).
-pub fn validate_fields(g: &GpuRequest) -> Result<(), ApiError> {
+pub fn validate_fields(g: &GpuRequest) -> Result<(), GpuAutoError> {
     if needs_detection(g) {
         g.clone().with_optional(true).validate()?;
     } else {
@@ -104,16 +134,11 @@ pub fn detect_with_vram(
 }
 
 /// The refusal for a host without any GPU (or without an inventory yet).
-fn no_gpu(host: &str, why: &str) -> ApiError {
-    ApiError::bad_request(
-        "gpu.runtime",
-        format!(
-            "automatic vendor detection found no GPU: host {host} {why}; name a vendor \
-             (--nvidia, --amd or --intel; \"runtime\" in the API) to require one anyway, or \
-             use --optional (\"optional\": true) to take any vendor when one appears and run \
-             on the CPU until then"
-        ),
-    )
+fn no_gpu(host: &str, why: &'static str) -> GpuAutoError {
+    GpuAutoError::NoGpu {
+        host: host.to_owned(),
+        why,
+    }
 }
 
 /// Resolves `gpu` for an app on the host `host` (shown as `host_label`) whose inventory is
@@ -123,7 +148,7 @@ pub fn resolve(
     gpu: Option<GpuRequest>,
     host_label: &str,
     inv: Option<&Inventory>,
-) -> Result<(Option<GpuRequest>, Option<Detected>), ApiError> {
+) -> Result<(Option<GpuRequest>, Option<Detected>), GpuAutoError> {
     let Some(g) = gpu else {
         return Ok((None, None));
     };
@@ -330,9 +355,9 @@ mod tests {
         let none = inv(Vec::new(), &[]);
         for inventory in [Some(&none), None] {
             let e = resolve(Some(req(r#"{"runtime":"auto"}"#)), "cpu-1", inventory).unwrap_err();
-            assert_eq!(e.field.as_deref(), Some("gpu.runtime"));
+            assert_eq!(e.field(), "gpu.runtime");
             for flag in ["--nvidia", "--amd", "--intel", "--optional", "cpu-1"] {
-                assert!(e.error.contains(flag), "{flag} in {}", e.error);
+                assert!(e.to_string().contains(flag), "{flag} in {e}");
             }
         }
     }
@@ -355,6 +380,6 @@ mod tests {
     #[test]
     fn bad_fields_are_reported_before_detection() {
         let e = resolve(Some(req(r#"{"runtime":"auto","count":0}"#)), "h", None).unwrap_err();
-        assert_eq!(e.field.as_deref(), Some("gpu.count"));
+        assert_eq!(e.field(), "gpu.count");
     }
 }

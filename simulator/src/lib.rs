@@ -4,9 +4,10 @@
 //! The modules are grouped by role. [`server`] holds the one TLS port that carries the agents'
 //! WebSocket, the REST API under `/api/` and the dashboard. [`state`] holds the fleet: the
 //! hub (in memory), the store (the state dir), the views and the standing faults that let tests
-//! break things on purpose. [`fake_agent`] and [`sim_agent`] are protocol-level fake agents;
+//! break things on purpose. [`fake_agent`] holds the protocol-level fake agents;
 //! [`demo`] brings up the simulator with a real local agent; [`cli`] is the `odac` client;
-//! [`gpu_lab`] is a private Docker engine configured like a GPU host (`odac-sim gpu-lab`).
+//! [`gpu_lab`] is a private Docker engine configured like a GPU host (`odac-sim gpu-lab`);
+//! [`sim_cli`] holds the `odac-sim` commands, one file each.
 
 pub mod catalog;
 pub mod cli;
@@ -21,17 +22,10 @@ pub mod gpu_lab;
 pub mod logging;
 pub mod placement;
 pub mod release;
-pub mod release_cli;
 pub mod secret_file;
 pub mod server;
-pub mod sim_agent;
+pub mod sim_cli;
 pub mod state;
-
-// The paths these modules had before the folders, still used by `sim_agent.rs`,
-// `placement.rs`, `gpu_auto.rs` and the e2e tests.
-pub use fake_agent::{agent_conn, inventories};
-pub use server::api_error;
-pub use state::{hub, views};
 
 pub use error::SimError;
 pub use server::{ServeConfig, Server};

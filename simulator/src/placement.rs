@@ -5,29 +5,46 @@
 use odac_protocol::{Reason, Vendor};
 use serde::{Deserialize, Serialize};
 
-use crate::api_error::ApiError;
 use crate::gpu_auto::Detected;
-use crate::hub::Hub;
-use crate::views::HostView;
+use crate::state::hub::Hub;
+use crate::state::views::HostView;
 
 /// How many connected hosts a refusal lists by name.
 const LISTED: usize = 5;
 
+/// Why a new app has no host to go to (the API answers 400 naming `host`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlacementError {
+    /// No host given and none connected.
+    #[error(
+        "no host is connected, so there is nowhere to place the app: start an agent \
+         against this control plane (odac-agent run), check `odac host list`, or give \
+         \"host\" (odac: --host) to place it on a known host that is offline"
+    )]
+    NoHostConnected,
+    /// No host given and several connected.
+    #[error(
+        "{count} hosts are connected: choose one with \"host\" (odac: --host), a host \
+         id or host name: {names}"
+    )]
+    ManyConnected {
+        /// How many are connected.
+        count: usize,
+        /// The first few by name, and how many more there are.
+        names: String,
+    },
+}
+
 /// The host a new app goes to: `key` (host id or host name) as given, else the one connected
 /// host. Returns the key to hand to [`Hub::create_app`] (which resolves names itself).
-pub fn pick_host(hub: &Hub, key: Option<&str>) -> Result<String, ApiError> {
+pub fn pick_host(hub: &Hub, key: Option<&str>) -> Result<String, PlacementError> {
     if let Some(key) = key {
         return Ok(hub.host(key).map_or_else(|| key.to_owned(), |h| h.id));
     }
     let connected = hub.connected_hosts();
     match connected.as_slice() {
         [one] => Ok(one.clone()),
-        [] => Err(ApiError::bad_request(
-            "host",
-            "no host is connected, so there is nowhere to place the app: start an agent \
-             against this control plane (odac-agent run), check `odac host list`, or give \
-             \"host\" (odac: --host) to place it on a known host that is offline",
-        )),
+        [] => Err(PlacementError::NoHostConnected),
         many => {
             let names: Vec<String> = many
                 .iter()
@@ -39,15 +56,10 @@ pub fn pick_host(hub: &Hub, key: Option<&str>) -> Result<String, ApiError> {
             } else {
                 String::new()
             };
-            Err(ApiError::bad_request(
-                "host",
-                format!(
-                    "{} hosts are connected: choose one with \"host\" (odac: --host), a host \
-                     id or host name: {}{more}",
-                    many.len(),
-                    names.join(", ")
-                ),
-            ))
+            Err(PlacementError::ManyConnected {
+                count: many.len(),
+                names: format!("{}{more}", names.join(", ")),
+            })
         }
     }
 }

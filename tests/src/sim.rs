@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use odac_simulator::cli::client::Client;
-use odac_simulator::views::{AppView, HostView};
+use odac_simulator::state::views::{AppView, HostView};
 use serde_json::Value;
 
 use crate::bins::{CLI, SIM, bin};

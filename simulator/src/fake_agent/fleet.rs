@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::fake_agent::inventories::profile;
-use crate::sim_agent::{SimAgent, SimAgentConfig, Stats};
+use crate::fake_agent::sim_agent::{SimAgent, SimAgentConfig, Stats};
 
 /// How to run a fleet.
 #[derive(Debug, Clone)]

@@ -7,6 +7,8 @@ use axum::response::{IntoResponse, Response};
 use odac_protocol::ValidationError;
 use serde::Serialize;
 
+use crate::gpu_auto::GpuAutoError;
+use crate::placement::PlacementError;
 use crate::state::hub::HubError;
 
 /// An API error.
@@ -92,6 +94,23 @@ impl From<ValidationError> for ApiError {
     fn from(e: ValidationError) -> Self {
         let error = e.to_string();
         ApiError::bad_request(e.field, error)
+    }
+}
+
+/// Automatic vendor detection's refusals: a 400 naming the request field at fault.
+impl From<GpuAutoError> for ApiError {
+    fn from(e: GpuAutoError) -> Self {
+        match e {
+            GpuAutoError::Invalid(v) => v.into(),
+            GpuAutoError::NoGpu { .. } => ApiError::bad_request(e.field(), e.to_string()),
+        }
+    }
+}
+
+/// No host to place a new app on: a 400 naming `host`.
+impl From<PlacementError> for ApiError {
+    fn from(e: PlacementError) -> Self {
+        ApiError::bad_request("host", e.to_string())
     }
 }
 

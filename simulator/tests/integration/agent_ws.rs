@@ -12,7 +12,7 @@ use odac_protocol::{
 };
 use odac_simulator::fake_agent::agent_conn::{AgentConn, ConnError, Incoming};
 use odac_simulator::fake_agent::inventories::profile;
-use odac_simulator::sim_agent::status_for;
+use odac_simulator::fake_agent::sim_agent::status_for;
 
 fn next(sim: &Sim, c: &mut AgentConn) -> Incoming {
     sim.rt

@@ -351,7 +351,7 @@ fn gpu_change_on_a_running_app_says_restart_required() {
     );
     sim.rt.block_on(async {
         agent.recv_timeout(Duration::from_secs(5)).await.unwrap();
-        let mut st = odac_simulator::sim_agent::status_for(
+        let mut st = odac_simulator::fake_agent::sim_agent::status_for(
             &odac_protocol::AppSpec::new("web", "busybox"),
             &profile(3, "a"),
             2,

@@ -27,7 +27,7 @@ fn setup(sim: &Sim) -> AgentConn {
 
 /// Report a failed pull of `web` with the registry's `words`; `odac app show web`.
 fn show_failed(sim: &Sim, c: &mut AgentConn, seq: u64, reason: Reason, words: &str) -> String {
-    let mut st = odac_simulator::sim_agent::status_for(
+    let mut st = odac_simulator::fake_agent::sim_agent::status_for(
         &AppSpec::new("web", IMAGE),
         &profile(1, "agt_fail"),
         2,

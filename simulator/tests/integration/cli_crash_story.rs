@@ -31,7 +31,7 @@ fn setup(sim: &Sim, id: &str, app: &str) -> AgentConn {
 }
 
 fn report(sim: &Sim, c: &mut AgentConn, seq: u64, edit: impl FnOnce(&mut AppStatus)) {
-    let mut st = odac_simulator::sim_agent::status_for(
+    let mut st = odac_simulator::fake_agent::sim_agent::status_for(
         &AppSpec::new("web", "busybox"),
         &profile(1, "agt_crash"),
         2,

@@ -40,7 +40,7 @@ fn crash_and_health_reach_the_cli_and_survive_a_restart() {
     assert_eq!(sent.healthcheck.unwrap().interval_secs, Some(5));
     assert_eq!(sent.logs.unwrap().max_size_bytes, Some(1 << 20));
 
-    let mut st = odac_simulator::sim_agent::status_for(
+    let mut st = odac_simulator::fake_agent::sim_agent::status_for(
         &odac_protocol::AppSpec::new("boom", "busybox"),
         &profile(3, "a"),
         2,

@@ -98,7 +98,7 @@ fn logs_are_printed_escaped_and_raw_only_when_asked() {
 fn show_and_list_print_the_app_s_output_and_errors_escaped() {
     let sim = Sim::start();
     let mut c = setup(&sim, "agt_esc", "web");
-    let mut st = odac_simulator::sim_agent::status_for(
+    let mut st = odac_simulator::fake_agent::sim_agent::status_for(
         &AppSpec::new("web", "busybox"),
         &profile(1, "agt_esc"),
         2,

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use common::{Sim, TOKEN, stderr, stdout};
 use odac_simulator::fake_agent::inventories::profile;
-use odac_simulator::sim_agent::{SimAgent, SimAgentConfig};
+use odac_simulator::fake_agent::sim_agent::{SimAgent, SimAgentConfig};
 use serde_json::{Value, json};
 
 /// Inventory profiles of `odac_simulator::fake_agent::inventories::profile`.

@@ -24,7 +24,7 @@ fn host_show_lists_the_apps_per_gpu_and_app_show_the_devices() {
         sim.rt
             .block_on(sim.server().hub.create_app(Some("agt_gpu"), spec.clone()))
             .unwrap();
-        let mut st = odac_simulator::sim_agent::status_for(&spec, &inventory, 2);
+        let mut st = odac_simulator::fake_agent::sim_agent::status_for(&spec, &inventory, 2);
         st.state = AppState::Running;
         st.gpu.attached = Some(Attached {
             vendor: Vendor::Nvidia,

@@ -88,7 +88,7 @@ fn the_dashboard_says_why_an_app_is_down_and_how_healthy_it_is() {
         Some(r#"{"name":"boom","image":"busybox"}"#),
     );
     assert_eq!(s, 201);
-    let mut st = odac_simulator::sim_agent::status_for(
+    let mut st = odac_simulator::fake_agent::sim_agent::status_for(
         &odac_protocol::AppSpec::new("boom", "busybox"),
         &profile(3, "a"),
         2,

@@ -129,7 +129,7 @@ fn gpu_failures_reach_the_header_one_line_per_app_no_overflow_and_the_switch_kee
         &json!({"name": "cuda", "image": "busybox", "gpu": {"runtime": "nvidia", "count": 1}}),
     );
 
-    let mut st = odac_simulator::sim_agent::status_for(&vision, &inv, 2);
+    let mut st = odac_simulator::fake_agent::sim_agent::status_for(&vision, &inv, 2);
     st.state = AppState::Failed;
     st.gpu.attached = None;
     st.gpu.fallback = Some(Fallback {
@@ -139,7 +139,7 @@ fn gpu_failures_reach_the_header_one_line_per_app_no_overflow_and_the_switch_kee
     });
     st.last_error = Some(refusal());
     send(&sim, &mut agent, 2, st);
-    let mut lp = odac_simulator::sim_agent::status_for(&looper, &inv, 2);
+    let mut lp = odac_simulator::fake_agent::sim_agent::status_for(&looper, &inv, 2);
     lp.state = AppState::CrashLoop;
     lp.crash = Some(CrashInfo {
         reason: CrashReason::CrashLoop,
@@ -149,7 +149,7 @@ fn gpu_failures_reach_the_header_one_line_per_app_no_overflow_and_the_switch_kee
         output_tail: Some(format!("boom {}\n", "y".repeat(300))),
     });
     send(&sim, &mut agent, 3, lp);
-    let mut cu = odac_simulator::sim_agent::status_for(&cuda, &inv, 2);
+    let mut cu = odac_simulator::fake_agent::sim_agent::status_for(&cuda, &inv, 2);
     cu.state = AppState::Failed;
     cu.gpu.attached = None;
     cu.gpu.fallback = Some(Fallback {

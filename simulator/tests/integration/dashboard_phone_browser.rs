@@ -154,10 +154,10 @@ fn at_390_px_nothing_scrolls_sideways_each_error_is_one_line_with_its_fix_and_ac
         &sim,
         &mut agent,
         2,
-        odac_simulator::sim_agent::status_for(&web, &inv, 2),
+        odac_simulator::fake_agent::sim_agent::status_for(&web, &inv, 2),
     );
     // an optional GPU the engine refused: running on the CPU
-    let mut st = odac_simulator::sim_agent::status_for(&vision, &inv, 2);
+    let mut st = odac_simulator::fake_agent::sim_agent::status_for(&vision, &inv, 2);
     st.state = AppState::Running;
     st.gpu.attached = None;
     st.gpu.fallback = Some(Fallback {
@@ -167,7 +167,7 @@ fn at_390_px_nothing_scrolls_sideways_each_error_is_one_line_with_its_fix_and_ac
     });
     send(&sim, &mut agent, 3, st);
     // a required one: failed, the same words as its last error
-    let mut st = odac_simulator::sim_agent::status_for(&cuda, &inv, 2);
+    let mut st = odac_simulator::fake_agent::sim_agent::status_for(&cuda, &inv, 2);
     st.state = AppState::Failed;
     st.gpu.attached = None;
     st.gpu.fallback = Some(Fallback {
@@ -177,7 +177,7 @@ fn at_390_px_nothing_scrolls_sideways_each_error_is_one_line_with_its_fix_and_ac
     });
     st.last_error = Some(refusal("CUDA-WORDS"));
     send(&sim, &mut agent, 4, st);
-    let mut st = odac_simulator::sim_agent::status_for(&looper, &inv, 2);
+    let mut st = odac_simulator::fake_agent::sim_agent::status_for(&looper, &inv, 2);
     st.state = AppState::CrashLoop;
     st.crash = Some(CrashInfo {
         reason: CrashReason::CrashLoop,

@@ -21,7 +21,7 @@ use odac_e2e::poll::{poll, poll_every};
 use odac_e2e::stack::{Stack, fixture_host};
 use odac_e2e::{Error, Result};
 use odac_protocol::FallbackTier;
-use odac_simulator::views::AppView;
+use odac_simulator::state::views::AppView;
 use serde_json::{Value, json};
 
 use super::{Opts, Row, Table, Target, Unit, bench_label, docker_or_skip, ms, production};

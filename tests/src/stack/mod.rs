@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use odac_protocol::AppStatus;
-use odac_simulator::views::AppView;
+use odac_simulator::state::views::AppView;
 use serde_json::{Value, json};
 
 use crate::agent::{Agent, AgentOptions};

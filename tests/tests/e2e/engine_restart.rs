@@ -19,7 +19,7 @@ use odac_e2e::gpu_lab::Lab;
 use odac_e2e::poll::poll;
 use odac_e2e::require_docker;
 use odac_e2e::stack::Stack;
-use odac_simulator::views::AppView;
+use odac_simulator::state::views::AppView;
 use serde_json::json;
 
 const SCENARIO: &str = "engine-restart";

@@ -20,7 +20,7 @@ use odac_e2e::process::Process;
 use odac_e2e::require_docker;
 use odac_e2e::stack::instance_name;
 use odac_simulator::cli::client::Client;
-use odac_simulator::views::HostView;
+use odac_simulator::state::views::HostView;
 
 const SCENARIO: &str = "enroll";
 

@@ -14,7 +14,7 @@ use odac_e2e::poll::poll;
 use odac_e2e::require_docker;
 use odac_e2e::stack::Stack;
 use odac_protocol::{GpuHealthState, GpuInfo};
-use odac_simulator::views::AppView;
+use odac_simulator::state::views::AppView;
 use serde_json::{Value, json};
 
 const SCENARIO: &str = "gpulab-health";

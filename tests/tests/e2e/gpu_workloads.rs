@@ -14,7 +14,7 @@ use odac_e2e::gpu_lab::Lab;
 use odac_e2e::require_docker;
 use odac_e2e::stack::Stack;
 use odac_protocol::{FallbackTier, Reason};
-use odac_simulator::views::AppView;
+use odac_simulator::state::views::AppView;
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(60);

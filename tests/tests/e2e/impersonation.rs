@@ -11,7 +11,7 @@ use odac_e2e::agent::{SESSION_LOST, SESSION_UP};
 use odac_e2e::require_docker;
 use odac_e2e::stack::Stack;
 use odac_protocol::{AgentMessage, ControlMessage, ErrorCode};
-use odac_simulator::agent_conn::{AgentConn, ConnError, Incoming};
+use odac_simulator::fake_agent::agent_conn::{AgentConn, ConnError, Incoming};
 use serde_json::json;
 
 #[test]

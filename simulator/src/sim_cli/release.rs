@@ -1,6 +1,7 @@
 //! `odac-sim release …`: make a release key, sign an agent binary into a release file, print
-//! a key's public half. The signed file goes in the directory `odac-sim serve --releases DIR`
-//! serves (artefacts under `/releases/NAME`), and `odac agent update --version V` offers it.
+//! a key's public half (the release files themselves are `crate::release`). The signed file
+//! goes in the directory `odac-sim serve --releases DIR` serves (artefacts under
+//! `/releases/NAME`), and `odac agent update --version V` offers it.
 
 use std::path::PathBuf;
 

@@ -18,7 +18,7 @@ use odac_protocol::{
 };
 use tokio::sync::watch;
 
-use crate::agent_conn::{AgentConn, ConnError, Incoming};
+use crate::fake_agent::agent_conn::{AgentConn, ConnError, Incoming};
 
 /// Counters shared by a fleet of simulated agents.
 #[derive(Debug, Default)]

@@ -1,7 +1,7 @@
 //! Unit tests of the simulated agent: placement, statuses and what it reports.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use super::*;
-use crate::inventories::profile;
+use crate::fake_agent::inventories::profile;
 use odac_protocol::{GpuRuntime, Vendor};
 
 fn spec(gpu: Option<GpuRequest>) -> AppSpec {
