@@ -14,7 +14,7 @@ pub mod change;
 pub mod cuda;
 pub mod details;
 pub mod doctor;
-pub(crate) mod fsread;
+pub mod fsread;
 mod host;
 pub mod model;
 mod nvidia;
