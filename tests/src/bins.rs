@@ -49,11 +49,11 @@ fn profile_of(dir: &Path) -> String {
     }
 }
 
-/// The package sets to build, one `cargo build` each. Outside the dev profile the agent is
-/// built alone, as shipped: built with the simulator, cargo would unify features and the
-/// agent binary would carry the simulator's (`odac-host`'s `test-support`, wider tokio and hyper features),
-/// which would skew the benchmarks' footprint. Dev builds keep one invocation (faster, and
-/// the same binary `cargo build --workspace` makes).
+/// The package sets to build, one `cargo build` each. Outside the dev profile the agent is built
+/// alone, as shipped: built with the simulator, cargo would unify features and the agent binary
+/// would carry the simulator's (`odac-host`'s `test-support`, wider tokio and hyper features),
+/// which would skew the benchmarks' footprint. Dev builds keep one invocation (faster, and the same
+/// binary `cargo build --workspace` makes).
 fn package_sets(profile: &str) -> Vec<Vec<&'static str>> {
     if profile == "dev" {
         vec![vec!["odac-agent", "odac-simulator"]]

@@ -1,9 +1,10 @@
-//! The labels (their names are in [`odac_host::names`]) that mark the agent's own containers and carry what reconcile needs to know
-//! about them after an agent restart: the app, the spec hash (everything but the GPU intent
-//! and the restart token), the GPU-intent hash, the restart token, the GPUs held (for
-//! allocations), the vendor attached, and the fallback taken. Containers without
-//! [`INSTANCE`](odac_host::names::INSTANCE) set to this agent's instance are never touched, nor are those whose
-//! [`OWNER`](odac_host::names::OWNER) is another agent (see [`ownership`](super::ownership)).
+//! The labels (their names are in [`odac_host::names`]) that mark the agent's own containers and
+//! carry what reconcile needs to know about them after an agent restart: the app, the spec hash
+//! (everything but the GPU intent and the restart token), the GPU-intent hash, the restart token,
+//! the GPUs held (for allocations), the vendor attached, and the fallback taken. Containers without
+//! [`INSTANCE`](odac_host::names::INSTANCE) set to this agent's instance are never touched, nor are
+//! those whose [`OWNER`](odac_host::names::OWNER) is another agent (see
+//! [`ownership`](super::ownership)).
 
 use std::collections::BTreeMap;
 

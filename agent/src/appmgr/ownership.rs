@@ -1,5 +1,5 @@
-//! Which containers of this agent's instance are its own. Every container and volume the
-//! agent creates carries `odac.owner=<agent id>` ([`odac_host::names::OWNER`]); a reconcile pass adopts,
+//! Which containers of this agent's instance are its own. Every container and volume the agent
+//! creates carries `odac.owner=<agent id>` ([`odac_host::names::OWNER`]); a reconcile pass adopts,
 //! restarts or removes only:
 //!
 //! - containers with its instance label and its own owner label;

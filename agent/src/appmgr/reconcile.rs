@@ -11,11 +11,12 @@
 //!   `devices`) changed, `restart_required` is set and the container keeps running until a
 //!   new restart token arrives (devices and host access are bound at creation). Any other
 //!   change recreates the container.
-//! - A missing container is created: policy check, pre-flight [`resolve_with`](odac_host::gpu::resolve_with), then
-//!   [`start_with_gpu_fallback`](super::fallback::start_with_gpu_fallback). A refusal that cannot change by retrying (policy, pre-flight
-//!   refusal, required intent refused by the engine) is held, not retried, until the spec or
-//!   the plan changes, so nothing churns. Other failures are retried with the crash-loop
-//!   backoff.
+//! - A missing container is created: policy check, pre-flight
+//!   [`resolve_with`](odac_host::gpu::resolve_with), then
+//!   [`start_with_gpu_fallback`](super::fallback::start_with_gpu_fallback). A refusal that cannot
+//!   change by retrying (policy, pre-flight refusal, required intent refused by the engine) is
+//!   held, not retried, until the spec or the plan changes, so nothing churns. Other failures are
+//!   retried with the crash-loop backoff.
 //! - A container that exited is restarted after the crash-loop backoff, unless its restart
 //!   policy makes the exit final ([`diagnosis`](super::diagnosis)); the exit is read once, with
 //!   the tail of its output, and the crash counters are kept in the state directory

@@ -1,8 +1,8 @@
-//! The agent's event metrics, counted where the events happen and kept for the whole
-//! process (like the default registry of Prometheus' Go client): engine call errors by kind
-//! (counted by `odac_host::engine` where bollard's errors become the seam's errors), image
-//! pull durations by result, and the duration of each reconcile pass (the app manager applying the desired state). The
-//! hooks are one call each and never block; [`register`] adds them to a scrape registry.
+//! The agent's event metrics, counted where the events happen and kept for the whole process (like
+//! the default registry of Prometheus' Go client): engine call errors by kind (counted by
+//! `odac_host::engine` where bollard's errors become the seam's errors), image pull durations by
+//! result, and the duration of each reconcile pass (the app manager applying the desired state).
+//! The hooks are one call each and never block; [`register`] adds them to a scrape registry.
 
 use std::sync::LazyLock;
 use std::time::Duration;

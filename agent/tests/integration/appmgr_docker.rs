@@ -381,7 +381,9 @@ async fn a4_cdi_branch_of_this_engine() {
                 panic!("cdi start: {outcome:?}")
             };
             let details = run.real.inspect(&id).await.unwrap();
-            let attached = odac_host::gpu::attached_from(&details, Some(odac_protocol::Vendor::Nvidia)).unwrap();
+            let attached =
+                odac_host::gpu::attached_from(&details, Some(odac_protocol::Vendor::Nvidia))
+                    .unwrap();
             assert_eq!(attached.mechanism, Mechanism::Cdi);
             assert!(run.logs_with(&id, "/dev/odac-gpu0").await.contains("/dev/odac-gpu0"));
             return;

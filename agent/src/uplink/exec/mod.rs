@@ -1,10 +1,10 @@
-//! Exec sessions (`odac app exec`, `odac app shell`): an `exec_request` on the main link is
-//! refused there at once (`exec_refused`: disabled, busy, a user the policy does not allow) or
-//! served by its own task, which dials the session's socket with the request's ticket
-//! ([`super::Dialer::dial_exec`]), checks that the app's container is this agent's own and
-//! running (else `exit` with `not_found` or `forbidden`), starts the command through the engine
-//! ([`odac_host::engine::ContainerEngine::exec`]) and pumps its bytes ([`pump`]) under the bounds of
-//! `[exec]` ([`config`]). Each session's start and end is audited ([`audit`]).
+//! Exec sessions (`odac app exec`, `odac app shell`): an `exec_request` on the main link is refused
+//! there at once (`exec_refused`: disabled, busy, a user the policy does not allow) or served by
+//! its own task, which dials the session's socket with the request's ticket
+//! ([`super::Dialer::dial_exec`]), checks that the app's container is this agent's own and running
+//! (else `exit` with `not_found` or `forbidden`), starts the command through the engine
+//! ([`odac_host::engine::ContainerEngine::exec`]) and pumps its bytes ([`pump`]) under the bounds
+//! of `[exec]` ([`config`]). Each session's start and end is audited ([`audit`]).
 
 pub mod audit;
 pub mod config;
