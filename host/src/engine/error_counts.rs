@@ -1,5 +1,5 @@
 //! The count of failed engine calls by kind of failure, kept for the whole process and
-//! counted where bollard's errors become the seam's errors ([`count`]); the agent's metrics
+//! counted where bollard's errors become the seam's errors (`count`); the agent's metrics
 //! register the [`family`] as `odac_agent_engine_errors_total`.
 
 use std::sync::LazyLock;
