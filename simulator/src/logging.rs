@@ -1,6 +1,6 @@
-//! The simulator's log subscriber: the `ODAC_SIM_LOG` filter (default `warn`), with the
-//! caps on dependencies it shares with the agent ([`odac_host::log_caps::CAPS`]) applied whatever the filter
-//! says: at `trace`, tungstenite would print every desired-state frame it carries (each
+//! The simulator's log subscriber: the `ODAC_SIM_LOG` filter (default `warn`), with the caps
+//! on dependencies it shares with the agent ([`odac_host::log_caps::CAPS`]) applied whatever
+//! the filter says: at `trace`, tungstenite would print every desired-state frame it carries (each
 //! app's `registry_auth` and env values) and the agents' bearer tokens, hyper the REST
 //! bodies. No `ODAC_SIM_LOG` level shows a secret.
 
