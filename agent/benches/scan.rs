@@ -7,8 +7,8 @@ use std::hint::black_box;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use odac_agent::engine::EngineCapabilities;
-use odac_agent::inventory::{Assessment, inventory_hash, scan};
+use odac_host::engine::EngineCapabilities;
+use odac_host::inventory::{Assessment, inventory_hash, scan};
 
 const WARMUP: usize = 50;
 const ITERATIONS: usize = 2000;

@@ -11,7 +11,7 @@
 mod client;
 mod toml_patch;
 
-use crate::atomic_file;
+use odac_host::atomic_file;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;

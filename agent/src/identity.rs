@@ -117,7 +117,7 @@ fn unusable(id: &str) -> String {
 }
 
 fn write_atomically(path: &Path, id: &str) -> std::io::Result<()> {
-    crate::atomic_file::write_atomic(path, format!("{id}\n").as_bytes(), 0o644)
+    odac_host::atomic_file::write_atomic(path, format!("{id}\n").as_bytes(), 0o644)
 }
 
 #[cfg(test)]

@@ -13,9 +13,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::appmgr::AppManager;
-use crate::engine::{ContainerEngine, EngineCapabilities};
 use crate::gpu_health::GpuHealthMonitor;
-use crate::inventory::{Assessment, scan};
+use odac_host::engine::{ContainerEngine, EngineCapabilities};
+use odac_host::inventory::{Assessment, scan};
 
 /// One assessment: host scan (blocking reads, off the runtime threads) plus the engine's
 /// capabilities.
@@ -24,7 +24,7 @@ pub(crate) async fn assess(root: &std::path::Path, engine: &dyn ContainerEngine)
 }
 
 /// The host scan, off the runtime threads.
-async fn scan_host(root: &std::path::Path) -> crate::inventory::HostScan {
+async fn scan_host(root: &std::path::Path) -> odac_host::inventory::HostScan {
     let root = root.to_owned();
     match tokio::task::spawn_blocking(move || scan(&root)).await {
         Ok(h) => h,

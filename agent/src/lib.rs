@@ -2,21 +2,15 @@
 //! command line, sets up tracing and configuration, and calls into this crate.
 
 pub mod appmgr;
-pub mod atomic_file;
 pub mod bounded_read;
 pub mod cli;
 pub mod config;
-pub mod engine;
 pub mod enroll;
-pub mod gpu;
 pub mod gpu_health;
-pub mod http_client;
 pub mod identity;
 pub mod instance_lock;
-pub mod inventory;
 mod inventory_loop;
 pub mod liveness;
-pub mod lock;
 pub mod logging;
 pub mod metrics;
 pub mod metrics_feed;

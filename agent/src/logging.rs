@@ -5,12 +5,12 @@
 //!
 //! Some dependencies dump what they carry at their most verbose levels: tungstenite's trace
 //! shows the upgrade request (the bearer token) and every frame (git secrets in a desired
-//! state), bollard's debug the engine's answers (env values). Their log records above [`CAPS`] are
-//! dropped whatever `log_level` says, so no level shows a secret.
+//! state), bollard's debug the engine's answers (env values). Their log records above the caps
+//! ([`odac_host::log_caps::CAPS`]) are dropped whatever `log_level` says, so no level shows a
+//! secret.
 
 use std::io::IsTerminal;
 
-use tracing::Level;
 use tracing::level_filters::LevelFilter;
 use tracing_subscriber::filter::{ParseError, Targets, filter_fn};
 use tracing_subscriber::layer::SubscriberExt;
@@ -27,29 +27,6 @@ pub enum LoggingError {
     Install(String),
 }
 
-/// The most verbose level kept per dependency target (and its submodules).
-pub const CAPS: &[(&str, Level)] = &[
-    ("tungstenite", Level::DEBUG),
-    ("tokio_tungstenite", Level::DEBUG),
-    ("bollard", Level::INFO),
-    ("hyper", Level::DEBUG),
-    ("hyper_util", Level::DEBUG),
-    ("h2", Level::DEBUG),
-    ("rustls", Level::DEBUG),
-    ("reqwest", Level::DEBUG),
-];
-
-/// Whether a log record (a tracing event) of `target` at `level` passes the [`CAPS`].
-pub fn within_caps(target: &str, level: &Level) -> bool {
-    CAPS.iter().all(|(name, cap)| {
-        let ours = target == *name
-            || target
-                .strip_prefix(name)
-                .is_some_and(|rest| rest.starts_with("::"));
-        !ours || level <= cap
-    })
-}
-
 /// Installs the global subscriber, writing to stderr.
 pub fn init(level: &str, format: LogFormat) -> Result<(), LoggingError> {
     let targets: Targets = level
@@ -64,7 +41,7 @@ pub fn init(level: &str, format: LogFormat) -> Result<(), LoggingError> {
     let builder = tracing_subscriber::fmt()
         .with_max_level(most_verbose)
         .with_writer(std::io::stderr);
-    let caps = filter_fn(|meta| within_caps(meta.target(), meta.level()));
+    let caps = filter_fn(|meta| odac_host::log_caps::within_caps(meta.target(), meta.level()));
     let result = match format {
         LogFormat::Json => builder
             .json()
@@ -89,22 +66,4 @@ pub fn init(level: &str, format: LogFormat) -> Result<(), LoggingError> {
             .try_init(),
     };
     result.map_err(|e| LoggingError::Install(e.to_string()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn dependency_dumps_are_capped() {
-        assert!(!within_caps(
-            "tungstenite::handshake::client",
-            &Level::TRACE
-        ));
-        assert!(within_caps("tungstenite::protocol", &Level::DEBUG));
-        assert!(!within_caps("bollard::docker", &Level::DEBUG));
-        assert!(within_caps("bollard::docker", &Level::INFO));
-        assert!(within_caps("tungstenite_other", &Level::TRACE));
-        assert!(within_caps("odac_agent::uplink", &Level::TRACE));
-    }
 }

@@ -8,9 +8,9 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
-use crate::lock::lock;
 use crate::metrics::{Endpoint, LinkMetrics, ReportCounts};
 use crate::uplink::{LinkEvent, Outbox};
+use odac_host::lock::lock;
 
 /// Serves `endpoint` until `shutdown`, following `link_events` and reading `outbox`.
 pub async fn run(

@@ -17,7 +17,6 @@ use tracing::{info, warn};
 
 use crate::appmgr::{AppEvent, AppManager, AppMgrError};
 use crate::config::Config;
-use crate::engine::{ContainerEngine, DockerEngine};
 use crate::gpu_health::kmsg::{self, KmsgState};
 use crate::gpu_health::{GpuHealthMonitor, health_loop};
 use crate::identity;
@@ -28,6 +27,7 @@ use crate::uplink::{
     AppControl, ApplyError, Dialer, Endpoint, EventSink, TOKEN_ENV, Token, Uplink, UplinkConfig,
     tls,
 };
+use odac_host::engine::{ContainerEngine, DockerEngine};
 
 /// How long READY=1 waits for the first reconcile before it is sent anyway.
 const FIRST_RECONCILE_BOUND: Duration = Duration::from_secs(60);
@@ -129,7 +129,7 @@ pub async fn run_with(
             listener,
             &hostname,
             &config.apps.instance,
-            crate::appmgr::container::container_name,
+            odac_host::names::container_name,
             Arc::new(move || statuses.statuses()),
         )
     });

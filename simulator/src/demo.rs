@@ -19,10 +19,9 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use odac_agent::appmgr::container::container_name;
-use odac_agent::appmgr::labels;
-use odac_agent::engine::test_image::ensure_busybox_image;
-use odac_agent::engine::{ContainerEngine, DockerEngine};
+use odac_host::engine::test_image::ensure_busybox_image;
+use odac_host::engine::{ContainerEngine, DockerEngine};
+use odac_host::names::{self, container_name};
 use odac_protocol::{AppSpec, GpuRequest};
 use tokio::process::{Child, Command};
 
@@ -209,13 +208,13 @@ async fn remove_apps(
         }
     }
     // the agent acks the deletes, then removes the containers on its next reconcile
-    let label = format!("{}={DEMO_INSTANCE}", labels::INSTANCE);
+    let label = format!("{}={DEMO_INSTANCE}", names::INSTANCE);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
         let left: Vec<String> = match engine.list_by_label(&label).await {
             Ok(list) => names
                 .iter()
-                .filter(|n| list.iter().any(|c| c.labels.get(labels::APP) == Some(*n)))
+                .filter(|n| list.iter().any(|c| c.labels.get(names::APP) == Some(*n)))
                 .cloned()
                 .collect(),
             Err(e) => {

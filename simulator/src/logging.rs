@@ -1,6 +1,6 @@
-//! The simulator's log subscriber: the `ODAC_SIM_LOG` filter (default `warn`), with the
-//! agent's caps on dependencies ([`odac_agent::logging::CAPS`]) applied whatever the filter
-//! says: at `trace`, tungstenite would print every desired-state frame it carries (each
+//! The simulator's log subscriber: the `ODAC_SIM_LOG` filter (default `warn`), with the caps
+//! on dependencies it shares with the agent ([`odac_host::log_caps::CAPS`]) applied whatever
+//! the filter says: at `trace`, tungstenite would print every desired-state frame it carries (each
 //! app's `registry_auth` and env values) and the agents' bearer tokens, hyper the REST
 //! bodies. No `ODAC_SIM_LOG` level shows a secret.
 
@@ -17,7 +17,7 @@ where
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
 {
     let filter = EnvFilter::try_new(directives).unwrap_or_else(|_| EnvFilter::new("warn"));
-    let caps = filter_fn(|meta| odac_agent::logging::within_caps(meta.target(), meta.level()));
+    let caps = filter_fn(|meta| odac_host::log_caps::within_caps(meta.target(), meta.level()));
     tracing_subscriber::registry()
         .with(filter)
         .with(caps)

@@ -49,11 +49,11 @@ fn profile_of(dir: &Path) -> String {
     }
 }
 
-/// The package sets to build, one `cargo build` each. Outside the dev profile the agent is
-/// built alone, as shipped: built with the simulator, cargo would unify features and the
-/// agent binary would carry the simulator's (`test-support`, wider tokio and hyper features),
-/// which would skew the benchmarks' footprint. Dev builds keep one invocation (faster, and
-/// the same binary `cargo build --workspace` makes).
+/// The package sets to build, one `cargo build` each. Outside the dev profile the agent is built
+/// alone, as shipped: built with the simulator, cargo would unify features and the agent binary
+/// would carry the simulator's (`odac-host`'s `test-support`, wider tokio and hyper features),
+/// which would skew the benchmarks' footprint. Dev builds keep one invocation (faster, and the same
+/// binary `cargo build --workspace` makes).
 fn package_sets(profile: &str) -> Vec<Vec<&'static str>> {
     if profile == "dev" {
         vec![vec!["odac-agent", "odac-simulator"]]
@@ -121,7 +121,7 @@ fn newest_mtime(path: &Path) -> Option<SystemTime> {
 }
 
 /// Whether a binary is missing or older than a source it is built from (the sources and
-/// manifests of the protocol, agent and simulator crates, and the lock file). Each test
+/// manifests of the protocol, host, agent and simulator crates, and the lock file). Each test
 /// process (nextest runs one per test) then skips cargo when the binaries are current.
 fn stale(dir: &Path) -> bool {
     let oldest_bin = [AGENT, SIM, CLI]
@@ -137,7 +137,7 @@ fn stale(dir: &Path) -> bool {
         return true;
     };
     let root = workspace_root();
-    let sources = ["protocol", "agent", "simulator"]
+    let sources = ["protocol", "host", "agent", "simulator"]
         .iter()
         .flat_map(|c| [root.join(c).join("src"), root.join(c).join("Cargo.toml")])
         .chain([root.join("Cargo.toml"), root.join("Cargo.lock")]);

@@ -8,7 +8,7 @@
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 
-use odac_agent::engine::test_image::{busybox_path, busybox_rootfs_tar};
+use odac_host::engine::test_image::{busybox_path, busybox_rootfs_tar};
 
 use crate::command::output_with_stdin;
 use crate::error::{Error, Result};
@@ -105,8 +105,8 @@ pub fn ensure_sleeper_image() -> Result<&'static str> {
 /// Makes sure the agent's test image `odac/busybox:test` (`BUSYBOX_TEST_IMAGE`) exists on the
 /// machine's engine, importing it when missing: the base image of the scenarios' builds.
 pub fn ensure_busybox_test_image() -> Result<&'static str> {
-    use odac_agent::engine::DockerEngine;
-    use odac_agent::engine::test_image::{BUSYBOX_TEST_IMAGE, ensure_busybox_image};
+    use odac_host::engine::DockerEngine;
+    use odac_host::engine::test_image::{BUSYBOX_TEST_IMAGE, ensure_busybox_image};
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use odac_agent::config::Config;
-use odac_agent::engine::FakeEngine;
 use odac_agent::run::RunError;
+use odac_host::engine::FakeEngine;
 use tokio::runtime::Runtime;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;

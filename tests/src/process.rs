@@ -25,7 +25,7 @@ struct Lines {
 
 impl Lines {
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<String>> {
-        odac_agent::lock::lock(&self.lines)
+        odac_host::lock::lock(&self.lines)
     }
 
     fn push(&self, line: String) {

@@ -11,7 +11,7 @@
 //! The relay counts connections (accepted, forwarded upstream, refused while cut) and the
 //! bytes it forwarded each way (client → upstream, upstream → client).
 
-use odac_agent::lock::lock;
+use odac_host::lock::lock;
 use std::io::{ErrorKind, Read, Write};
 use std::net::Shutdown;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};

@@ -10,7 +10,7 @@ use super::binds::{HostUse, conflicts, uses_of};
 use super::error::PolicyViolation;
 use super::pass::Pass;
 use super::policy::{self, Admitted};
-use crate::engine::EngineError;
+use odac_host::engine::EngineError;
 
 impl Pass<'_> {
     /// The policy's verdict on `spec` with its binds resolved and its host access checked;

@@ -7,12 +7,12 @@
 //!   allowed prefix (the prefix itself is the administrator's and is resolved as configured),
 //!   and every component below the prefix exists and is not a symbolic link
 //!   (`symlink_metadata`, component by component). The engine is given that resolved path.
-//! - [`conflicts`]: no container can change the path between this check and the mount. A
-//!   container can only replace a component with a link if it can write the directory that
-//!   holds it, so a bind is refused when it lies under a host directory that any container of
-//!   the engine (whoever made it, read from [`list_all`](crate::engine::ContainerEngine::list_all))
-//!   or another desired app mounts writable, or when it is writable itself and holds another
-//!   one's bind. Equal paths are fine: a mount point cannot be replaced from inside.
+//! - [`conflicts`]: no container can change the path between this check and the mount. A container
+//!   can only replace a component with a link if it can write the directory that holds it, so a
+//!   bind is refused when it lies under a host directory that any container of the engine (whoever
+//!   made it, read from [`list_all`](odac_host::engine::ContainerEngine::list_all)) or another
+//!   desired app mounts writable, or when it is writable itself and holds another one's bind. Equal
+//!   paths are fine: a mount point cannot be replaced from inside.
 //!
 //! What stays outside: writers that are not containers (host users who can write under a
 //! prefix). The prefixes must be directories only root and these apps can write.
@@ -22,7 +22,7 @@ use std::path::{Component, Path, PathBuf};
 use odac_protocol::AppSpec;
 
 use super::error::PolicyViolation;
-use crate::engine::ContainerSummary;
+use odac_host::engine::ContainerSummary;
 
 /// A host bind of an app, checked and resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]

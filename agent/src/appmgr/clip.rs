@@ -6,7 +6,7 @@
 
 use base64::Engine as _;
 
-use crate::engine::RegistryAuth;
+use odac_host::engine::RegistryAuth;
 
 /// What a removed credential reads as.
 const REDACTED: &str = "<redacted>";

@@ -14,21 +14,10 @@ use std::collections::BTreeMap;
 
 use odac_protocol::{AppSpec, HostAccess, PortProtocol};
 
+use odac_host::names::{container_name, volume_name};
+
 use super::labels::{self, Identity};
-use crate::engine::{Bind, ContainerSpec, DeviceMapping, PortMapping};
-
-/// What separates instance, app and volume in engine names; no instance or app name has it.
-pub const SEPARATOR: char = '_';
-
-/// Container name of an app.
-pub fn container_name(instance: &str, app: &str) -> String {
-    format!("{instance}{SEPARATOR}{app}")
-}
-
-/// Engine name of an app's named volume.
-pub fn volume_name(instance: &str, app: &str, source: &str) -> String {
-    format!("{instance}{SEPARATOR}{app}{SEPARATOR}{source}")
-}
+use odac_host::engine::{Bind, ContainerSpec, DeviceMapping, PortMapping};
 
 /// The engine name the same volume had before names were made injective.
 pub fn legacy_volume_name(instance: &str, app: &str, source: &str) -> String {
@@ -168,15 +157,15 @@ mod tests {
             &BTreeMap::new(),
         );
         assert_eq!(c.name, "odac_ollama");
-        assert_eq!(c.labels[labels::OWNER], "agent-1");
+        assert_eq!(c.labels[odac_host::names::OWNER], "agent-1");
         assert_eq!(c.command, Some(vec!["serve".to_owned()]));
         assert_eq!(c.ports[0].key(), "11434/tcp");
         assert_eq!(c.ports[0].host_port, Some(11434));
         assert_eq!(c.binds[0].source, "odac_ollama_models");
         assert_eq!(c.memory_bytes, Some(1 << 30));
         assert_eq!(c.nano_cpus, Some(1_500_000_000));
-        assert_eq!(c.labels[labels::APP], "ollama");
-        assert_eq!(c.labels[labels::INSTANCE], "odac");
+        assert_eq!(c.labels[odac_host::names::APP], "ollama");
+        assert_eq!(c.labels[odac_host::names::INSTANCE], "odac");
         assert!(c.devices.is_empty() && c.device_requests.is_empty());
         assert_eq!(
             volumes("odac", &spec),

@@ -1,7 +1,7 @@
 //! Creating an app's container: the held refusals (policy, pre-flight, a required GPU the
 //! engine refused) that are not retried until the spec or the plan changes, the retry of
 //! other failures on the crash-loop backoff, named volumes ([`volumes`](super::volumes)), the GPU plan applied to the
-//! container spec (completed with what the image's environment says, [`crate::gpu::image`]),
+//! container spec (completed with what the image's environment says, [`odac_host::gpu::image`]),
 //! and [`start_with_gpu_fallback`] (or, for devices the engine refused
 //! before, the [`refusals`](super::refusals) learned). Every GPU fallback decision is also an
 //! event (once per decision: held refusals are not repeated).
@@ -22,13 +22,13 @@ use super::pass::{AppMemory, HandOver, Hold, Pass};
 use super::policy::{self, Admitted};
 use super::refusals::Asker;
 use super::update_lock;
-use crate::engine::ContainerSpec;
-use crate::engine::{ContainerSummary, EngineError};
-use crate::gpu::image as gpu_image;
-use crate::gpu::require::HostNvidia;
-use crate::gpu::{Attachment, Plan, resolve_with};
-use crate::inventory::cuda::cuda_for_driver;
-use crate::inventory::inventory_hash;
+use odac_host::engine::ContainerSpec;
+use odac_host::engine::{ContainerSummary, EngineError};
+use odac_host::gpu::image as gpu_image;
+use odac_host::gpu::require::HostNvidia;
+use odac_host::gpu::{Attachment, Plan, resolve_with};
+use odac_host::inventory::cuda::cuda_for_driver;
+use odac_host::inventory::inventory_hash;
 
 impl Pass<'_> {
     /// Create and start the app's container; see the module documentation.
@@ -202,7 +202,7 @@ impl Pass<'_> {
         base.log_rotation = Some(diagnosis::log_rotation(self.config, spec));
         if let Some(built) = built {
             base.labels
-                .insert(labels::GIT_COMMIT.into(), built.commit.clone());
+                .insert(odac_host::names::GIT_COMMIT.into(), built.commit.clone());
         }
         // after the spec's mounts, which are matched to its volumes by position
         base.binds

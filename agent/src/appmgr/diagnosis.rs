@@ -20,7 +20,7 @@ use tokio::time::Instant;
 
 use super::crashloop::CrashGuard;
 use super::settings::AppManagerConfig;
-use crate::engine::{
+use odac_host::engine::{
     ContainerDetails, ContainerEngine, ContainerState, EngineError, HealthProbe, LogRotation,
     tail::cut_tail,
 };
@@ -225,7 +225,7 @@ pub(crate) fn log_rotation(config: &AppManagerConfig, spec: &AppSpec) -> LogRota
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::ContainerHealth;
+    use odac_host::engine::ContainerHealth;
     use odac_protocol::{LogLimits, RestartPolicy};
 
     fn exit(code: i64, oom: bool) -> LastExit {

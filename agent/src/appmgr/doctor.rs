@@ -1,10 +1,10 @@
 //! The ownership checks of `odac-agent doctor` (which adds them to the host checks of
-//! [`inventory::doctor`](crate::inventory::doctor)): the ownership of the agent's instance on the
-//! live engine — which agent runs it now (the
-//! instance lock), and every container of the instance that is not this agent's (a
-//! [`Conflict`]: another owner's, or one without owner label whose app the saved desired state
-//! does not name). Conflicts are warnings: they do not change the exit code. Also the `images`
-//! check: the agent's image record and whether the low-disk clean-up can read the data root.
+//! [`inventory::doctor`](odac_host::inventory::doctor)): the ownership of the agent's instance on
+//! the live engine — which agent runs it now (the instance lock), and every container of the
+//! instance that is not this agent's (a [`Conflict`]: another owner's, or one without owner label
+//! whose app the saved desired state does not name). Conflicts are warnings: they do not change the
+//! exit code. Also the `images` check: the agent's image record and whether the low-disk clean-up
+//! can read the data root.
 
 use std::collections::BTreeSet;
 
@@ -17,10 +17,10 @@ use super::ownership::{Conflict, conflicts};
 use super::pull_disk::free_bytes;
 use super::store::DESIRED_FILE;
 use super::watch::StreamReport;
-use crate::engine::DockerEngine;
 use crate::identity::AGENT_ID_FILE;
 use crate::instance_lock::InstanceLock;
-use crate::inventory::doctor::{Check, CheckStatus};
+use odac_host::engine::DockerEngine;
+use odac_host::inventory::doctor::{Check, CheckStatus};
 
 /// One `ownership` check.
 pub fn check(status: CheckStatus, message: String, fix: Option<&str>) -> Check {

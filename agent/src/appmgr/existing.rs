@@ -11,10 +11,10 @@ use super::diagnosis::{self, LastExit};
 use super::fallback::is_device_refusal;
 use super::labels::{self, Identity};
 use super::pass::{AppMemory, Pass};
-use crate::engine::{
+use odac_host::engine::{
     ContainerDetails, ContainerState, ContainerSummary, EngineError, split_reference,
 };
-use crate::gpu::{Plan, attached_from, resolve_with};
+use odac_host::gpu::{Plan, attached_from, resolve_with};
 
 impl Pass<'_> {
     /// Watch an up-to-date container: state, attached devices, crash-loop restarts. `None`
@@ -50,7 +50,7 @@ impl Pass<'_> {
         status.container_id = Some(details.id.clone());
         status.gpu.attached = gpu_attached(&details, spec);
         status.gpu.fallback = labels::fallback(&details.labels);
-        if let Some(commit) = details.labels.get(labels::GIT_COMMIT) {
+        if let Some(commit) = details.labels.get(odac_host::names::GIT_COMMIT) {
             status.commit = Some(commit.clone());
             status.image = Some(details.image.clone());
         }

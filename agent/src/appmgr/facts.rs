@@ -1,12 +1,12 @@
 //! The latest host and engine facts, shared by the reconcile passes and the agent's
 //! inventory loop: a quiet pass reuses those younger than [`FACTS_TTL`].
 
-use crate::lock::lock;
+use odac_host::lock::lock;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::inventory::Assessment;
+use odac_host::inventory::Assessment;
 
 /// How long a quiet pass may reuse the engine's capabilities and the host scan: longer than
 /// the inventory loop's default interval (10 s), which keeps them fresh in the agent.
@@ -48,7 +48,7 @@ impl Facts {
 
     /// Gives the GPUs of `scan` whose VRAM size it lacks the size the latest facts had (of
     /// any age): NVIDIA sizes come from NVML, which only the inventory loop reads.
-    pub(super) fn keep_vram(&self, scan: &mut crate::inventory::HostScan) {
+    pub(super) fn keep_vram(&self, scan: &mut odac_host::inventory::HostScan) {
         let slot = self.slot();
         let Some((_, latest)) = slot.as_ref() else {
             return;

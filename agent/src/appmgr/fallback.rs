@@ -12,7 +12,7 @@ use odac_protocol::{Fallback, FallbackTier, Reason};
 
 use super::clip::clip;
 use super::labels;
-use crate::engine::{ContainerEngine, ContainerSpec, EngineError};
+use odac_host::engine::{ContainerEngine, ContainerSpec, EngineError};
 
 /// Substrings of the engine's device refusals (unknown runtime, no CDI, missing device node,
 /// NVIDIA hook failure, driver missing).

@@ -12,10 +12,10 @@
 //! that is up to date and alone is adopted (renamed); one of an older version is an extra and
 //! removed like any other.
 
-use super::container::{SEPARATOR, container_name};
 use super::labels::Identity;
 use super::pass::{AppMemory, HandOver, Pass};
-use crate::engine::{ContainerState, ContainerSummary, EngineError};
+use odac_host::engine::{ContainerState, ContainerSummary, EngineError};
+use odac_host::names::{SEPARATOR, container_name};
 
 /// The temporary name of an app's new container during a hand-over.
 pub(super) fn temporary_name(instance: &str, app: &str) -> String {

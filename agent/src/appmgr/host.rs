@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use crate::inventory::HostScan;
+use odac_host::inventory::HostScan;
 
 /// Where the host facts come from: a root directory to scan (`/` in production, a fixture
 /// tree in tests), or a function returning a scan (tests that need device paths of their own).
@@ -29,7 +29,7 @@ impl HostSource {
     /// The host's facts now.
     pub fn scan(&self) -> HostScan {
         match self {
-            Self::Root(root) => crate::inventory::scan(root),
+            Self::Root(root) => odac_host::inventory::scan(root),
             Self::Fixed(f) => f(),
         }
     }

@@ -9,7 +9,7 @@ use super::clip::clip;
 use super::labels::Identity;
 use super::pass::{AppMemory, Pass};
 use super::pull::{PullKey, PullPoll};
-use crate::engine::{EngineError, RegistryAuth, registry_host};
+use odac_host::engine::{EngineError, RegistryAuth, registry_host};
 
 /// What the pass can do with an app's image now.
 #[derive(Debug)]

@@ -23,11 +23,10 @@ use tokio::time::Instant;
 use super::diagnosis::wall_ms;
 use super::events::{EventTx, ImageRemoved, RemovalReason};
 use super::image_book::{self, Book, Kept, Origin};
-use super::labels;
 use super::pass::Pass;
 use super::pull_disk::free_bytes;
 use super::settings::AppManagerConfig;
-use crate::engine::{ContainerEngine, EngineError};
+use odac_host::engine::{ContainerEngine, EngineError};
 
 /// How often the data root's free space is read.
 pub(crate) const DISK_EVERY: Duration = Duration::from_secs(30);
@@ -326,15 +325,15 @@ pub(crate) async fn read_root(engine: &dyn ContainerEngine) -> Result<DataRoot, 
 impl Pass<'_> {
     /// Remove the images built for an app that is no longer desired (best effort).
     pub(super) async fn remove_built_images(&mut self, app: &str) -> Result<(), EngineError> {
-        let filter = format!("{}={app}", labels::APP);
+        let filter = format!("{}={app}", odac_host::names::APP);
         let images = match self.engine.list_images_by_label(&filter).await {
             Ok(images) => images,
             Err(e) if e.is_unavailable() => return Err(e),
             Err(_) => return Ok(()),
         };
         for image in images.iter().filter(|i| {
-            i.labels.get(labels::INSTANCE) == Some(&self.config.instance)
-                && i.labels.contains_key(labels::GIT_COMMIT)
+            i.labels.get(odac_host::names::INSTANCE) == Some(&self.config.instance)
+                && i.labels.contains_key(odac_host::names::GIT_COMMIT)
         }) {
             match self.engine.remove_image(&image.id, false).await {
                 Ok(()) => {

@@ -4,7 +4,7 @@
 //! runs), "ready" or the failure — handed out once, so the caller acts on it once; a poll
 //! for another key (or with no job) starts a new job, aborting a running one.
 
-use crate::lock::lock;
+use odac_host::lock::lock;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 

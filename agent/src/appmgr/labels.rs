@@ -1,42 +1,19 @@
-//! The labels that mark the agent's own containers and carry what reconcile needs to know
-//! about them after an agent restart: the app, the spec hash (everything but the GPU intent
-//! and the restart token), the GPU-intent hash, the restart token, the GPUs held (for
-//! allocations), the vendor attached, and the fallback taken. Containers without
-//! [`INSTANCE`] set to this agent's instance are never touched, nor are those whose
-//! [`OWNER`] is another agent (see [`ownership`](super::ownership)).
+//! The labels (their names are in [`odac_host::names`]) that mark the agent's own containers and
+//! carry what reconcile needs to know about them after an agent restart: the app, the spec hash
+//! (everything but the GPU intent and the restart token), the GPU-intent hash, the restart token,
+//! the GPUs held (for allocations), the vendor attached, and the fallback taken. Containers without
+//! [`INSTANCE`](odac_host::names::INSTANCE) set to this agent's instance are never touched, nor are
+//! those whose [`OWNER`](odac_host::names::OWNER) is another agent (see
+//! [`ownership`](super::ownership)).
 
 use std::collections::BTreeMap;
 
+use odac_host::names::{
+    ACCESS_HASH, APP, GPU_DEVICES, GPU_FALLBACK, GPU_HASH, GPU_VENDOR, INSTANCE, OWNER,
+    RESTART_TOKEN, SPEC_HASH,
+};
 use odac_protocol::{AppSpec, Fallback, GpuRequest, Vendor};
 use sha2::{Digest, Sha256};
-
-/// This agent's instance (value: the configured instance name).
-pub const INSTANCE: &str = "odac.instance";
-/// The agent that created it (value: its agent id).
-pub const OWNER: &str = "odac.owner";
-/// App name.
-pub const APP: &str = "odac.app";
-/// Hash of the spec without its GPU intent and restart token.
-pub const SPEC_HASH: &str = "odac.spec-hash";
-/// Hash of the GPU intent (`none` without one).
-pub const GPU_HASH: &str = "odac.gpu-hash";
-/// Hash of the spec's host-access fields (`shm_size`, `caps`, `sysctls`, `devices`).
-pub const ACCESS_HASH: &str = "odac.access-hash";
-/// Restart token (empty without one).
-pub const RESTART_TOKEN: &str = "odac.restart-token";
-/// GPUs held, comma-separated GPU ids (PCI addresses); absent on the CPU.
-pub const GPU_DEVICES: &str = "odac.gpu.devices";
-/// Vendor attached.
-pub const GPU_VENDOR: &str = "odac.gpu.vendor";
-/// The fallback taken, as JSON.
-pub const GPU_FALLBACK: &str = "odac.gpu.fallback";
-
-/// Commit an image was built from (on the image and on its containers).
-pub const GIT_COMMIT: &str = "odac.git.commit";
-/// Repository an image was built from (without credentials).
-pub const GIT_URL: &str = "odac.git.url";
-/// Dockerfile path an image was built with.
-pub const GIT_DOCKERFILE: &str = "odac.git.dockerfile";
 
 fn short_hash(bytes: &[u8]) -> String {
     hex::encode(&Sha256::digest(bytes)[..16])

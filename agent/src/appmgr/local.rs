@@ -6,9 +6,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::labels;
 use super::settings::AppManagerConfig;
-use crate::engine::{ContainerEngine, ContainerSummary, DockerEngine};
+use odac_host::engine::{ContainerEngine, ContainerSummary, DockerEngine};
 
 /// How long `status` waits for the engine's container listing.
 const ENGINE_BOUND: Duration = Duration::from_secs(5);
@@ -34,7 +33,7 @@ impl Target {
 /// could not be asked.
 pub async fn engine_view(target: &Target) -> Result<BTreeMap<String, ContainerSummary>, String> {
     let engine = DockerEngine::lazy(target.docker_host.as_deref()).map_err(|e| e.to_string())?;
-    let filter = format!("{}={}", labels::INSTANCE, target.apps.instance);
+    let filter = format!("{}={}", odac_host::names::INSTANCE, target.apps.instance);
     match tokio::time::timeout(ENGINE_BOUND, engine.list_by_label(&filter)).await {
         Ok(Ok(list)) => Ok(list.into_iter().map(|c| (c.id.clone(), c)).collect()),
         Ok(Err(e)) => Err(e.to_string()),

@@ -16,7 +16,7 @@
 //! refusal of one app's request (a 4xx, or a 5xx while the engine still answers its ping) is
 //! no outage: that app alone fails, with its own error and retry, and the pass goes on.
 
-use crate::lock::lock;
+use odac_host::lock::lock;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -36,8 +36,8 @@ use super::removal::Removals;
 use super::settings::AppManagerConfig;
 use super::store::Store;
 use super::watch::Watch;
-use crate::engine::ContainerEngine;
-use crate::inventory::Assessment;
+use odac_host::engine::ContainerEngine;
+use odac_host::inventory::Assessment;
 
 /// Capacity of the status broadcast; a subscriber that lags this far behind misses changes
 /// (it can always read [`AppManager::statuses`]). The channel allocates every slot up front,

@@ -1,5 +1,5 @@
-//! Which containers of this agent's instance are its own. Every container and volume the
-//! agent creates carries `odac.owner=<agent id>` ([`labels::OWNER`]); a reconcile pass adopts,
+//! Which containers of this agent's instance are its own. Every container and volume the agent
+//! creates carries `odac.owner=<agent id>` ([`odac_host::names::OWNER`]); a reconcile pass adopts,
 //! restarts or removes only:
 //!
 //! - containers with its instance label and its own owner label;
@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::labels;
-use crate::engine::ContainerSummary;
+use odac_host::engine::ContainerSummary;
 
 /// A container of this instance that is not this agent's.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,7 +76,11 @@ impl Ownership {
     ) -> Split {
         let mut split = Split::default();
         for c in containers {
-            let app = c.labels.get(labels::APP).cloned().unwrap_or_default();
+            let app = c
+                .labels
+                .get(odac_host::names::APP)
+                .cloned()
+                .unwrap_or_default();
             let ours = match labels::owner(&c.labels) {
                 Some(o) => o == me,
                 None if desired.contains(app.as_str()) => {
@@ -129,7 +133,7 @@ pub fn conflicts(
 pub(super) fn by_app(containers: Vec<ContainerSummary>) -> BTreeMap<String, Vec<ContainerSummary>> {
     let mut out: BTreeMap<String, Vec<ContainerSummary>> = BTreeMap::new();
     for c in containers {
-        if let Some(app) = c.labels.get(labels::APP).cloned() {
+        if let Some(app) = c.labels.get(odac_host::names::APP).cloned() {
             out.entry(app).or_default().push(c);
         }
     }
@@ -142,11 +146,11 @@ mod tests {
 
     fn c(id: &str, app: &str, owner: Option<&str>) -> ContainerSummary {
         let mut labels = BTreeMap::from([
-            (labels::INSTANCE.to_owned(), "odac".to_owned()),
-            (labels::APP.to_owned(), app.to_owned()),
+            (odac_host::names::INSTANCE.to_owned(), "odac".to_owned()),
+            (odac_host::names::APP.to_owned(), app.to_owned()),
         ]);
         if let Some(o) = owner {
-            labels.insert(labels::OWNER.into(), o.into());
+            labels.insert(odac_host::names::OWNER.into(), o.into());
         }
         ContainerSummary {
             id: id.into(),

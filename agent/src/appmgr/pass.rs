@@ -22,9 +22,9 @@ use super::labels::{self, Identity};
 use super::pull::Pulls;
 use super::refusals::Refusals;
 use super::settings::AppManagerConfig;
-use crate::engine::{ContainerDetails, ContainerEngine, EngineError};
-use crate::gpu::{Allocations, Plan};
-use crate::inventory::Assessment;
+use odac_host::engine::{ContainerDetails, ContainerEngine, EngineError};
+use odac_host::gpu::{Allocations, Plan};
+use odac_host::inventory::Assessment;
 
 /// A failure held until the spec or the plan changes.
 #[derive(Debug, Clone)]

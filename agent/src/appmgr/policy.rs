@@ -15,7 +15,7 @@ use odac_protocol::{AppSpec, HostAccess, is_gpu_device};
 
 use super::binds::{self, HostBind};
 use super::settings::PolicyConfig;
-use crate::engine::ContainerSpec;
+use odac_host::engine::ContainerSpec;
 
 pub use super::error::PolicyViolation;
 
@@ -271,9 +271,10 @@ mod tests {
     #[test]
     fn container_devices_must_come_from_the_plan() {
         let mut spec = ContainerSpec::default();
-        spec.devices.push(crate::engine::DeviceMapping::same_path(
-            "/dev/dri/renderD128",
-        ));
+        spec.devices
+            .push(odac_host::engine::DeviceMapping::same_path(
+                "/dev/dri/renderD128",
+            ));
         let policy = PolicyConfig::default();
         assert!(check_container(&spec, &["/dev/dri/renderD128".into()], &policy).is_ok());
         assert!(check_container(&spec, &[], &policy).is_err());
@@ -339,10 +340,10 @@ mod tests {
         // the second line takes the allowed devices and no gpu device outside the plan
         let mut spec = ContainerSpec::default();
         spec.devices
-            .push(crate::engine::DeviceMapping::same_path("/dev/null"));
+            .push(odac_host::engine::DeviceMapping::same_path("/dev/null"));
         assert!(check_container(&spec, &[], &policy).is_ok());
         assert!(check_container(&spec, &[], &none).is_err());
-        spec.devices = vec![crate::engine::DeviceMapping::same_path("/dev/kfd")];
+        spec.devices = vec![odac_host::engine::DeviceMapping::same_path("/dev/kfd")];
         assert!(check_container(&spec, &[], &all).is_err());
     }
 

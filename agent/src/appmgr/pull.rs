@@ -20,7 +20,7 @@
 //! status and the events only through [`redact`]: a registry that echoes what it was sent
 //! never gets the user, the password, their base64 or a token shown, and the text is capped.
 
-use crate::lock::lock;
+use odac_host::lock::lock;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -33,7 +33,7 @@ use super::events::EventTx;
 use super::jobs::{Jobs, Polled};
 use super::pull_disk;
 use super::registry_auth::Credentials;
-use crate::engine::{ContainerEngine, EngineError, PullProgress, RegistryAuth, registry_host};
+use odac_host::engine::{ContainerEngine, EngineError, PullProgress, RegistryAuth, registry_host};
 
 /// At most one progress event per app in this period.
 pub const PROGRESS_EVERY: Duration = Duration::from_secs(2);

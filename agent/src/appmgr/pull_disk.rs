@@ -4,7 +4,7 @@
 //! data root plus a reserve (`apps.pull_disk_reserve_mb`). Too little space fails the pull
 //! with a message saying so, before a byte is downloaded. When the size or the free space
 //! cannot be read, the pull goes ahead (the engine then reports what it meets). The requests
-//! go through the agent's one HTTP client, [`crate::http_client`].
+//! go through the agent's one HTTP client, [`odac_host::http_client`].
 //!
 //! The manifest is also the bound on what a registry may make the engine read: a manifest (or
 //! token answer) over [`MAX_MANIFEST`] is [`Precheck::Refused`], and the pull fails before the
@@ -19,8 +19,8 @@ use std::time::Duration;
 use base64::Engine as _;
 use serde::Deserialize;
 
-use crate::engine::{RegistryAuth, registry_host, split_reference};
-use crate::http_client;
+use odac_host::engine::{RegistryAuth, registry_host, split_reference};
+use odac_host::http_client;
 
 /// Longest the manifest requests may take together.
 const TIMEOUT: Duration = Duration::from_secs(20);
@@ -58,7 +58,7 @@ impl From<&str> for Precheck {
     }
 }
 
-pub(crate) use crate::http_client::is_loopback;
+pub(crate) use odac_host::http_client::is_loopback;
 
 const ACCEPT: &str = "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.list.v2+json, application/vnd.oci.image.index.v1+json";
 

@@ -11,11 +11,12 @@
 //!   `devices`) changed, `restart_required` is set and the container keeps running until a
 //!   new restart token arrives (devices and host access are bound at creation). Any other
 //!   change recreates the container.
-//! - A missing container is created: policy check, pre-flight [`resolve_with`](crate::gpu::resolve_with), then
-//!   [`start_with_gpu_fallback`](super::fallback::start_with_gpu_fallback). A refusal that cannot change by retrying (policy, pre-flight
-//!   refusal, required intent refused by the engine) is held, not retried, until the spec or
-//!   the plan changes, so nothing churns. Other failures are retried with the crash-loop
-//!   backoff.
+//! - A missing container is created: policy check, pre-flight
+//!   [`resolve_with`](odac_host::gpu::resolve_with), then
+//!   [`start_with_gpu_fallback`](super::fallback::start_with_gpu_fallback). A refusal that cannot
+//!   change by retrying (policy, pre-flight refusal, required intent refused by the engine) is
+//!   held, not retried, until the spec or the plan changes, so nothing churns. Other failures are
+//!   retried with the crash-loop backoff.
 //! - A container that exited is restarted after the crash-loop backoff, unless its restart
 //!   policy makes the exit final ([`diagnosis`](super::diagnosis)); the exit is read once, with
 //!   the tail of its output, and the crash counters are kept in the state directory
@@ -63,11 +64,11 @@ use super::refusals::Refusals;
 use super::rollout_book::Rollouts;
 use super::settings::AppManagerConfig;
 use super::source::{GitImage, with_build};
-use crate::engine::{
+use odac_host::engine::{
     ContainerEngine, ContainerState, ContainerSummary, EngineCapabilities, EngineError,
 };
-use crate::gpu::Allocations;
-use crate::inventory::Assessment;
+use odac_host::gpu::Allocations;
+use odac_host::inventory::Assessment;
 
 /// The reconcile state kept between passes.
 #[derive(Debug, Default)]
@@ -195,7 +196,7 @@ impl Reconciler {
         if input.desired.is_none() {
             return Ok(Vec::new());
         }
-        let filter = format!("{}={}", labels::INSTANCE, input.config.instance);
+        let filter = format!("{}={}", odac_host::names::INSTANCE, input.config.instance);
         let containers = input.engine.list_by_label(&filter).await?;
         let mut apps: Vec<&AppSpec> = input
             .desired
@@ -428,7 +429,7 @@ impl Pass<'_> {
         } else {
             // the previous version runs until the new image is ready
             status.container_id = Some(c.id.clone());
-            status.commit = c.labels.get(labels::GIT_COMMIT).cloned();
+            status.commit = c.labels.get(odac_host::names::GIT_COMMIT).cloned();
             status.image = Some(c.image.clone());
         }
         Ok(status)

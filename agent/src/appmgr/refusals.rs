@@ -17,8 +17,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use odac_protocol::Fallback;
 use tokio::time::Instant;
 
-use crate::engine::EngineError;
-use crate::gpu::Attachment;
+use odac_host::engine::EngineError;
+use odac_host::gpu::Attachment;
 
 /// Most refusals remembered at once (one per distinct device set; the oldest goes first).
 const MAX_LEARNED: usize = 64;

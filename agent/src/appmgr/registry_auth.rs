@@ -11,7 +11,7 @@
 //! the blocking pool, through [`bounded_read`](crate::bounded_read) (a FIFO, a directory or a
 //! file over [`MAX_DOCKER_CONFIG`] is refused with a warning, and the pull goes on without).
 
-use crate::lock::lock;
+use odac_host::lock::lock;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -20,7 +20,7 @@ use base64::Engine as _;
 use serde::Deserialize;
 
 use crate::bounded_read::{BoundedReadError, read_regular};
-use crate::engine::RegistryAuth;
+use odac_host::engine::RegistryAuth;
 
 /// The largest docker `config.json` read (a real one is a few KiB).
 pub const MAX_DOCKER_CONFIG: u64 = 1024 * 1024;

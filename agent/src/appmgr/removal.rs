@@ -7,14 +7,14 @@
 //! adopted it. An app that comes back before its container is gone is simply no longer a
 //! removal.
 
-use crate::lock::lock;
+use odac_host::lock::lock;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, MutexGuard};
 
 use odac_protocol::{AppState, AppStatus};
 
 use super::labels;
-use crate::engine::ContainerEngine;
+use odac_host::engine::ContainerEngine;
 
 /// Apps on their way out, by name, with the generation that removed them.
 #[derive(Debug, Default)]
@@ -62,7 +62,7 @@ impl Removals {
         if waiting.is_empty() {
             return Vec::new();
         }
-        let filter = format!("{}={instance}", labels::INSTANCE);
+        let filter = format!("{}={instance}", odac_host::names::INSTANCE);
         let containers = match engine.list_by_label(&filter).await {
             Ok(c) => c,
             Err(e) => {
@@ -73,7 +73,7 @@ impl Removals {
         let present: BTreeSet<&str> = containers
             .iter()
             .filter(|c| labels::owner(&c.labels).is_none_or(|o| o == owner))
-            .filter_map(|c| c.labels.get(labels::APP))
+            .filter_map(|c| c.labels.get(odac_host::names::APP))
             .map(String::as_str)
             .collect();
         let mut pending = self.pending();

@@ -26,7 +26,7 @@ use super::labels::Identity;
 use super::pass::{AppMemory, HandOver, Pass};
 use super::rollout_book::{Failed, Good, Pending, Record, recreates};
 use super::update_lock::{self, Lock};
-use crate::engine::{ContainerState, ContainerSummary, EngineError};
+use odac_host::engine::{ContainerState, ContainerSummary, EngineError};
 use verdict::{Verdict, verdict};
 
 impl Pass<'_> {

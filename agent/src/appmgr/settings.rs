@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::gpu::ResolveOptions;
+use odac_host::gpu::ResolveOptions;
 
 /// The default state directory (agent id, desired state, statuses), for the agent and for
 /// every local command.

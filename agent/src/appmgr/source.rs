@@ -12,7 +12,7 @@ use super::build::{BuildKey, BuildRequest, Built, Poll};
 use super::clip::clip;
 use super::labels::Identity;
 use super::pass::{AppMemory, Pass};
-use crate::engine::EngineError;
+use odac_host::engine::EngineError;
 
 /// What the pass can do with a git-sourced app now.
 #[derive(Debug)]

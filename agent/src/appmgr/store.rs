@@ -146,7 +146,7 @@ pub fn private_dir(dir: &Path) -> std::io::Result<()> {
     fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
 }
 
-/// Write `value` as JSON to `path` atomically ([`crate::atomic_file`]: temp file, fsync,
+/// Write `value` as JSON to `path` atomically ([`odac_host::atomic_file`]: temp file, fsync,
 /// rename, fsync directory). The file is mode 0600 (state files hold env values and git secrets).
 pub fn write_atomic<T: Serialize + ?Sized>(path: &Path, value: &T) -> Result<(), StoreError> {
     let mut bytes = serde_json::to_vec_pretty(value).map_err(|source| StoreError::Encode {
@@ -154,7 +154,7 @@ pub fn write_atomic<T: Serialize + ?Sized>(path: &Path, value: &T) -> Result<(),
         source,
     })?;
     bytes.push(b'\n');
-    crate::atomic_file::write_atomic(path, &bytes, 0o600).map_err(io(path))
+    odac_host::atomic_file::write_atomic(path, &bytes, 0o600).map_err(io(path))
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use crate::engine::Bind;
+use odac_host::engine::Bind;
 
 /// Where the lock directory appears inside the container.
 pub(crate) const LOCK_TARGET: &str = "/run/odac";

@@ -1,6 +1,6 @@
 //! An app's named volumes on the engine, made before its container. Each named volume
 //! `source` of app `app` is the engine volume `<instance>_<app>_<source>`
-//! ([`container::volume_name`]), labelled with the instance, the app and the owner.
+//! ([`odac_host::names::volume_name`]), labelled with the instance, the app and the owner.
 //!
 //! Migration from the earlier, ambiguous scheme `<instance>-<app>-<source>`: when the new name
 //! does not exist yet and a volume of the old name does, carrying this instance's label and
@@ -16,7 +16,7 @@ use odac_protocol::AppSpec;
 use super::container;
 use super::labels;
 use super::pass::Pass;
-use crate::engine::EngineError;
+use odac_host::engine::EngineError;
 
 impl Pass<'_> {
     /// Make sure every named volume of `spec` exists; the engine volume to mount for each
@@ -27,12 +27,12 @@ impl Pass<'_> {
     ) -> Result<BTreeMap<String, String>, EngineError> {
         let instance = &self.config.instance;
         let mut volume_labels = self.config.extra_labels.clone();
-        volume_labels.insert(labels::INSTANCE.into(), instance.clone());
-        volume_labels.insert(labels::APP.into(), spec.name.clone());
+        volume_labels.insert(odac_host::names::INSTANCE.into(), instance.clone());
+        volume_labels.insert(odac_host::names::APP.into(), spec.name.clone());
         labels::set_owner(&mut volume_labels, &self.config.owner);
         let mut names = BTreeMap::new();
         for source in container::volume_sources(spec) {
-            let name = container::volume_name(instance, &spec.name, &source);
+            let name = odac_host::names::volume_name(instance, &spec.name, &source);
             let engine_name = if self.engine.volume_labels(&name).await?.is_some() {
                 name
             } else {
@@ -56,8 +56,8 @@ impl Pass<'_> {
     /// Whether a volume with these labels was made for `app` of this instance (by this agent
     /// or by a version before owner labels).
     fn is_legacy_volume_of(&self, volume: &BTreeMap<String, String>, app: &str) -> bool {
-        volume.get(labels::INSTANCE) == Some(&self.config.instance)
-            && volume.get(labels::APP).map(String::as_str) == Some(app)
+        volume.get(odac_host::names::INSTANCE) == Some(&self.config.instance)
+            && volume.get(odac_host::names::APP).map(String::as_str) == Some(app)
             && labels::owner(volume).is_none_or(|o| o == self.config.owner)
     }
 }

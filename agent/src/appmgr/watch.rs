@@ -31,9 +31,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::diagnosis::wall_ms;
-use super::labels;
-use crate::engine::{ContainerEngine, EngineEvent, EventFilter, EventKind};
-use crate::lock::lock;
+use odac_host::engine::{ContainerEngine, EngineEvent, EventFilter, EventKind};
+use odac_host::lock::lock;
 
 /// The stream's state for `doctor`, in the state directory.
 pub const STREAM_FILE: &str = "engine_events.json";
@@ -150,7 +149,7 @@ impl Watch {
         // best effort: doctor then says nothing about the stream
         tokio::task::spawn_blocking(move || {
             if let Ok(json) = serde_json::to_vec_pretty(&report)
-                && let Err(e) = crate::atomic_file::write_atomic(&path, &json, 0o600)
+                && let Err(e) = odac_host::atomic_file::write_atomic(&path, &json, 0o600)
             {
                 tracing::debug!(error = %e, "could not save the event stream's state");
             }
@@ -175,7 +174,7 @@ impl Watch {
             | EventKind::Kill
             | EventKind::Destroy
             | EventKind::Health(_) => {
-                let app = event.attributes.get(labels::APP);
+                let app = event.attributes.get(odac_host::names::APP);
                 tracing::debug!(app = ?app, kind = ?event.kind, container = ?event.container, "engine event");
                 if let Some(app) = app {
                     lock(&self.dirty).insert(app.clone());
@@ -204,7 +203,7 @@ impl Watch {
                 (false, None) => subscribed_at - 1_000_000_000,
             };
             let filter = EventFilter {
-                labels: vec![format!("{}={}", labels::INSTANCE, input.instance)],
+                labels: vec![format!("{}={}", odac_host::names::INSTANCE, input.instance)],
                 since_nanos: Some(since),
             };
             let opened = tokio::select! {

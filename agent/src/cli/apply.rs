@@ -19,8 +19,8 @@ use super::output::{EXIT_CONFIG, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, fail};
 use super::table::print;
 use crate::appmgr::AppManager;
 use crate::cli::target::TargetArgs;
-use crate::engine::DockerEngine;
 use crate::instance_lock::{InstanceLock, LockError};
+use odac_host::engine::DockerEngine;
 
 fn usage(message: &str) -> i32 {
     fail(message, EXIT_USAGE)

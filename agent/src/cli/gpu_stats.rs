@@ -10,9 +10,9 @@ use odac_protocol::GpuStats;
 use serde::Serialize;
 
 use super::output::{EXIT_OK, EXIT_USAGE, fail};
-use crate::engine::EngineCapabilities;
-use crate::inventory::{Assessment, scan};
 use crate::telemetry::collect::Collector;
+use odac_host::engine::EngineCapabilities;
+use odac_host::inventory::{Assessment, scan};
 
 /// Flags of `gpu-stats`.
 #[derive(Debug, Clone, clap::Args)]

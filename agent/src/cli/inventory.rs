@@ -6,9 +6,9 @@
 use std::path::{Path, PathBuf};
 
 use super::output::{EXIT_OK, EXIT_USAGE, emit, fail};
-use crate::engine::EngineCapabilities;
-use crate::inventory::report::render_table;
-use crate::inventory::{Assessment, scan};
+use odac_host::engine::EngineCapabilities;
+use odac_host::inventory::report::render_table;
+use odac_host::inventory::{Assessment, scan};
 
 /// Flags shared by `inventory` and `doctor`.
 #[derive(Debug, Clone, clap::Args)]
@@ -92,7 +92,7 @@ fn engine_for(args: &ScanArgs) -> Result<(EngineCapabilities, bool), CliError> {
 /// Ask the live engine (bounded by the engine module's own timeouts).
 fn probe_live(docker_host: Option<&str>) -> Result<EngineCapabilities, CliError> {
     let rt = super::output::local_runtime().map_err(CliError::Runtime)?;
-    Ok(rt.block_on(crate::engine::probe_capabilities(docker_host)))
+    Ok(rt.block_on(odac_host::engine::probe_capabilities(docker_host)))
 }
 
 /// Scan and assess, as both commands do.

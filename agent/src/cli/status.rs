@@ -10,12 +10,11 @@ use odac_protocol::AppStatus;
 
 use super::output::{EXIT_CONFIG, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, emit, fail};
 use super::table::{print, render_with_engine};
-use crate::appmgr::labels;
 use crate::appmgr::local::engine_view;
 use crate::appmgr::store::Store;
 use crate::cli::target::TargetArgs;
-use crate::engine::ContainerSummary;
 use crate::instance_lock::InstanceLock;
+use odac_host::engine::ContainerSummary;
 
 /// `odac-agent status` flags.
 #[derive(Debug, Clone, clap::Args)]
@@ -80,7 +79,9 @@ pub fn status_command(args: &StatusArgs) -> i32 {
                 eprintln!(
                     "odac-agent: the engine also runs {} (app {}, {}) for instance {instance}, not in this record",
                     c.name,
-                    c.labels.get(labels::APP).map_or("?", String::as_str),
+                    c.labels
+                        .get(odac_host::names::APP)
+                        .map_or("?", String::as_str),
                     c.state.as_str()
                 );
             }

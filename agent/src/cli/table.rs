@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use odac_protocol::{AppState, AppStatus};
 
 use super::output::emit;
-use crate::engine::ContainerSummary;
+use odac_host::engine::ContainerSummary;
 
 /// The GPU column: what is attached, or the fallback taken.
 fn gpu_cell(s: &AppStatus) -> String {
@@ -190,7 +190,7 @@ mod tests {
             "c1".to_owned(),
             ContainerSummary {
                 id: "c1".into(),
-                state: crate::engine::ContainerState::Exited,
+                state: odac_host::engine::ContainerState::Exited,
                 ..ContainerSummary::default()
             },
         )]);

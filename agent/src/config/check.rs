@@ -107,16 +107,15 @@ fn instance_name_ok(name: &str) -> bool {
 
 /// Whether `key` is (or, ASCII case aside, reads as) one of the labels the agent writes.
 fn reserved_label(key: &str) -> bool {
-    use crate::appmgr::labels;
     let key = key.to_ascii_lowercase();
     [
-        labels::INSTANCE,
-        labels::OWNER,
-        labels::APP,
-        labels::SPEC_HASH,
-        labels::GPU_HASH,
-        labels::ACCESS_HASH,
-        labels::RESTART_TOKEN,
+        odac_host::names::INSTANCE,
+        odac_host::names::OWNER,
+        odac_host::names::APP,
+        odac_host::names::SPEC_HASH,
+        odac_host::names::GPU_HASH,
+        odac_host::names::ACCESS_HASH,
+        odac_host::names::RESTART_TOKEN,
     ]
     .contains(&key.as_str())
         || ["odac.gpu.", "odac.git."]

@@ -1,6 +1,6 @@
 //! The one HTTP exchange of enrollment: `POST {cp}/api/enroll` with `{"code": "..."}`; a 2xx
 //! answer carries `{"token": "..."}`, a refusal `{"error": "..."}`. The request goes through
-//! the agent's one HTTP client ([`crate::http_client`]: hyper, rustls with the ring provider)
+//! the agent's one HTTP client ([`odac_host::http_client`]: hyper, rustls with the ring provider)
 //! on a short-lived current-thread runtime, trusting either the given CA certificates or the
 //! WebPKI roots. Redirects are not followed (a code is never sent anywhere but the control
 //! plane named on the command line).
@@ -15,7 +15,7 @@ use rustls_pki_types::pem::PemObject;
 use serde::Deserialize;
 
 use super::{EnrollCode, EnrollError};
-use crate::http_client;
+use odac_host::http_client;
 
 /// Path of the enrollment endpoint under the control plane's base URL.
 pub const ENROLL_PATH: &str = "/api/enroll";
@@ -101,7 +101,7 @@ pub fn parse_ca(
 }
 
 /// POST the code, read the answer (at most [`MAX_BODY`] bytes) with the shared
-/// [`http_client`](crate::http_client): status and body.
+/// [`http_client`](odac_host::http_client): status and body.
 async fn exchange(
     base: &BaseUrl,
     code: &EnrollCode,

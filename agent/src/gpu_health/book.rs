@@ -11,7 +11,7 @@ use std::time::Duration;
 use odac_protocol::{GpuError, GpuHealth, GpuHealthState};
 use tokio::time::Instant;
 
-use super::classify::GpuKernelEvent;
+use odac_host::gpu_health::GpuKernelEvent;
 
 /// Default `gpu.health_recovery_secs`.
 pub const DEFAULT_RECOVERY: Duration = Duration::from_secs(300);

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use super::kmsg::{KmsgState, probe};
-use crate::inventory::doctor::{Check, CheckStatus};
+use odac_host::inventory::doctor::{Check, CheckStatus};
 
 /// The name of the check.
 pub const NAME: &str = "gpu health";

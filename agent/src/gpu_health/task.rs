@@ -17,10 +17,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::book::{Change, HealthBook, Recovery};
-use super::classify::{GpuKernelEvent, Severity, classify};
 use crate::appmgr::AppEvent;
-use crate::lock::lock;
-use crate::telemetry::apps::app_gpus;
+use odac_host::app_gpus::app_gpus;
+use odac_host::gpu_health::{GpuKernelEvent, Severity, classify};
+use odac_host::lock::lock;
 
 /// How often unhealthy GPUs are probed.
 pub const PROBE_EVERY: Duration = Duration::from_secs(1);
@@ -110,7 +110,7 @@ impl GpuHealthMonitor {
                 severity: Severity::Critical,
                 xid: None,
                 summary: "the gpu vanished from the pci bus".to_owned(),
-                fix: Some(super::xid::xid_info(79).fix.unwrap_or_default()),
+                fix: Some(odac_host::gpu_health::xid_info(79).fix.unwrap_or_default()),
                 message: String::new(),
             };
             let change =
@@ -127,7 +127,7 @@ impl GpuHealthMonitor {
                 .filter(|g| book.is_unhealthy(&g.pci_address)),
         );
         drop(book);
-        crate::inventory::wire::with_health(inventory, &self.wire());
+        odac_host::inventory::wire::with_health(inventory, &self.wire());
     }
 
     /// Handles one kernel log line; `statuses` names the apps on the GPU.

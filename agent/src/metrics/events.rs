@@ -1,13 +1,12 @@
-//! The agent's event metrics, counted where the events happen and kept for the whole
-//! process (like the default registry of Prometheus' Go client): engine call errors by kind
-//! (counted where bollard's errors become the engine seam's errors), image pull durations by result, and
-//! the duration of each reconcile pass (the app manager applying the desired state). The
-//! hooks are one call each and never block; [`register`] adds them to a scrape registry.
+//! The agent's event metrics, counted where the events happen and kept for the whole process (like
+//! the default registry of Prometheus' Go client): engine call errors by kind (counted by
+//! `odac_host::engine` where bollard's errors become the seam's errors), image pull durations by
+//! result, and the duration of each reconcile pass (the app manager applying the desired state).
+//! The hooks are one call each and never block; [`register`] adds them to a scrape registry.
 
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
@@ -15,24 +14,16 @@ use prometheus_client::registry::Registry;
 type Labels = [(&'static str, &'static str); 1];
 
 struct Events {
-    engine_errors: Family<Labels, Counter>,
     pulls: Family<Labels, Histogram>,
     apply: Histogram,
 }
 
 static EVENTS: LazyLock<Events> = LazyLock::new(|| Events {
-    engine_errors: Family::default(),
     // 0.5 s .. ~17 min
     pulls: Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.5, 2.0, 12))),
     // 5 ms .. ~41 s
     apply: Histogram::new(exponential_buckets(0.005, 2.0, 14)),
 });
-
-/// One failed engine call, by the kind of failure (`EngineError::kind`: `unavailable`,
-/// `not_found`, `conflict`, `rejected`, `build_failed`, `other`).
-pub fn engine_error(kind: &'static str) {
-    EVENTS.engine_errors.get_or_create(&[("kind", kind)]).inc();
-}
 
 /// One image pull finished (`ok` false: failed, refused by the pre-check or stalled).
 pub fn pull_finished(took: Duration, ok: bool) {
@@ -53,7 +44,7 @@ pub fn register(registry: &mut Registry) {
     registry.register(
         "odac_agent_engine_errors",
         "Container engine calls that failed, by kind of failure",
-        EVENTS.engine_errors.clone(),
+        odac_host::engine::error_counts::family().clone(),
     );
     registry.register(
         "odac_agent_pull_duration_seconds",

@@ -20,11 +20,11 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeGaugeValue};
 use prometheus_client::metrics::MetricType;
 
-use crate::lock::lock;
+use odac_host::lock::lock;
 
 /// The app manager's current statuses, read at scrape time.
 pub type Statuses = Arc<dyn Fn() -> Vec<AppStatus> + Send + Sync>;
-/// The container name of an app of an instance (`appmgr::container::container_name`).
+/// The container name of an app of an instance (`odac_host::names::container_name`).
 pub type ContainerName = fn(&str, &str) -> String;
 
 type Labels = Vec<(&'static str, String)>;

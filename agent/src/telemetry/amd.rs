@@ -8,7 +8,7 @@ use std::path::Path;
 use odac_protocol::GpuSample;
 
 use super::sysfs::{celsius, hwmon, mib, num, signed};
-use crate::inventory::fsread::Reader;
+use odac_host::inventory::fsread::Reader;
 
 /// The figures of the AMD GPU whose PCI device directory is `dev`.
 pub(crate) fn sample(r: &mut Reader, id: &str, dev: &Path) -> GpuSample {

@@ -16,7 +16,7 @@ use odac_protocol::{AppGpuUsage, AppGpus, AppStatus, GpuInfo, GpuSample, Vendor}
 
 use super::intel::EnergyMark;
 use super::nvml::{Nvml, NvmlError, RealNvml};
-use crate::inventory::fsread::Reader;
+use odac_host::inventory::fsread::Reader;
 
 /// Highest temperature kept, °C (GPUs shut down near 100; a sensor error reads far above).
 pub const MAX_TEMP_C: i32 = 250;
@@ -247,7 +247,7 @@ fn find_dir(r: &mut Reader, dir: &Path, name: &str, depth: usize) -> Option<Path
     entries
         .into_iter()
         .filter(|(entry, path)| {
-            (entry.starts_with("pci") || crate::inventory::fsread::is_pci_address(entry))
+            (entry.starts_with("pci") || odac_host::inventory::fsread::is_pci_address(entry))
                 && path.is_dir()
                 && !path.is_symlink()
         })

@@ -12,7 +12,7 @@ use std::time::Instant;
 use odac_protocol::GpuSample;
 
 use super::sysfs::{celsius, hwmon, num, signed};
-use crate::inventory::fsread::Reader;
+use odac_host::inventory::fsread::Reader;
 
 /// The last energy reading of one GPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

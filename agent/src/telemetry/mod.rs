@@ -1,16 +1,15 @@
-//! Live GPU telemetry: per-GPU figures (utilisation, VRAM, temperature, power, clock) sampled
-//! every `telemetry.interval_secs` and sent as `gpu_stats` when a figure moved beyond its
-//! threshold. AMD ([`amd`]) and Intel ([`intel`], i915 and xe layouts) are read from sysfs
-//! under the host root, through the inventory's reader, so fixture trees drive the tests;
-//! NVIDIA goes through the [`nvml::Nvml`] trait (the real one loads `libnvidia-ml.so.1` at run
-//! time, a fake serves the tests). [`collect`] samples every GPU of the inventory,
-//! [`threshold`] decides what is worth sending, [`apps`] maps the apps' attached devices to GPU
-//! ids, [`usage`] maps NVML's per-process figures to apps through their containers' cgroups,
-//! [`task`] is the loop (the `gpu-stats` command is `crate::cli::gpu_stats`); [`nvml_facts`] adds NVML's
-//! VRAM sizes (and a missing driver version) to the inventory.
+//! Live GPU telemetry: per-GPU figures (utilisation, VRAM, temperature, power, clock) sampled every
+//! `telemetry.interval_secs` and sent as `gpu_stats` when a figure moved beyond its threshold. AMD
+//! ([`amd`]) and Intel ([`intel`], i915 and xe layouts) are read from sysfs under the host root,
+//! through the inventory's reader, so fixture trees drive the tests; NVIDIA goes through the
+//! [`nvml::Nvml`] trait (the real one loads `libnvidia-ml.so.1` at run time, a fake serves the
+//! tests). [`collect`] samples every GPU of the inventory, [`threshold`] decides what is worth
+//! sending, `odac_host::app_gpus` maps the apps' attached devices to GPU ids, [`usage`] maps NVML's
+//! per-process figures to apps through their containers' cgroups, [`task`] is the loop (the
+//! `gpu-stats` command is `crate::cli::gpu_stats`); [`nvml_facts`] adds NVML's VRAM sizes (and a
+//! missing driver version) to the inventory.
 
 mod amd;
-pub mod apps;
 pub mod collect;
 pub mod config;
 mod intel;

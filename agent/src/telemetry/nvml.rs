@@ -5,7 +5,7 @@
 //! the trait lists the processes running on each GPU ([`Nvml::processes`]), which
 //! [`super::usage`] maps to apps.
 
-use crate::lock::lock;
+use odac_host::lock::lock;
 use std::ffi::OsStr;
 use std::sync::{Arc, Mutex};
 
@@ -256,7 +256,7 @@ pub fn bus_id(raw: &str) -> Option<String> {
     let (domain, rest) = raw.split_once(':')?;
     let domain = u32::from_str_radix(domain, 16).ok()?;
     let addr = format!("{domain:04x}:{rest}");
-    crate::inventory::fsread::is_pci_address(&addr).then_some(addr)
+    odac_host::inventory::fsread::is_pci_address(&addr).then_some(addr)
 }
 
 /// An in-memory NVML for tests: clones share the devices, so a test changes figures while the

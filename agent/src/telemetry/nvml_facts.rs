@@ -7,7 +7,7 @@
 use odac_protocol::Compute;
 use odac_protocol::Inventory;
 
-use crate::inventory::HostScan;
+use odac_host::inventory::HostScan;
 
 use super::nvml::{Nvml, NvmlError, RealNvml};
 
@@ -179,7 +179,7 @@ mod tests {
             None,
         );
         let mut facts = NvmlFacts::with_loader(Box::new(move || Ok(Box::new(fake.clone()))));
-        let gpu = |vendor, addr: &str, driver: &str| crate::inventory::Gpu {
+        let gpu = |vendor, addr: &str, driver: &str| odac_host::inventory::Gpu {
             vendor,
             index: 0,
             pci_address: Some(addr.to_owned()),

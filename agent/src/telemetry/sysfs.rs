@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::inventory::fsread::Reader;
+use odac_host::inventory::fsread::Reader;
 
 /// A decimal attribute (`gpu_busy_percent`, `temp1_input`); garbage reads as absent.
 pub(crate) fn num(r: &mut Reader, path: &Path) -> Option<u64> {

@@ -10,11 +10,11 @@ use odac_protocol::{AppStatus, GpuStats};
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
-use super::apps::app_gpus;
 use super::collect::Collector;
 use super::config::TelemetryConfig;
 use super::threshold::Threshold;
 use crate::uplink::{AppControl, GpuStatsSink, InventoryFeed};
+use odac_host::app_gpus::app_gpus;
 
 /// Who else sees every sample, with the GPUs it sampled (the metrics endpoint).
 pub type SampleObserver =
@@ -85,7 +85,7 @@ pub async fn telemetry_loop(
         let apps = app_gpus(&statuses, &gpus);
         let held = apps.clone();
         let sampled = tokio::task::spawn_blocking(move || {
-            let mut c = crate::lock::lock(&sampling);
+            let mut c = odac_host::lock::lock(&sampling);
             let samples = c.sample(&list, Instant::now());
             (
                 samples,

@@ -11,7 +11,7 @@ use odac_protocol::{AppGpuUsage, AppGpus, AppStatus};
 
 use super::nvml::NvmlGpuProcesses;
 use super::sysfs::mib;
-use crate::inventory::fsread::Reader;
+use odac_host::inventory::fsread::Reader;
 
 /// A docker container id: 64 lowercase hex digits.
 fn is_container_id(s: &str) -> bool {

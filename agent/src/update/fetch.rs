@@ -73,9 +73,9 @@ impl HttpFetch {
         // a server that ignores the range sends everything: room for the largest artefact
         // accepted and one byte more (a longer answer is an error)
         let max = usize::try_from(MAX_WHOLE).map_err(|e| e.to_string())?;
-        let req = crate::http_client::Request::get(url, max, REQUEST_TIMEOUT)
+        let req = odac_host::http_client::Request::get(url, max, REQUEST_TIMEOUT)
             .header(RANGE, format!("bytes={from}-{to}"));
-        let resp = crate::http_client::send(&self.0, req)
+        let resp = odac_host::http_client::send(&self.0, req)
             .await
             .map_err(|e| e.to_string())?;
         Ok((resp.status, resp.body.to_vec()))

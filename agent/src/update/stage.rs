@@ -89,7 +89,7 @@ pub async fn stage(
         dir: dir.display().to_string(),
         why,
     };
-    crate::atomic_file::create_dir(&dir, 0o700).map_err(|e| write_err(e.to_string()))?;
+    odac_host::atomic_file::create_dir(&dir, 0o700).map_err(|e| write_err(e.to_string()))?;
     let free = disk
         .free_bytes(&dir)
         .map_err(|e| write_err(format!("free space: {e}")))?;
@@ -139,9 +139,9 @@ pub fn check(manifest: &Manifest, body: &[u8]) -> Result<(), StageError> {
 fn write_binary(dir: &Path, version: &str, body: &[u8]) -> std::io::Result<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let vdir = dir.join("versions").join(version);
-    crate::atomic_file::create_dir(&vdir, 0o700)?;
+    odac_host::atomic_file::create_dir(&vdir, 0o700)?;
     let path = vdir.join("odac-agent");
-    let written = crate::atomic_file::write_atomic(&path, body, 0o600)
+    let written = odac_host::atomic_file::write_atomic(&path, body, 0o600)
         .and_then(|()| std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)));
     if let Err(e) = written {
         let _ = std::fs::remove_dir_all(&vdir);

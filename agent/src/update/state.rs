@@ -84,9 +84,9 @@ pub fn load(state_dir: &Path) -> Result<Option<CurrentUpdate>, String> {
 
 /// Writes the record atomically (mode 0600).
 pub fn save(state_dir: &Path, record: &CurrentUpdate) -> std::io::Result<()> {
-    crate::atomic_file::create_dir(&update_dir(state_dir), 0o700)?;
+    odac_host::atomic_file::create_dir(&update_dir(state_dir), 0o700)?;
     let bytes = serde_json::to_vec_pretty(record).map_err(std::io::Error::other)?;
-    crate::atomic_file::write_atomic(&current_path(state_dir), &bytes, 0o600)
+    odac_host::atomic_file::write_atomic(&current_path(state_dir), &bytes, 0o600)
 }
 
 impl CurrentUpdate {

@@ -23,7 +23,7 @@ use super::heartbeat::Heartbeat;
 use super::logs::LogSessions;
 use super::outbox::Outbox;
 use super::ws_io::{CLOSE_WAIT, Lost, closed_reason, refuse_oversize, send_msg, too_large};
-use crate::lock::lock;
+use odac_host::lock::lock;
 
 /// What a frame arrived on, besides the socket: where its effects go.
 pub(super) struct Inbox<'a> {

@@ -16,8 +16,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 use super::log_source::{LogLimits, LogSource};
-use crate::appmgr::container::container_name;
-use crate::engine::{EngineError, LogStreamOptions};
+use odac_host::engine::{EngineError, LogStreamOptions};
+use odac_host::names::container_name;
 
 /// What a stream's task queues: chunks (dropped when the queue is full) and, after them, its
 /// end (waited for, so it always arrives after the stream's last chunk).
@@ -105,7 +105,7 @@ impl Pump {
     }
 
     /// Reads `lines` until they end (`complete`) or fail (`error`).
-    async fn run(&mut self, mut lines: crate::engine::LogLines) -> (LogsEndReason, String) {
+    async fn run(&mut self, mut lines: odac_host::engine::LogLines) -> (LogsEndReason, String) {
         let mut bucket = Bucket::new(self.limits.lines_per_sec);
         let mut flush_at: Option<Instant> = None;
         loop {

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::engine::ContainerEngine;
+use odac_host::engine::ContainerEngine;
 
 /// Bounds of live log streams.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

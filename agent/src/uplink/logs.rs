@@ -1,11 +1,12 @@
-//! Live logs over the uplink: a `logs_request` opens a stream of an app container's output
-//! (through [`crate::engine::ContainerEngine::log_stream`]), sent back as bounded `logs_chunk`s and one final
-//! `logs_end`. Each stream is one task ([`super::log_pump`]); its chunks go through one bounded queue per session
-//! that the session drains only when no report, ack or error is waiting, so output never delays
-//! a status. A stream is rate-limited (a token bucket of lines per second); lines over the rate,
-//! or that find the queue full, are dropped and counted in the next chunk. A stream ends on
-//! `logs_cancel`, after its timeout, when the output ends, on shutdown (the session sends
-//! `shutdown` ends) and with its session (the tasks are cancelled when [`LogSessions`] drops).
+//! Live logs over the uplink: a `logs_request` opens a stream of an app container's output (through
+//! [`odac_host::engine::ContainerEngine::log_stream`]), sent back as bounded `logs_chunk`s and one
+//! final `logs_end`. Each stream is one task ([`super::log_pump`]); its chunks go through one
+//! bounded queue per session that the session drains only when no report, ack or error is waiting,
+//! so output never delays a status. A stream is rate-limited (a token bucket of lines per second);
+//! lines over the rate, or that find the queue full, are dropped and counted in the next chunk. A
+//! stream ends on `logs_cancel`, after its timeout, when the output ends, on shutdown (the session
+//! sends `shutdown` ends) and with its session (the tasks are cancelled when [`LogSessions`]
+//! drops).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -163,10 +164,10 @@ mod tests {
     use tokio::time::Instant;
 
     use super::*;
-    use crate::appmgr::container::container_name;
+    use odac_host::names::container_name;
     use std::time::Duration;
 
-    use crate::engine::{
+    use odac_host::engine::{
         ContainerEngine, ContainerSpec, EngineCall, FakeEngine, LogStreamOptions, Op,
     };
 

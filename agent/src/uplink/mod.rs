@@ -31,7 +31,7 @@ pub mod tls;
 pub mod token;
 mod ws_io;
 
-use crate::lock::lock;
+use odac_host::lock::lock;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -49,8 +49,8 @@ pub use sinks::{EventSink, GpuStatsSink, UpdateOffers, UpdateSink};
 pub use tls::{TlsConfigError, TlsSettings};
 pub use token::{TOKEN_ENV, Token, TokenError};
 
-use crate::inventory::ChangeDetector;
 use crate::liveness::{Heartbeat, STEP_BOUND};
+use odac_host::inventory::ChangeDetector;
 
 /// The latest local inventory, published by the inventory scanner.
 pub type InventoryFeed = watch::Receiver<Option<Arc<Inventory>>>;

@@ -37,7 +37,7 @@ use super::outbox::Outbox;
 use super::resync::{ResyncState, is_incremental};
 use super::ws_io::{Lost, close, closed_reason, flush, send, send_msg, too_large};
 use crate::liveness::Heartbeat as LoopBeat;
-use crate::lock::lock;
+use odac_host::lock::lock;
 
 /// How long shutdown waits for the change being persisted before closing anyway.
 const SHUTDOWN_APPLY_GRACE: Duration = Duration::from_secs(3);

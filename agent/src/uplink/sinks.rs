@@ -8,7 +8,7 @@ use odac_protocol::EventLevel;
 use tokio::sync::Notify;
 
 use super::Outbox;
-use crate::lock::lock;
+use odac_host::lock::lock;
 
 /// Queues diagnostic events for the control plane (bounded; drops are counted and reported).
 #[derive(Debug, Clone)]

@@ -72,7 +72,7 @@ impl TlsConfigError {
 
 /// The crypto provider every TLS object of the agent uses (defined beside the agent's HTTP
 /// client, which needs it too).
-pub use crate::http_client::crypto_provider;
+pub use odac_host::http_client::crypto_provider;
 
 /// Builds the client configuration (ALPN `http/1.1`, for the WebSocket upgrade).
 pub fn client_config(settings: &TlsSettings) -> Result<Arc<ClientConfig>, TlsConfigError> {

@@ -15,7 +15,7 @@ use tracing::debug;
 
 use super::connect::WsStream;
 use super::outbox::Outbox;
-use crate::lock::lock;
+use odac_host::lock::lock;
 
 /// How long to wait for the peer's close frame.
 pub(super) const CLOSE_WAIT: Duration = Duration::from_secs(1);

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use odac_agent::appmgr::{AppManager, AppManagerConfig};
-use odac_agent::engine::{
+use odac_host::engine::{
     ContainerEngine, ContainerHealth, EngineCall, FakeEngine, LogRotation, Op,
 };
 use odac_protocol::{

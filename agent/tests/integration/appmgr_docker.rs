@@ -14,15 +14,15 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use odac_agent::appmgr::{AppManager, AppManagerConfig, HostSource, container, labels};
+use odac_agent::appmgr::{AppManager, AppManagerConfig, HostSource, container};
 use odac_agent::cli::inventory::engine_from_info_file;
-use odac_agent::engine::test_image::BUSYBOX_TEST_IMAGE;
-use odac_agent::engine::{
+use odac_host::engine::test_image::BUSYBOX_TEST_IMAGE;
+use odac_host::engine::{
     Bind, ContainerDetails, ContainerEngine, ContainerSpec, ContainerSummary, DeviceRequest,
     DockerEngine, EngineCapabilities, EngineError, FakeEngine,
 };
-use odac_agent::gpu::{Allocations, Plan, resolve};
-use odac_agent::inventory::{Assessment, DeviceNode, scan};
+use odac_host::gpu::{Allocations, Plan, resolve};
+use odac_host::inventory::{Assessment, DeviceNode, scan};
 use odac_protocol::{
     AppSpec, AppState, AppStatus, DesiredState, FallbackTier, GpuRequest, Mechanism, Reason,
     VolumeMount,
@@ -142,7 +142,7 @@ impl Run {
     }
 
     fn volume(&self, app: &str, source: &str) -> String {
-        let name = container::volume_name(&self.instance(), app, source);
+        let name = odac_host::names::volume_name(&self.instance(), app, source);
         self.volumes.lock().unwrap().push(name.clone());
         name
     }
@@ -381,7 +381,9 @@ async fn a4_cdi_branch_of_this_engine() {
                 panic!("cdi start: {outcome:?}")
             };
             let details = run.real.inspect(&id).await.unwrap();
-            let attached = odac_agent::gpu::attached_from(&details, Some(odac_protocol::Vendor::Nvidia)).unwrap();
+            let attached =
+                odac_host::gpu::attached_from(&details, Some(odac_protocol::Vendor::Nvidia))
+                    .unwrap();
             assert_eq!(attached.mechanism, Mechanism::Cdi);
             assert!(run.logs_with(&id, "/dev/odac-gpu0").await.contains("/dev/odac-gpu0"));
             return;
@@ -722,8 +724,8 @@ async fn volume_names_of_the_colliding_pair_are_distinct_and_old_volumes_kept() 
         run.volume("fa", "b-data");
         // what the earlier version made for fa, holding fa's data
         let old_labels = BTreeMap::from([
-            (labels::INSTANCE.to_owned(), instance.clone()),
-            (labels::APP.to_owned(), "fa".to_owned()),
+            (odac_host::names::INSTANCE.to_owned(), instance.clone()),
+            (odac_host::names::APP.to_owned(), "fa".to_owned()),
         ]);
         run.real.ensure_volume(&legacy, &old_labels).await.unwrap();
         let seed = run
@@ -789,17 +791,20 @@ async fn volume_names_of_the_colliding_pair_are_distinct_and_old_volumes_kept() 
             binds(&fa_b_details).starts_with(&format!("{fresh}:")),
             "{fa_b_details:?}"
         );
-        assert_eq!(fa_b_details.labels[labels::OWNER], m.config().owner);
+        assert_eq!(
+            fa_b_details.labels[odac_host::names::OWNER],
+            m.config().owner
+        );
         assert!(
             run.real
-                .volume_labels(&container::volume_name(&instance, "fa", "b-data"))
+                .volume_labels(&odac_host::names::volume_name(&instance, "fa", "b-data"))
                 .await
                 .unwrap()
                 .is_none(),
             "no new volume for fa: it keeps the old one"
         );
         assert_eq!(
-            run.real.volume_labels(&fresh).await.unwrap().unwrap()[labels::OWNER],
+            run.real.volume_labels(&fresh).await.unwrap().unwrap()[odac_host::names::OWNER],
             m.config().owner
         );
     })

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use odac_agent::appmgr::{AppManager, AppManagerConfig, HostSource, labels, store};
 use odac_agent::cli::inventory::engine_from_info_file;
-use odac_agent::engine::{
+use odac_host::engine::{
     ContainerEngine, ContainerSpec, DeviceRequest, EngineCall, EngineError, FakeEngine, Op,
 };
 use odac_protocol::{
@@ -414,8 +414,8 @@ async fn only_labelled_containers_of_this_instance_are_touched() {
             name: "other-web".into(),
             image: IMAGE.into(),
             labels: [
-                (labels::INSTANCE.to_owned(), "other".to_owned()),
-                (labels::APP.to_owned(), "web".to_owned()),
+                (odac_host::names::INSTANCE.to_owned(), "other".to_owned()),
+                (odac_host::names::APP.to_owned(), "web".to_owned()),
             ]
             .into(),
             ..ContainerSpec::default()
@@ -736,7 +736,7 @@ async fn run_loop_restarts_on_schedule_and_stops_on_shutdown() {
 async fn a_gpu_that_appears_later_sets_restart_required() {
     let dir = tempfile::tempdir().unwrap();
     let fake = fake_for("intel-i915-igpu");
-    let with_gpu = odac_agent::inventory::scan(&fixture("intel-i915-igpu"));
+    let with_gpu = odac_host::inventory::scan(&fixture("intel-i915-igpu"));
     let mut without_gpu = with_gpu.clone();
     without_gpu.gpus.clear();
     let current = Arc::new(std::sync::Mutex::new(without_gpu));
@@ -832,8 +832,8 @@ async fn quiet_poll_ticks_list_once_and_inspect_only_what_changed() {
 
     // facts offered by the agent's inventory loop (at 25 s) keep the tick at 32 s from
     // reading them again
-    let offered = odac_agent::inventory::Assessment::new(
-        odac_agent::inventory::scan(&fixture("no-gpu")),
+    let offered = odac_host::inventory::Assessment::new(
+        odac_host::inventory::scan(&fixture("no-gpu")),
         fake.capabilities().await,
     );
     fake.clear_calls();

@@ -16,8 +16,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use odac_agent::appmgr::{AppManager, AppManagerConfig, HostSource, PolicyConfig};
-use odac_agent::engine::test_image::BUSYBOX_TEST_IMAGE;
-use odac_agent::engine::{ContainerEngine, ContainerSummary, DockerEngine};
+use odac_host::engine::test_image::BUSYBOX_TEST_IMAGE;
+use odac_host::engine::{ContainerEngine, ContainerSummary, DockerEngine};
 use odac_protocol::{AppSpec, AppState, AppStatus, DesiredState, Reason, VolumeMount};
 
 struct Run {

@@ -13,8 +13,8 @@ use std::future::Future;
 use std::sync::Arc;
 
 use odac_agent::appmgr::{AppManager, AppManagerConfig, HostSource, PolicyConfig};
-use odac_agent::engine::test_image::BUSYBOX_TEST_IMAGE;
-use odac_agent::engine::{ContainerDetails, ContainerEngine, ContainerSummary, DockerEngine};
+use odac_host::engine::test_image::BUSYBOX_TEST_IMAGE;
+use odac_host::engine::{ContainerDetails, ContainerEngine, ContainerSummary, DockerEngine};
 use odac_protocol::{AppState, AppStatus, ControlMessage, DesiredState, Reason, decode_control};
 use serde_json::{Value, json};
 

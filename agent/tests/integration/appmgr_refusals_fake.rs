@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use odac_agent::appmgr::{AppManager, AppManagerConfig, HostSource};
 use odac_agent::cli::inventory::engine_from_info_file;
-use odac_agent::engine::{FakeEngine, Op};
-use odac_agent::inventory::{HostScan, scan};
+use odac_host::engine::{FakeEngine, Op};
+use odac_host::inventory::{HostScan, scan};
 use odac_protocol::{AppSpec, AppState, AppStatus, DesiredState, FallbackTier, Reason};
 
 const IMAGE: &str = "odac/busybox:test";

@@ -16,9 +16,9 @@ use crate::docker_support;
 use std::time::{Duration, Instant};
 
 use docker_support::{InstanceRun, then_clean_up};
-use odac_agent::appmgr::{AppManager, labels};
-use odac_agent::engine::test_image::{busybox_path, busybox_rootfs_tar};
-use odac_agent::engine::{ContainerEngine, DockerEngine};
+use odac_agent::appmgr::AppManager;
+use odac_host::engine::test_image::{busybox_path, busybox_rootfs_tar};
+use odac_host::engine::{ContainerEngine, DockerEngine};
 use odac_protocol::{AppSpec, AppState, AppStatus, HealthCheck, RolloutState, UpdatePolicy};
 
 /// Keeps running.
@@ -85,7 +85,7 @@ impl Run {
                 "--filter",
                 "event=create",
                 "--filter",
-                &format!("label={}={}", labels::INSTANCE, self.instance),
+                &format!("label={}={}", odac_host::names::INSTANCE, self.instance),
                 "--format",
                 "{{.ID}}",
             ])

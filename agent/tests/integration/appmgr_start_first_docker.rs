@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use docker_support::{InstanceRun, then_clean_up};
 use odac_agent::appmgr::AppManager;
-use odac_agent::engine::ContainerEngine;
-use odac_agent::engine::test_image::BUSYBOX_TEST_IMAGE;
+use odac_host::engine::ContainerEngine;
+use odac_host::engine::test_image::BUSYBOX_TEST_IMAGE;
 use odac_protocol::{
     AppSpec, AppState, AppStatus, PortMapping, RolloutState, UpdateOrder, UpdatePolicy,
 };

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use odac_agent::appmgr::{AppManager, AppManagerConfig};
-use odac_agent::engine::FakeEngine;
+use odac_host::engine::FakeEngine;
 use odac_protocol::{AppSpec, AppStatus, DesiredState};
 
 /// A fake engine that already holds `image`.

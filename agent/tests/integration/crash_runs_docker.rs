@@ -13,9 +13,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use docker_support::{engine_with_test_image, then_clean_up, unique_suffix};
-use odac_agent::appmgr::{AppManager, AppManagerConfig, CrashLoopConfig, labels};
-use odac_agent::engine::ContainerEngine;
-use odac_agent::engine::test_image::BUSYBOX_TEST_IMAGE;
+use odac_agent::appmgr::{AppManager, AppManagerConfig, CrashLoopConfig};
+use odac_host::engine::ContainerEngine;
+use odac_host::engine::test_image::BUSYBOX_TEST_IMAGE;
 use odac_protocol::{AppSpec, AppState, DesiredState};
 
 /// Runs to see crash; each prints three lines and exits 3 after a short life.
@@ -55,7 +55,7 @@ async fn each_crash_tail_holds_only_its_own_run_and_running_never_carries_a_cras
     let clean_up = {
         let (engine, instance) = (engine.clone(), instance.clone());
         async move {
-            let filter = format!("{}={}", labels::INSTANCE, instance);
+            let filter = format!("{}={}", odac_host::names::INSTANCE, instance);
             for c in engine.list_by_label(&filter).await.unwrap_or_default() {
                 let _ = engine.remove(&c.id, true).await;
             }

@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use odac_agent::engine::test_image::BUSYBOX_TEST_IMAGE;
-use odac_agent::engine::{
+use odac_host::engine::test_image::BUSYBOX_TEST_IMAGE;
+use odac_host::engine::{
     ContainerDetails, ContainerEngine, ContainerSpec, ContainerState, DeviceMapping, DeviceRequest,
     DockerEngine, EngineCapabilities, EngineError, probe_capabilities,
 };
@@ -374,7 +374,7 @@ async fn named_volume_survives_container_recreation() {
             .ensure_volume(&volume, &run.labels())
             .await
             .expect("idempotent");
-        let bind = odac_agent::engine::Bind {
+        let bind = odac_host::engine::Bind {
             source: volume.clone(),
             target: "/data".into(),
             read_only: false,
@@ -387,7 +387,7 @@ async fn named_volume_survives_container_recreation() {
         engine.remove(&id, true).await.unwrap();
 
         let mut reader = run.spec("reader", &["cat", "/data/file"]);
-        reader.binds.push(odac_agent::engine::Bind {
+        reader.binds.push(odac_host::engine::Bind {
             read_only: true,
             ..bind
         });
@@ -475,7 +475,7 @@ async fn host_port_taken_is_refused_at_start_and_is_no_device_error() {
             .local_addr()
             .unwrap()
             .port();
-        let mapping = odac_agent::engine::PortMapping {
+        let mapping = odac_host::engine::PortMapping {
             container_port: 8080,
             protocol: "tcp".into(),
             host_port: Some(port),

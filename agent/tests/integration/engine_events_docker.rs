@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 
 use docker_support::{InstanceRun, engine_with_test_image, then_clean_up, unique_suffix};
 use futures_util::StreamExt;
-use odac_agent::appmgr::{AppManager, AppManagerConfig, CrashLoopConfig, labels};
-use odac_agent::engine::test_image::BUSYBOX_TEST_IMAGE;
-use odac_agent::engine::{ContainerEngine, ContainerSpec, EngineEvent, EventFilter, EventKind};
+use odac_agent::appmgr::{AppManager, AppManagerConfig, CrashLoopConfig};
+use odac_host::engine::test_image::BUSYBOX_TEST_IMAGE;
+use odac_host::engine::{ContainerEngine, ContainerSpec, EngineEvent, EventFilter, EventKind};
 use odac_protocol::{
     AppSpec, AppState, AppStatus, DesiredState, HealthCheck, HealthState, Resources, RestartPolicy,
 };
@@ -232,20 +232,20 @@ async fn the_stream_carries_the_instances_container_events_only() {
         return;
     };
     let instance = format!("odac-evs{}", unique_suffix());
-    let label = format!("{}={instance}", labels::INSTANCE);
+    let label = format!("{}={instance}", odac_host::names::INSTANCE);
     let ours = ContainerSpec {
         name: format!("{instance}_ours"),
         image: BUSYBOX_TEST_IMAGE.to_owned(),
         command: Some(vec!["sleep".into(), "3600".into()]),
         labels: BTreeMap::from([
-            (labels::INSTANCE.to_owned(), instance.clone()),
+            (odac_host::names::INSTANCE.to_owned(), instance.clone()),
             ("odac.test".to_owned(), "1".to_owned()),
         ]),
         ..ContainerSpec::default()
     };
     let mut other = ours.clone();
     other.name = format!("{instance}_other");
-    other.labels.remove(labels::INSTANCE);
+    other.labels.remove(odac_host::names::INSTANCE);
     // the request goes out when the stream is first polled: `since` covers what comes before
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -14,9 +14,9 @@ use odac_agent::appmgr::doctor::events_check;
 use odac_agent::appmgr::local::Target;
 use odac_agent::appmgr::watch::StreamReport;
 use odac_agent::appmgr::{AppManager, AppManagerConfig};
-use odac_agent::engine::{ContainerHealth, EngineEvent, FakeEngine, Op};
-use odac_agent::inventory::doctor::CheckStatus;
 use odac_agent::liveness::Liveness;
+use odac_host::engine::{ContainerHealth, EngineEvent, FakeEngine, Op};
+use odac_host::inventory::doctor::CheckStatus;
 use odac_protocol::{AppSpec, AppState, AppStatus, DesiredState, HealthCheck, HealthState};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -152,7 +152,7 @@ async fn a_crash_is_seen_through_its_event_not_the_poll() {
     tokio::time::sleep(Duration::from_secs(30)).await;
     // the crash-loop backoff restarted it meanwhile; now it is removed
     let gone = w.id();
-    odac_agent::engine::ContainerEngine::remove(w.fake.as_ref(), &gone, true)
+    odac_host::engine::ContainerEngine::remove(w.fake.as_ref(), &gone, true)
         .await
         .unwrap();
     let took = w

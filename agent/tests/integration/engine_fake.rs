@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use odac_agent::engine::test_image::{BUSYBOX_TEST_IMAGE, ensure_busybox_image};
-use odac_agent::engine::{
+use odac_host::engine::test_image::{BUSYBOX_TEST_IMAGE, ensure_busybox_image};
+use odac_host::engine::{
     ContainerEngine, ContainerSpec, ContainerState, DeviceMapping, DeviceRequest, EngineCall,
     EngineCapabilities, EngineError, FakeEngine, Op,
 };
@@ -270,7 +270,7 @@ async fn volumes_exits_logs_and_trait_objects() {
 #[tokio::test]
 async fn busybox_image_helper_imports_once() {
     let fake = FakeEngine::new();
-    if odac_agent::engine::test_image::busybox_path().is_none() {
+    if odac_host::engine::test_image::busybox_path().is_none() {
         assert!(
             ensure_busybox_image(&fake, BUSYBOX_TEST_IMAGE)
                 .await

@@ -11,10 +11,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
-use odac_agent::appmgr::container::container_name;
-use odac_agent::engine::{ContainerEngine, ContainerSpec, ExecProcess, ExecSpec, FakeEngine};
 use odac_agent::uplink::exec::pump::pump;
 use odac_agent::uplink::exec::{ExecConfig, ExecService};
+use odac_host::engine::{ContainerEngine, ContainerSpec, ExecProcess, ExecSpec, FakeEngine};
+use odac_host::names::container_name;
 use odac_protocol::{
     ExecEndReason, ExecFrame, ExecRequest, ExecResize, STREAM_STDIN, STREAM_STDOUT, Ticket,
 };

@@ -18,9 +18,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use git_source_support::{Repo, count, desired, drain, git_app, until};
-use odac_agent::appmgr::{AppManager, AppManagerConfig, CrashLoopConfig, labels};
-use odac_agent::engine::test_image::BUSYBOX_TEST_IMAGE;
-use odac_agent::engine::{ContainerEngine, DockerEngine};
+use odac_agent::appmgr::{AppManager, AppManagerConfig, CrashLoopConfig};
+use odac_host::engine::test_image::BUSYBOX_TEST_IMAGE;
+use odac_host::engine::{ContainerEngine, DockerEngine};
 use odac_protocol::{AppSpec, AppState, AppStatus, Reason};
 use tokio_util::sync::CancellationToken;
 
@@ -136,7 +136,7 @@ async fn a_git_app_runs_its_commit_and_a_restart_runs_the_next() {
         let id = s.container_id.clone().unwrap();
         let details = run.real.inspect(&id).await.unwrap();
         assert_eq!(details.image, tag1);
-        assert_eq!(details.labels[labels::GIT_COMMIT], c1);
+        assert_eq!(details.labels[odac_host::names::GIT_COMMIT], c1);
         let logs = run.logs_with(&id, "version one").await;
         assert!(logs.contains("version one"), "{logs}");
         drain(&mut rx, &mut events);
@@ -166,12 +166,12 @@ async fn a_git_app_runs_its_commit_and_a_restart_runs_the_next() {
         until(&manager, &app, BUILD_WAIT, running_at(&c3)).await;
         let images = run
             .real
-            .list_images_by_label(&format!("{}={app}", labels::APP))
+            .list_images_by_label(&format!("{}={app}", odac_host::names::APP))
             .await
             .unwrap();
         let mut commits: Vec<String> = images
             .iter()
-            .map(|i| i.labels[labels::GIT_COMMIT].clone())
+            .map(|i| i.labels[odac_host::names::GIT_COMMIT].clone())
             .collect();
         commits.sort();
         let mut expected = vec![c2.clone(), c3.clone()];

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use git_source_support::{Repo, count, desired, drain, git_app, until};
 use odac_agent::appmgr::{AppManager, AppManagerConfig, CrashLoopConfig, labels};
-use odac_agent::engine::{EngineCall, EngineError, FakeEngine, Op};
+use odac_host::engine::{EngineCall, EngineError, FakeEngine, Op};
 use odac_protocol::{AppSpec, AppState, EventLevel, GitSecret, GpuRequest, Reason};
 use tokio_util::sync::CancellationToken;
 
@@ -101,15 +101,15 @@ async fn builds_runs_and_follows_the_branch_on_restart() {
     assert!(files.iter().any(|f| f == "Dockerfile"), "{files:?}");
     assert!(files.iter().any(|f| f == "version"), "{files:?}");
     assert!(!files.iter().any(|f| f.contains(".git")), "{files:?}");
-    assert_eq!(image_labels[labels::GIT_COMMIT], c1);
-    assert_eq!(image_labels[labels::APP], "web");
-    assert_eq!(image_labels[labels::INSTANCE], "odac");
+    assert_eq!(image_labels[odac_host::names::GIT_COMMIT], c1);
+    assert_eq!(image_labels[odac_host::names::APP], "web");
+    assert_eq!(image_labels[odac_host::names::INSTANCE], "odac");
     let created = fake.calls_of(Op::Create);
     let EngineCall::Create(spec) = created.last().unwrap() else {
         unreachable!()
     };
     assert_eq!(spec.image, tag1);
-    assert_eq!(spec.labels[labels::GIT_COMMIT], c1);
+    assert_eq!(spec.labels[odac_host::names::GIT_COMMIT], c1);
 
     drain(&mut rx, &mut events);
     assert_eq!(count(&events, "web", "fetching file://"), 1, "{events:#?}");
@@ -166,7 +166,7 @@ async fn builds_runs_and_follows_the_branch_on_restart() {
     let mut kept: Vec<String> = fake
         .built_images()
         .into_iter()
-        .map(|i| i.labels[labels::GIT_COMMIT].clone())
+        .map(|i| i.labels[odac_host::names::GIT_COMMIT].clone())
         .collect();
     kept.sort();
     let mut expected = vec![c2.clone(), c3.clone()];

@@ -8,7 +8,7 @@ use crate::fixture_hosts;
 
 use fixture_hosts::{INTENTS, assess, fixture_names};
 
-use odac_agent::gpu::{Allocations, Plan, assessment_from_inventory, resolve};
+use odac_host::gpu::{Allocations, Plan, assessment_from_inventory, resolve};
 use odac_protocol::GpuRequest;
 
 /// What the agent reports of a plan: the wire view (no GPU ids, no group ids).

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use odac_agent::appmgr::{AppManager, AppManagerConfig, labels};
 use odac_agent::cli::inventory::engine_from_info_file;
-use odac_agent::engine::{ContainerSpec, EngineCall, FakeEngine, Op};
+use odac_host::engine::{ContainerSpec, EngineCall, FakeEngine, Op};
 use odac_protocol::{AppSpec, AppState, AppStatus, DesiredState, FallbackTier, Reason};
 
 const IMAGE: &str = "odac/busybox:test";

@@ -324,7 +324,7 @@ async fn a_kernel_log_that_never_writes_blocks_nothing() {
 
 #[test]
 fn doctor_says_whether_gpu_errors_are_watched() {
-    use odac_agent::inventory::doctor::CheckStatus;
+    use odac_host::inventory::doctor::CheckStatus;
     let root = tempfile::tempdir().unwrap();
     let missing = odac_agent::gpu_health::doctor::kmsg_check(root.path());
     assert_eq!(missing.status, CheckStatus::Warn);

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use odac_agent::appmgr::{AppManager, AppManagerConfig};
 use odac_agent::cli::inventory::engine_from_info_file;
-use odac_agent::engine::{ContainerSpec, EngineCall, FakeEngine, Op};
+use odac_host::engine::{ContainerSpec, EngineCall, FakeEngine, Op};
 use odac_protocol::{AppSpec, AppState, DesiredState, FallbackTier, Reason};
 
 const HOST: &str = "nvidia-dgx-8gpu";
@@ -164,12 +164,12 @@ async fn nvml_vram_offered_by_the_inventory_loop_reaches_placement() {
     let dir = tempfile::tempdir().unwrap();
     let (_fake, m) = setup(dir.path());
     let caps = engine_from_info_file(&fixture().join("docker-info.json")).unwrap();
-    let mut scan = odac_agent::inventory::scan(&fixture());
+    let mut scan = odac_host::inventory::scan(&fixture());
     let ids: Vec<String> = scan.gpus.iter().map(|g| g.id()).collect();
     for id in ids {
         scan.gpu_details.entry(id).or_default().vram_bytes = Some(16 * 1024 * 1024 * 1024);
     }
-    m.offer_facts(odac_agent::inventory::Assessment::new(scan, caps));
+    m.offer_facts(odac_host::inventory::Assessment::new(scan, caps));
     m.set_desired(DesiredState {
         generation: 1,
         apps: vec![
@@ -199,7 +199,7 @@ async fn nvml_vram_offered_by_the_inventory_loop_reaches_placement() {
     assert_eq!(small.state, AppState::Running, "{small:?}");
 
     // a telemetry reading of free VRAM counts instead of the total while it is fresh
-    let free = odac_agent::inventory::scan(&fixture())
+    let free = odac_host::inventory::scan(&fixture())
         .gpus
         .iter()
         .map(|g| (g.id(), 1024))

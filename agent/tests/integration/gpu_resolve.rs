@@ -10,8 +10,8 @@ use fixture_hosts::{INTENTS, assess, fixture_names};
 
 use std::path::Path;
 
-use odac_agent::gpu::{Allocations, Plan, ResolveOptions, resolve, resolve_with};
-use odac_agent::inventory::Assessment;
+use odac_host::gpu::{Allocations, Plan, ResolveOptions, resolve, resolve_with};
+use odac_host::inventory::Assessment;
 use odac_protocol::{GpuCount, GpuRequest, Mechanism, Reason, Vendor};
 
 fn intent(json: &str) -> GpuRequest {

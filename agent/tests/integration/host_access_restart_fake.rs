@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use odac_agent::appmgr::{AppManager, AppManagerConfig};
-use odac_agent::engine::{ContainerSpec, EngineCall, FakeEngine, Op};
+use odac_host::engine::{ContainerSpec, EngineCall, FakeEngine, Op};
 use odac_protocol::{AppSpec, DesiredState};
 
 const IMAGE: &str = "odac/busybox:test";

@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 use docker_support::{engine_with_test_image, then_clean_up, unique_suffix};
 use git_source_support::{Repo, git_app, until};
 use odac_agent::appmgr::{AppEvent, AppManager, AppManagerConfig, BuildConfig, RemovalReason};
-use odac_agent::engine::test_image::BUSYBOX_TEST_IMAGE;
-use odac_agent::engine::{ContainerEngine, DockerEngine};
+use odac_host::engine::test_image::BUSYBOX_TEST_IMAGE;
+use odac_host::engine::{ContainerEngine, DockerEngine};
 use odac_protocol::{AppSpec, AppState, AppStatus, DesiredState, UpdatePolicy};
 use tokio::sync::broadcast::Receiver;
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use odac_agent::appmgr::{AppEvent, AppManager, AppManagerConfig, RemovalReason};
-use odac_agent::engine::{ContainerEngine, EngineCall, FakeEngine, Op};
+use odac_host::engine::{ContainerEngine, EngineCall, FakeEngine, Op};
 use odac_protocol::{AppSpec, AppState, AppStatus, DesiredState, UpdatePolicy};
 use tokio::sync::broadcast::Receiver;
 

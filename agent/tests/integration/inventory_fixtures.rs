@@ -7,7 +7,7 @@ use crate::fixture_hosts;
 
 use fixture_hosts::{assess, fixture_names, fixtures_dir};
 
-use odac_agent::inventory::{Assessment, inventory_hash};
+use odac_host::inventory::{Assessment, inventory_hash};
 use serde_json::{Value, json};
 
 /// The parts of an assessment a fixture pins down.

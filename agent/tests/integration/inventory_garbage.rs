@@ -6,9 +6,9 @@ use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::Path;
 
-use odac_agent::engine::EngineCapabilities;
-use odac_agent::inventory::doctor::doctor;
-use odac_agent::inventory::{Assessment, Vendor, scan};
+use odac_host::engine::EngineCapabilities;
+use odac_host::inventory::doctor::doctor;
+use odac_host::inventory::{Assessment, Vendor, scan};
 use odac_protocol::Reason;
 
 fn write(root: &Path, rel: &str, bytes: &[u8]) {

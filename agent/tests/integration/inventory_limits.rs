@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
-use odac_agent::engine::EngineCapabilities;
-use odac_agent::inventory::{Assessment, scan};
+use odac_host::engine::EngineCapabilities;
+use odac_host::inventory::{Assessment, scan};
 use odac_protocol::MAX_GPU_COUNT;
 
 fn write(root: &Path, rel: &str, text: &str) {

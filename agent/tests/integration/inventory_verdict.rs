@@ -1,8 +1,8 @@
 //! Table test of the pure verdict function: hand-built scans and engine capabilities,
 //! one row per rule of `inventory::verdict`.
 
-use odac_agent::engine::EngineCapabilities;
-use odac_agent::inventory::{
+use odac_host::engine::EngineCapabilities;
+use odac_host::inventory::{
     AmdGpu, CdiDevice, CdiSpec, DeviceNode, Gpu, HostScan, NvidiaGpu, PciIds, ToolkitBinary,
     Vendor, verdict::vendor_verdict,
 };

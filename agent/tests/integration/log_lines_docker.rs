@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use docker_support::{engine_with_test_image, then_clean_up, unique_suffix};
 use futures_util::StreamExt;
-use odac_agent::engine::test_image::BUSYBOX_TEST_IMAGE;
-use odac_agent::engine::{ContainerEngine, ContainerSpec, LogStreamOptions};
+use odac_host::engine::test_image::BUSYBOX_TEST_IMAGE;
+use odac_host::engine::{ContainerEngine, ContainerSpec, LogStreamOptions};
 use odac_protocol::{LOGS_CUT_MARK, MAX_LOGS_LINE};
 
 /// Prints a 6000-byte line, a 20000-byte line, then `next` and `last`.

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use odac_agent::appmgr::{AppManager, AppManagerConfig, container, labels};
-use odac_agent::engine::{ContainerEngine, ContainerSpec, EngineCall, FakeEngine, Op};
+use odac_agent::appmgr::{AppManager, AppManagerConfig, container};
+use odac_host::engine::{ContainerEngine, ContainerSpec, EngineCall, FakeEngine, Op};
 use odac_protocol::{AppSpec, AppState, EventLevel, VolumeMount};
 
 const IMAGE: &str = "odac/busybox:test";
@@ -51,11 +51,11 @@ use crate::appmgr_support::desired;
 /// A running container of instance `odac` and app `app`, owned by `owner` (none: unowned).
 async fn existing(fake: &FakeEngine, app: &str, owner: Option<&str>) -> String {
     let mut l = BTreeMap::from([
-        (labels::INSTANCE.to_owned(), "odac".to_owned()),
-        (labels::APP.to_owned(), app.to_owned()),
+        (odac_host::names::INSTANCE.to_owned(), "odac".to_owned()),
+        (odac_host::names::APP.to_owned(), app.to_owned()),
     ]);
     if let Some(o) = owner {
-        l.insert(labels::OWNER.into(), o.into());
+        l.insert(odac_host::names::OWNER.into(), o.into());
     }
     let id = fake
         .create(&ContainerSpec {
@@ -83,8 +83,8 @@ async fn another_owners_containers_are_left_alone_and_reported_once() {
     assert_eq!(s[0].state, AppState::Running, "{s:?}");
     let mine = s[0].container_id.clone().unwrap();
     let spec = fake.inspect(&mine).await.unwrap();
-    assert_eq!(spec.labels[labels::OWNER], ME);
-    assert_eq!(spec.labels[labels::INSTANCE], "odac");
+    assert_eq!(spec.labels[odac_host::names::OWNER], ME);
+    assert_eq!(spec.labels[odac_host::names::INSTANCE], "odac");
     let mut seen = Vec::new();
     while let Ok(e) = events.try_recv() {
         seen.push(e);
@@ -155,7 +155,7 @@ async fn unowned_containers_are_adopted_only_when_the_desired_state_names_them()
     assert!(ids.contains(&stranger), "not named: left alone");
     let new_web = s[0].container_id.clone().unwrap();
     assert_eq!(
-        fake.inspect(&new_web).await.unwrap().labels[labels::OWNER],
+        fake.inspect(&new_web).await.unwrap().labels[odac_host::names::OWNER],
         ME
     );
     m.set_desired(desired(2, vec![])).await.unwrap();
@@ -171,7 +171,7 @@ async fn an_adopted_up_to_date_container_keeps_running_and_goes_with_its_app() {
     let spec = app("web");
     let mut old = container::container_spec("odac", "", &spec, IMAGE, &BTreeMap::new());
     old.name = "odac-web".into();
-    assert!(!old.labels.contains_key(labels::OWNER));
+    assert!(!old.labels.contains_key(odac_host::names::OWNER));
     let id = fake.create(&old).await.unwrap();
     fake.start(&id).await.unwrap();
     let m = open(&fake, dir.path());
@@ -195,8 +195,8 @@ async fn old_scheme_volumes_keep_their_data_and_the_colliding_pair_is_split() {
     // made by the earlier version for app fa, volume b-data
     let old = container::legacy_volume_name("odac", "fa", "b-data");
     let old_labels = BTreeMap::from([
-        (labels::INSTANCE.to_owned(), "odac".to_owned()),
-        (labels::APP.to_owned(), "fa".to_owned()),
+        (odac_host::names::INSTANCE.to_owned(), "odac".to_owned()),
+        (odac_host::names::APP.to_owned(), "fa".to_owned()),
     ]);
     fake.ensure_volume(&old, &old_labels).await.unwrap();
     let m = open(&fake, dir.path());
@@ -210,7 +210,7 @@ async fn old_scheme_volumes_keep_their_data_and_the_colliding_pair_is_split() {
         .into_iter()
         .map(|c| match c {
             EngineCall::Create(spec) => (
-                spec.labels[labels::APP].clone(),
+                spec.labels[odac_host::names::APP].clone(),
                 spec.binds[0].source.clone(),
             ),
             other => panic!("{other:?}"),
@@ -219,11 +219,11 @@ async fn old_scheme_volumes_keep_their_data_and_the_colliding_pair_is_split() {
     assert_eq!(binds["fa"], old, "fa keeps its old volume and its data");
     assert_eq!(
         binds["fa-b"],
-        container::volume_name("odac", "fa-b", "data")
+        odac_host::names::volume_name("odac", "fa-b", "data")
     );
     assert_ne!(binds["fa"], binds["fa-b"]);
     let volumes = fake.volumes();
     assert_eq!(volumes.len(), 2, "{volumes:?}");
-    assert_eq!(volumes[&binds["fa-b"]][labels::OWNER], ME);
+    assert_eq!(volumes[&binds["fa-b"]][odac_host::names::OWNER], ME);
     assert!(fake.calls_of(Op::RemoveVolume).is_empty());
 }

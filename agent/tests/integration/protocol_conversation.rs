@@ -12,9 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use odac_agent::appmgr::{AppManager, AppManagerConfig, HostSource};
-use odac_agent::engine::FakeEngine;
 use odac_agent::run::ManagerControl;
 use odac_agent::uplink::Uplink;
+use odac_host::engine::FakeEngine;
 use odac_protocol::encode;
 use serde_json::Value;
 use tokio::sync::watch;

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use odac_agent::appmgr::{AppEvent, AppManager, AppManagerConfig};
-use odac_agent::engine::{EngineCall, FakeEngine, Op, RegistryAuth};
+use odac_host::engine::{EngineCall, FakeEngine, Op, RegistryAuth};
 use odac_protocol::{AppSpec, AppState, AppStatus, PullPolicy, Reason};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use odac_agent::appmgr::{AppManager, AppManagerConfig};
-use odac_agent::engine::{EngineError, FakeEngine, Op};
+use odac_host::engine::{EngineError, FakeEngine, Op};
 use odac_protocol::{AppSpec, AppState, AppStatus, DesiredState, Reason};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use odac_agent::appmgr::{AppManager, AppManagerConfig, labels};
-use odac_agent::engine::{ContainerEngine, ContainerSpec, FakeEngine};
+use odac_agent::appmgr::{AppManager, AppManagerConfig};
+use odac_host::engine::{ContainerEngine, ContainerSpec, FakeEngine};
 use odac_protocol::{AppSpec, AppState, AppStatus, DesiredState};
 use tokio::sync::broadcast;
 
@@ -34,11 +34,11 @@ fn app(name: &str) -> AppSpec {
 /// A running container of instance `odac`, app `app`, named `name`, owned by `owner`.
 async fn planted(fake: &FakeEngine, name: &str, app: &str, owner: Option<&str>) -> String {
     let mut l = BTreeMap::from([
-        (labels::INSTANCE.to_owned(), "odac".to_owned()),
-        (labels::APP.to_owned(), app.to_owned()),
+        (odac_host::names::INSTANCE.to_owned(), "odac".to_owned()),
+        (odac_host::names::APP.to_owned(), app.to_owned()),
     ]);
     if let Some(o) = owner {
-        l.insert(labels::OWNER.into(), o.into());
+        l.insert(odac_host::names::OWNER.into(), o.into());
     }
     let id = fake
         .create(&ContainerSpec {

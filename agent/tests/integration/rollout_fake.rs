@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use odac_agent::appmgr::AppManager;
-use odac_agent::engine::{FakeEngine, Op};
+use odac_host::engine::{FakeEngine, Op};
 
 use crate::appmgr_support::{fake_config, open_on, pass_until};
 use odac_protocol::{AppSpec, AppState, AppStatus, RolloutState};
@@ -139,7 +139,7 @@ async fn a_version_the_engine_will_not_start_is_rolled_back_in_the_same_pass() {
     }
     fake.fail_next(
         Op::Start,
-        odac_agent::engine::EngineError::Rejected {
+        odac_host::engine::EngineError::Rejected {
             status: 400,
             message: "exec: \"serve\": executable file not found in $PATH".into(),
         },

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use odac_agent::appmgr::{AppManager, AppManagerConfig};
-use odac_agent::engine::{FakeEngine, Op};
+use odac_host::engine::{FakeEngine, Op};
 
 use crate::appmgr_support::{fake_config, open_on, pass_until};
 use odac_protocol::{AppSpec, AppState, AppStatus, DesiredState};

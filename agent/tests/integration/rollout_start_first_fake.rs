@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use odac_agent::appmgr::AppManager;
-use odac_agent::engine::{ContainerEngine, ContainerHealth, EngineCall, FakeEngine, Op};
+use odac_host::engine::{ContainerEngine, ContainerHealth, EngineCall, FakeEngine, Op};
 use odac_protocol::{
     AppSpec, AppState, AppStatus, GpuRequest, GpuRuntime, HealthCheck, PortMapping, RolloutState,
     UpdateOrder, UpdatePolicy,
@@ -275,7 +275,7 @@ async fn a_new_version_the_engine_will_not_start_leaves_the_previous_running_and
     fake.clear_calls();
     fake.fail_next(
         Op::Start,
-        odac_agent::engine::EngineError::Rejected {
+        odac_host::engine::EngineError::Rejected {
             status: 400,
             message: "exec: \"serve\": executable file not found in $PATH".into(),
         },

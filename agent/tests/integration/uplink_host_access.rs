@@ -12,9 +12,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use odac_agent::appmgr::{AppManager, AppManagerConfig, HostSource};
-use odac_agent::engine::FakeEngine;
 use odac_agent::run::ManagerControl;
 use odac_agent::uplink::Uplink;
+use odac_host::engine::FakeEngine;
 use odac_protocol::{AgentMessage, AppState, Reason};
 use serde_json::json;
 use tokio::sync::watch;

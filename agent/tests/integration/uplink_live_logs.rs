@@ -9,9 +9,9 @@ use crate::uplink_support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use odac_agent::engine::{ContainerEngine, ContainerSpec, FakeEngine};
 use odac_agent::uplink::logs::LogSource;
 use odac_agent::uplink::{AppControl, Uplink};
+use odac_host::engine::{ContainerEngine, ContainerSpec, FakeEngine};
 use odac_protocol::{
     AgentMessage, AppState, ControlMessage, LogsCancel, LogsChunk, LogsEnd, LogsEndReason,
     LogsRequest,

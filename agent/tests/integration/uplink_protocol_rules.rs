@@ -12,10 +12,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use odac_agent::appmgr::{AppManager, AppManagerConfig, HostSource, labels};
-use odac_agent::engine::FakeEngine;
+use odac_agent::appmgr::{AppManager, AppManagerConfig, HostSource};
 use odac_agent::run::ManagerControl;
 use odac_agent::uplink::{AppControl, Uplink};
+use odac_host::engine::FakeEngine;
 use odac_protocol::{
     AgentMessage, AppDelete, AppSpec, AppState, AppUpsert, ControlMessage, DesiredStateMessage,
     ErrorCode, EventLevel, Resync,
@@ -265,7 +265,7 @@ async fn unwritable_state_dir_view_and_engine_agree_after_one_resync() {
             .container_ids()
             .iter()
             .filter_map(|id| fake.spec_of(id))
-            .filter_map(|s| s.labels.get(labels::APP).cloned())
+            .filter_map(|s| s.labels.get(odac_host::names::APP).cloned())
             .collect();
         apps.sort();
         apps

@@ -157,7 +157,7 @@ fn held_by_apps(host: &HostView, apps: &[AppView]) -> Vec<odac_protocol::AppGpus
         .filter(|a| a.host == host.id)
         .filter_map(|a| a.status.clone())
         .collect();
-    odac_agent::telemetry::apps::app_gpus(&statuses, &inventory.gpus)
+    odac_host::app_gpus::app_gpus(&statuses, &inventory.gpus)
 }
 
 /// The per-app usage rows (nothing when the host reports none).

@@ -6,30 +6,78 @@
 
 use std::time::Duration;
 
-use odac_agent::uplink::{ConnectError, Dialer, Endpoint, Token};
-use odac_protocol::Ticket;
+use odac_protocol::{AGENT_ID_HEADER, EXEC_PATH_SUFFIX, EXEC_SUBPROTOCOL, EXEC_TICKET_HEADER};
+use tokio_tungstenite::Connector;
+use tokio_tungstenite::tungstenite::Error as WsError;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::{HeaderValue, header};
 
 use super::ConformanceConfig;
 
+/// How long the dial and the upgrade may take.
+const TIMEOUT: Duration = Duration::from_secs(5);
+/// The most of a refusal's text kept in the rule's note.
+const MAX_REFUSAL_CHARS: usize = 400;
+
 /// `refuses_an_unknown_exec_ticket`.
 pub async fn refuses_an_unknown_exec_ticket(cfg: &ConformanceConfig) -> Result<String, String> {
-    let endpoint = Endpoint::parse(&cfg.url).map_err(|e| e.to_string())?;
     let tls = if cfg.ca_pem.is_empty() {
         crate::server::tls::public_client_config()
     } else {
         crate::server::tls::client_config(&cfg.ca_pem)
     }
     .map_err(|e| e.to_string())?;
-    let token = Token::new(cfg.token.clone()).map_err(|e| e.to_string())?;
-    let dialer =
-        Dialer::new(endpoint, tls, token, Duration::from_secs(5)).with_agent_id(&cfg.agent_id);
-    let never_issued = Ticket(format!("conformance-{}", uuid::Uuid::new_v4().simple()));
-    match dialer.dial_exec(&never_issued).await {
-        Err(ConnectError::Unauthorized { status, message }) => Ok(format!(
-            "http {status} for a ticket never issued{}",
-            message.map(|m| format!(" ({m})")).unwrap_or_default()
+    let url = format!("{}{EXEC_PATH_SUFFIX}", cfg.url.trim_end_matches('/'));
+    let mut request = url.into_client_request().map_err(|e| e.to_string())?;
+    let value = |v: String, what: &str| {
+        HeaderValue::from_str(&v).map_err(|_| format!("the {what} is not a valid header value"))
+    };
+    let never_issued = format!("conformance-{}", uuid::Uuid::new_v4().simple());
+    let headers = request.headers_mut();
+    headers.insert(
+        header::AUTHORIZATION,
+        value(format!("Bearer {}", cfg.token), "token")?,
+    );
+    headers.insert(
+        header::SEC_WEBSOCKET_PROTOCOL,
+        HeaderValue::from_static(EXEC_SUBPROTOCOL),
+    );
+    headers.insert(EXEC_TICKET_HEADER, value(never_issued, "exec ticket")?);
+    headers.insert(AGENT_ID_HEADER, value(cfg.agent_id.clone(), "agent id")?);
+    let dial = tokio_tungstenite::connect_async_tls_with_config(
+        request,
+        None,
+        true,
+        Some(Connector::Rustls(tls)),
+    );
+    match tokio::time::timeout(TIMEOUT, dial).await {
+        Err(_) => Err(format!(
+            "expected http 401 or 403, got no answer in {TIMEOUT:?}"
         )),
-        Err(e) => Err(format!("expected http 401 or 403, got: {e}")),
-        Ok(_) => Err("an exec socket was opened with a ticket never issued".to_owned()),
+        Ok(Err(WsError::Http(response))) => {
+            let status = response.status().as_u16();
+            if status == 401 || status == 403 {
+                let message = refusal_text(response.body().as_deref());
+                Ok(format!(
+                    "http {status} for a ticket never issued{}",
+                    message.map(|m| format!(" ({m})")).unwrap_or_default()
+                ))
+            } else {
+                Err(format!("expected http 401 or 403, got http {status}"))
+            }
+        }
+        Ok(Err(e)) => Err(format!("expected http 401 or 403, got: {e}")),
+        Ok(Ok(_)) => Err("an exec socket was opened with a ticket never issued".to_owned()),
     }
+}
+
+/// The refusal's words: the `error` field of a JSON body, else the body as text.
+fn refusal_text(body: Option<&[u8]>) -> Option<String> {
+    let body = body?;
+    let text = serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned))
+        .unwrap_or_else(|| String::from_utf8_lossy(body).into_owned());
+    let text = text.trim();
+    (!text.is_empty()).then(|| text.chars().take(MAX_REFUSAL_CHARS).collect())
 }

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBuilder};
-use odac_agent::gpu::{Allocations, Plan, assessment_from_inventory, resolve};
+use odac_host::gpu::{Allocations, Plan, assessment_from_inventory, resolve};
 use odac_protocol::{
     Ack, AgentMessage, AppSpec, AppState, AppStatus, AppStatusReport, Attached, ControlMessage,
     DriverCapabilities, ErrorMessage, Fallback, FallbackTier, GpuRequest, GpuStatus, Inventory,
@@ -63,7 +63,7 @@ struct AppRun {
 }
 
 /// Where a GPU request lands on a host with `inv`: the agent's own pre-flight
-/// ([`odac_agent::gpu::resolve`]) on the assessment that inventory stands for, with no GPU
+/// ([`odac_host::gpu::resolve`]) on the assessment that inventory stands for, with no GPU
 /// held by another app.
 pub fn place(gpu: &GpuRequest, inv: &Inventory) -> Plan {
     resolve(gpu, &assessment_from_inventory(inv), &Allocations::new())
@@ -91,7 +91,7 @@ pub fn status_for(spec: &AppSpec, inv: &Inventory, generation: u64) -> AppStatus
                     vendor: a.vendor,
                     mechanism: a.mechanism,
                     devices: a.devices,
-                    capabilities: odac_agent::gpu::attach::capabilities_for(
+                    capabilities: odac_host::gpu::attach::capabilities_for(
                         a.vendor,
                         a.mechanism,
                         &DriverCapabilities::effective(gpu.driver_capabilities().as_ref(), &[]),

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use odac_agent::engine::test_image::{busybox_path, busybox_rootfs_tar};
-use odac_agent::engine::{ContainerEngine, DockerEngine};
+use odac_host::engine::test_image::{busybox_path, busybox_rootfs_tar};
+use odac_host::engine::{ContainerEngine, DockerEngine};
 
 use super::error::LabError;
 use super::standins::RUNTIME;

@@ -42,7 +42,7 @@ pub fn parse_driver(s: &str) -> Result<String, String> {
     if !numeric {
         return Err(format!("{s:?} is not a driver version such as 535.183.01"));
     }
-    match odac_agent::inventory::cuda::cuda_for_driver(s) {
+    match odac_host::inventory::cuda::cuda_for_driver(s) {
         Some(_) => Ok(s.to_owned()),
         None => Err(format!(
             "driver {s} is older than the 450 branch (CUDA 11.0)"

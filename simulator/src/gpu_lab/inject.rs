@@ -10,7 +10,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use odac_agent::gpu_health::xid_info;
+use odac_host::gpu_health::xid_info;
 
 use super::error::LabError;
 use odac_protocol::{Compute, Vendor};
@@ -135,7 +135,7 @@ mod tests {
         assert!(record.ends_with(
             ";NVRM: Xid (PCI:0000:11:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
         ), "{record}");
-        let event = odac_agent::gpu_health::classify(&record).unwrap();
+        let event = odac_host::gpu_health::classify(&record).unwrap();
         assert_eq!(
             (event.xid, event.pci.as_deref()),
             (Some(79), Some("0000:11:00"))

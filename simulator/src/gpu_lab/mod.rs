@@ -115,7 +115,7 @@ fn build_files(paths: &LabPaths, config: &LabConfig) -> Result<EnginePaths, LabE
         .collect();
     let file = paths.dir.join("nvidia-devices");
     std::fs::write(&file, list).map_err(|e| LabError::io("write", &file, e))?;
-    let cuda = odac_agent::inventory::cuda::cuda_for_driver(driver)
+    let cuda = odac_host::inventory::cuda::cuda_for_driver(driver)
         .map_or_else(|| "0.0".to_owned(), |c| c.to_string());
     let file = paths.dir.join(standins::DRIVER_FILE);
     std::fs::write(&file, format!("{driver} {cuda}\n"))

@@ -7,14 +7,14 @@
 //! plane, answers without asking for a login, or in a way this check does not know — stores
 //! the login as "not verified" with the reason ([`Check::NotVerified`]): the host's agent
 //! checks it on its next pull. Plain HTTP is used only for a loopback registry, as the agent
-//! does (`odac_agent::http_client::is_loopback`), and credentials never go to a plain-HTTP
+//! does (`odac_host::http_client::is_loopback`), and credentials never go to a plain-HTTP
 //! token realm off loopback. No message holds the password.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine as _;
-use odac_agent::http_client::{self, Request, is_loopback};
+use odac_host::http_client::{self, Request, is_loopback};
 use odac_protocol::RegistryAuth;
 
 /// Longest one request of the check may take.

@@ -4,7 +4,7 @@
 //! twice. The simulator remembers the last [`WINDOW`] seqs per agent, more than an agent's
 //! outbox can hold (1024 statuses, 256 events and one inventory by default).
 
-use odac_agent::lock::lock;
+use odac_host::lock::lock;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 

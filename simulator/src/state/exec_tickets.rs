@@ -15,7 +15,7 @@ use odac_protocol::{ExecRefused, Ticket};
 use tokio::sync::oneshot;
 
 use crate::state::model::hash_secret;
-use odac_agent::lock::lock;
+use odac_host::lock::lock;
 
 /// How long a ticket is good for when the hub names no other bound.
 pub const DEFAULT_TICKET_TTL: Duration = Duration::from_secs(30);

@@ -3,7 +3,7 @@
 //! connection, send a malformed frame, send an oversize frame). Driven through
 //! `POST /api/admin/faults` or directly through [`Faults`] and [`crate::state::hub::Hub`].
 
-use odac_agent::lock::lock;
+use odac_host::lock::lock;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 

@@ -6,7 +6,7 @@
 //! `GET /api/hosts/{id}/gpu-stats` serves it (`server/gpu_stats.rs`); each report is also pushed to
 //! SSE clients as a `gpu_stats` event with the same payload.
 
-use odac_agent::lock::lock;
+use odac_host::lock::lock;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Mutex;
 

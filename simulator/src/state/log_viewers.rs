@@ -3,7 +3,7 @@
 //! never the agent's session), and how a stream ends. The hub routes an agent's `logs_chunk`
 //! / `logs_end` here; `server/logs.rs` is the HTTP side (the SSE stream of one viewer).
 
-use odac_agent::lock::lock;
+use odac_host::lock::lock;
 use std::collections::HashMap;
 use std::sync::Mutex;
 

@@ -10,7 +10,7 @@
 //! associated data), so the file never holds one in clear. A password that does not open (the
 //! key file was replaced) drops that login with an error naming the registry.
 
-use odac_agent::lock::lock;
+use odac_host::lock::lock;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, OnceLock};

@@ -1,7 +1,7 @@
 //! Persistence of the fleet in the state dir, one file per host (`DIR/hosts/`) and per app
 //! (`DIR/apps/`) beside `DIR/fleet.json` (everything else: events, enrollment secrets,
 //! bindings, counters), so a change rewrites only what it touched. Every file is replaced
-//! atomically (`odac_agent::atomic_file`) so a killed simulator never leaves half a file. A
+//! atomically (`odac_host::atomic_file`) so a killed simulator never leaves half a file. A
 //! `fleet.json` of the older single-file layout (hosts and apps inside) still loads; the hub
 //! then writes it whole in the new layout. Git secrets are sealed on the way out and opened on
 //! the way in (`secrets.rs`): no file ever holds one in clear.

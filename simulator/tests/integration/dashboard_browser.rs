@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use browser::Driver;
 use common::{Sim, TOKEN};
-use odac_agent::engine::test_image::ensure_busybox_image;
-use odac_agent::engine::{ContainerEngine, DockerEngine};
+use odac_host::engine::test_image::ensure_busybox_image;
+use odac_host::engine::{ContainerEngine, DockerEngine};
 use odac_protocol::AppSpec;
 use odac_simulator::catalog::DEMO_IMAGE;
 use odac_simulator::demo::{DEMO_SCRIPT, agent_binary};

@@ -10,8 +10,8 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use odac_agent::appmgr::container::container_name;
-use odac_agent::engine::{ContainerEngine, DockerEngine};
+use odac_host::engine::{ContainerEngine, DockerEngine};
+use odac_host::names::container_name;
 use odac_simulator::demo::{DEMO_APP, DEMO_INSTANCE, agent_binary};
 
 /// Fails unless the developer opted out (`ODAC_ALLOW_SKIP=1`, not `ODAC_REQUIRE_DOCKER=1`);

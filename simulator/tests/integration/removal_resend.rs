@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 
 use common::{Sim, TOKEN};
 use odac_agent::appmgr::{AppManager, AppManagerConfig, HostSource};
-use odac_agent::engine::FakeEngine;
 use odac_agent::run::ManagerControl;
 use odac_agent::uplink::backoff::BackoffPolicy;
 use odac_agent::uplink::connect::{Dialer, Endpoint};
@@ -21,6 +20,7 @@ use odac_agent::uplink::outbox::OutboxLimits;
 use odac_agent::uplink::removal_log::REMOVALS_FILE;
 use odac_agent::uplink::token::Token;
 use odac_agent::uplink::{Uplink, UplinkConfig};
+use odac_host::engine::FakeEngine;
 use odac_protocol::Inventory;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;

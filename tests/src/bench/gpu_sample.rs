@@ -6,12 +6,12 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use odac_agent::engine::EngineCapabilities;
-use odac_agent::inventory::{Assessment, scan};
 use odac_agent::telemetry::Collector;
 use odac_e2e::gpu_counters::{copy_fixture, set_amd};
 use odac_e2e::stack::fixture_host;
 use odac_e2e::{Error, Result};
+use odac_host::engine::EngineCapabilities;
+use odac_host::inventory::{Assessment, scan};
 
 use super::{Opts, Row, Table, Target, Unit};
 

@@ -10,11 +10,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use odac_agent::engine::EngineCapabilities;
-use odac_agent::inventory::{Assessment, inventory_hash, scan};
 use odac_e2e::poll::poll_every;
 use odac_e2e::stack::{Stack, fixture_host};
 use odac_e2e::{Error, Result};
+use odac_host::engine::EngineCapabilities;
+use odac_host::inventory::{Assessment, inventory_hash, scan};
 
 use super::{Opts, Row, Table, Target, Unit, docker_or_skip, production};
 

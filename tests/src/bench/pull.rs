@@ -8,10 +8,10 @@
 use std::process::Command;
 use std::time::Instant;
 
-use odac_agent::engine::{ContainerEngine, DockerEngine, RegistryAuth};
 use odac_e2e::image::ensure_sleeper_image;
 use odac_e2e::registry::Registry;
 use odac_e2e::{Error, Result};
+use odac_host::engine::{ContainerEngine, DockerEngine, RegistryAuth};
 
 use super::{Opts, Row, Table, Target, Unit, docker_or_skip, ms};
 

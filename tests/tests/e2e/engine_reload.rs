@@ -8,10 +8,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use odac_agent::engine::{EngineCapabilities, EngineEvent, FakeEngine};
 use odac_e2e::in_process::InProcessAgent;
 use odac_e2e::poll::poll;
 use odac_e2e::sim::Sim;
+use odac_host::engine::{EngineCapabilities, EngineEvent, FakeEngine};
 
 const TOKEN: &str = "tok-engine-reload-7Qp2";
 

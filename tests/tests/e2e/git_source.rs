@@ -9,12 +9,12 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use odac_agent::engine::test_image::BUSYBOX_TEST_IMAGE;
 use odac_e2e::docker::{RUN_LABEL, inspect};
 use odac_e2e::figures::{figure, secs};
 use odac_e2e::git_repo::{ImageCleanup, LocalRepo};
 use odac_e2e::require_docker;
 use odac_e2e::stack::{Stack, instance_name};
+use odac_host::engine::test_image::BUSYBOX_TEST_IMAGE;
 use serde_json::Value;
 
 const SCENARIO: &str = "git_source";

@@ -8,10 +8,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use odac_agent::engine::FakeEngine;
 use odac_e2e::in_process::InProcessAgent;
 use odac_e2e::poll::poll;
 use odac_e2e::sim::Sim;
+use odac_host::engine::FakeEngine;
 use serde_json::json;
 
 const TOKEN: &str = "tok-host-access-8Zr2";

@@ -6,10 +6,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use odac_agent::engine::{FakeEngine, Op};
 use odac_e2e::in_process::InProcessAgent;
 use odac_e2e::poll::poll;
 use odac_e2e::sim::Sim;
+use odac_host::engine::{FakeEngine, Op};
 use serde_json::json;
 
 const TOKEN: &str = "tok-in-process-3kX9";

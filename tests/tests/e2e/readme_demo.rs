@@ -37,7 +37,7 @@ struct Leftovers;
 impl Drop for Leftovers {
     fn drop(&mut self) {
         for app in [DEMO_APP, EXTRA] {
-            let name = odac_agent::appmgr::container::container_name(DEMO_INSTANCE, app);
+            let name = odac_host::names::container_name(DEMO_INSTANCE, app);
             let _ = Command::new("docker").args(["rm", "-f", &name]).output();
         }
     }

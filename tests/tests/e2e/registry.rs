@@ -18,11 +18,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use odac_agent::appmgr::{AppEvent, AppManager, AppManagerConfig, CrashLoopConfig};
-use odac_agent::engine::{DockerEngine, RegistryAuth};
 use odac_e2e::docker::{LabelCleanup, RUN_LABEL};
 use odac_e2e::image::ensure_sleeper_image;
 use odac_e2e::registry::Registry;
 use odac_e2e::require_docker;
+use odac_host::engine::{DockerEngine, RegistryAuth};
 use odac_protocol::{AppSpec, AppState, AppStatus, DesiredState, PullPolicy, Reason};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;

@@ -17,8 +17,6 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use odac_agent::engine::DockerEngine;
-use odac_agent::engine::test_image::{BUSYBOX_TEST_IMAGE, ensure_busybox_image};
 use odac_e2e::bins::{AGENT, bin};
 use odac_e2e::docker::{LabelCleanup, RUN_LABEL, TEST_LABEL, inspect};
 use odac_e2e::figures::{figure, secs};
@@ -26,6 +24,8 @@ use odac_e2e::poll::poll;
 use odac_e2e::require_docker;
 use odac_e2e::stack::Stack;
 use odac_e2e::systemd::{SystemdBox, agent_deb, ensure_image};
+use odac_host::engine::DockerEngine;
+use odac_host::engine::test_image::{BUSYBOX_TEST_IMAGE, ensure_busybox_image};
 use odac_simulator::release::{self, ReleaseInfo};
 
 const SCENARIO: &str = "systemd_self_update";

@@ -27,7 +27,6 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use odac_agent::engine::test_image::BUSYBOX_TEST_IMAGE;
 use odac_e2e::bins::{AGENT, bin};
 use odac_e2e::docker::{LabelCleanup, RUN_LABEL, TEST_LABEL, inspect};
 use odac_e2e::figures::{figure, secs};
@@ -35,6 +34,7 @@ use odac_e2e::poll::poll;
 use odac_e2e::require_docker;
 use odac_e2e::stack::Stack;
 use odac_e2e::systemd::{SystemdBox, agent_deb, ensure_image};
+use odac_host::engine::test_image::BUSYBOX_TEST_IMAGE;
 
 const SCENARIO: &str = "systemd_service";
 const UNIT: &str = "odac-agent";

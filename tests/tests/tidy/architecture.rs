@@ -1,5 +1,5 @@
 //! The architecture invariants of ARCHITECTURE.md that a reading of the source tree can check,
-//! without a build or an engine: only `agent/src/engine/` uses bollard, no product source file
+//! without a build or an engine: only `host/src/engine/` uses bollard, no product source file
 //! is over 450 lines, every source file is in the code map, no two modules of one folder import
 //! each other (directly or through a chain), every `.rs` file opens with a `//!` paragraph, and
 //! no paragraph of ARCHITECTURE.md is over 150 words. Each test names every offender, not just
@@ -87,11 +87,11 @@ fn sources(root: &Path) -> Vec<Source> {
 // ---------------------------------------------------------------- (a) bollard only in engine/
 
 #[test]
-fn only_agent_engine_uses_bollard() {
+fn only_host_engine_uses_bollard() {
     let root = workspace_root();
     let mut offenders = Vec::new();
     for src in sources(&root) {
-        if src.krate == "agent" && src.rel.starts_with("engine/") {
+        if src.krate == "host" && src.rel.starts_with("engine/") {
             continue;
         }
         let code = code_only(&src.text);
@@ -101,7 +101,7 @@ fn only_agent_engine_uses_bollard() {
             }
         }
     }
-    for krate in members(&root).into_iter().filter(|m| m != "agent") {
+    for krate in members(&root).into_iter().filter(|m| m != "host") {
         let manifest = fs::read_to_string(root.join(&krate).join("Cargo.toml")).unwrap();
         if manifest
             .lines()
@@ -112,7 +112,7 @@ fn only_agent_engine_uses_bollard() {
     }
     assert!(
         offenders.is_empty(),
-        "bollard used outside agent/src/engine/ (ARCHITECTURE.md: only engine/ imports bollard):\n  {}",
+        "bollard used outside host/src/engine/ (ARCHITECTURE.md: only engine/ imports bollard):\n  {}",
         offenders.join("\n  ")
     );
 }

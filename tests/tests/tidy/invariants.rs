@@ -1,10 +1,10 @@
 //! The architecture invariants of ARCHITECTURE.md that the manifests, the lock file and a
 //! reading of the source can check without a build: `odac-protocol` does no IO and depends on
 //! no async runtime, rustls has the `ring` provider only, the GPU decision reads nothing but
-//! its arguments, and the agent's domain types become the protocol's inventory in one file
-//! (`agent/src/inventory/wire.rs`); vendor facts come from the vendor table, never from
-//! comparisons of vendors; and every invariant there names the tests that check it,
-//! each of which exists. Each test names every offender, not just the first.
+//! its arguments, and the domain types of the agent and of `odac-host` become the protocol's
+//! inventory in one file (`host/src/inventory/wire.rs`); vendor facts come from the vendor
+//! table, never from comparisons of vendors; and every invariant there names the tests that
+//! check it, each of which exists. Each test names every offender, not just the first.
 
 use std::fs;
 
@@ -132,12 +132,12 @@ const IMPURE: &[&str] = &[
 
 #[test]
 fn the_gpu_decision_reads_nothing_but_its_arguments() {
-    let agent = workspace_root().join("agent");
-    let mut files = rust_files(&agent.join("src/gpu"));
-    files.push(agent.join("src/inventory/verdict.rs"));
+    let host = workspace_root().join("host");
+    let mut files = rust_files(&host.join("src/gpu"));
+    files.push(host.join("src/inventory/verdict.rs"));
     let mut bad = Vec::new();
     for p in &files {
-        let rel = p.strip_prefix(&agent).unwrap();
+        let rel = p.strip_prefix(&host).unwrap();
         let code = product_code(rel, &fs::read_to_string(p).unwrap());
         bad.extend(
             IMPURE
@@ -146,7 +146,7 @@ fn the_gpu_decision_reads_nothing_but_its_arguments() {
                 .map(|w| format!("{}: {w}", rel.display())),
         );
     }
-    assert!(files.len() > 3, "agent/src/gpu has its sources: {files:?}");
+    assert!(files.len() > 3, "host/src/gpu has its sources: {files:?}");
     assert!(bad.is_empty(), "the GPU decision is not pure: {bad:#?}");
 }
 
@@ -233,27 +233,36 @@ fn wire_literals(files: &[(String, String)]) -> Vec<(String, String)> {
 
 #[test]
 fn domain_types_become_the_wire_inventory_in_one_place() {
-    let agent = workspace_root().join("agent");
-    let files: Vec<(String, String)> = rust_files(&agent.join("src"))
-        .into_iter()
-        .map(|p| {
-            let text = fs::read_to_string(&p).unwrap();
-            let rel = p.strip_prefix(&agent).unwrap();
-            (rel.display().to_string(), product_code(rel, &text))
+    let root = workspace_root();
+    let files: Vec<(String, String)> = ["host", "agent"]
+        .iter()
+        .flat_map(|krate| {
+            let dir = root.join(krate);
+            rust_files(&dir.join("src")).into_iter().map(move |p| {
+                let text = fs::read_to_string(&p).unwrap();
+                let rel = p.strip_prefix(&dir).unwrap();
+                (
+                    format!("{krate}/{}", rel.display()),
+                    product_code(rel, &text),
+                )
+            })
         })
         .collect();
     let found = wire_literals(&files);
     let elsewhere: Vec<_> = found
         .iter()
-        .filter(|(f, _)| f != "src/inventory/wire.rs")
+        .filter(|(f, _)| f != "host/src/inventory/wire.rs")
         .collect();
     assert!(
         elsewhere.is_empty(),
-        "wire inventory types built outside inventory/wire.rs: {elsewhere:?}"
+        "wire inventory types built outside host/src/inventory/wire.rs: {elsewhere:?}"
     );
     assert!(
-        found.contains(&("src/inventory/wire.rs".to_owned(), "Inventory".to_owned())),
-        "inventory/wire.rs builds the Inventory: {found:?}"
+        found.contains(&(
+            "host/src/inventory/wire.rs".to_owned(),
+            "Inventory".to_owned()
+        )),
+        "host/src/inventory/wire.rs builds the Inventory: {found:?}"
     );
 }
 

@@ -11,10 +11,9 @@ use tokio::time::Instant;
 
 use super::super::clip::clip;
 use super::super::events::EventTx;
-use super::super::labels;
 use super::super::settings::BuildConfig;
 use super::git::{self, FetchRequest};
-use crate::engine::{BuildOutput, ContainerEngine, EngineError, ImageSummary};
+use odac_host::engine::{BuildOutput, ContainerEngine, EngineError, ImageSummary};
 
 /// Length of the commit prefix in image tags.
 pub const SHORT_COMMIT: usize = 12;
@@ -168,11 +167,14 @@ async fn fetch_source(req: &BuildRequest, events: &EventTx) -> Result<git::Fetch
 /// The labels of an image built for `req` from `commit`.
 fn image_labels(req: &BuildRequest, commit: &str, dockerfile: &str) -> BTreeMap<String, String> {
     let mut image_labels = req.extra_labels.clone();
-    image_labels.insert(labels::INSTANCE.into(), req.instance.clone());
-    image_labels.insert(labels::APP.into(), req.app.clone());
-    image_labels.insert(labels::GIT_COMMIT.into(), commit.to_owned());
-    image_labels.insert(labels::GIT_URL.into(), req.source.display_url());
-    image_labels.insert(labels::GIT_DOCKERFILE.into(), dockerfile.to_owned());
+    image_labels.insert(odac_host::names::INSTANCE.into(), req.instance.clone());
+    image_labels.insert(odac_host::names::APP.into(), req.app.clone());
+    image_labels.insert(odac_host::names::GIT_COMMIT.into(), commit.to_owned());
+    image_labels.insert(odac_host::names::GIT_URL.into(), req.source.display_url());
+    image_labels.insert(
+        odac_host::names::GIT_DOCKERFILE.into(),
+        dockerfile.to_owned(),
+    );
     image_labels
 }
 
@@ -209,9 +211,9 @@ async fn build_image(
 
 /// Whether `image` is one of this app's, made by this manager instance.
 fn ours(req: &BuildRequest, image: &ImageSummary) -> bool {
-    image.labels.get(labels::INSTANCE) == Some(&req.instance)
-        && image.labels.get(labels::APP) == Some(&req.app)
-        && image.labels.contains_key(labels::GIT_COMMIT)
+    image.labels.get(odac_host::names::INSTANCE) == Some(&req.instance)
+        && image.labels.get(odac_host::names::APP) == Some(&req.app)
+        && image.labels.contains_key(odac_host::names::GIT_COMMIT)
 }
 
 /// An image of this app already built from `commit` with the same Dockerfile and tag.
@@ -222,11 +224,14 @@ async fn reusable(
     tag: &str,
     dockerfile: &str,
 ) -> Option<ImageSummary> {
-    let filter = format!("{}={commit}", labels::GIT_COMMIT);
+    let filter = format!("{}={commit}", odac_host::names::GIT_COMMIT);
     let images = engine.list_images_by_label(&filter).await.ok()?;
     images.into_iter().find(|i| {
         ours(req, i)
-            && i.labels.get(labels::GIT_DOCKERFILE).map(String::as_str) == Some(dockerfile)
+            && i.labels
+                .get(odac_host::names::GIT_DOCKERFILE)
+                .map(String::as_str)
+                == Some(dockerfile)
             && i.tags.iter().any(|t| t == tag)
     })
 }
@@ -239,7 +244,7 @@ pub(crate) async fn prune(
     events: &EventTx,
     newest_id: &str,
 ) {
-    let filter = format!("{}={}", labels::APP, req.app);
+    let filter = format!("{}={}", odac_host::names::APP, req.app);
     let images = match engine.list_images_by_label(&filter).await {
         Ok(images) => images,
         Err(e) => {

@@ -23,7 +23,7 @@ pub use job::{BuildFailure, BuildRequest, Built, image_tag};
 
 use super::events::EventTx;
 use super::jobs::{Jobs, Polled};
-use crate::engine::ContainerEngine;
+use odac_host::engine::ContainerEngine;
 
 /// What a build is for: the app's spec hash and restart token. A new token fetches again.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 //! app at its last status with `last_error` starting `engine_unavailable: `, and the loop
 //! retries with an exponential backoff (1 s to 30 s, jittered) until the engine answers.
 
-use crate::lock::lock;
+use odac_host::lock::lock;
 use std::time::Duration;
 
 use backon::ExponentialBackoff;

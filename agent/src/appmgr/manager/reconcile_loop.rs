@@ -3,7 +3,7 @@
 //! every `apps.backstop_secs` while the event stream is up and every poll interval while it
 //! is down; engine outages retried with backoff. The watch runs beside the loop.
 
-use crate::lock::lock;
+use odac_host::lock::lock;
 use std::time::Duration;
 
 use tokio::time::Instant;

@@ -15,7 +15,7 @@ use crate::appmgr::build::{BuildFailure, BuildKey};
 use crate::appmgr::labels::Identity;
 use crate::appmgr::pull::PullKey;
 use crate::appmgr::settings::CrashLoopConfig;
-use crate::engine::{FakeEngine, Op};
+use odac_host::engine::{FakeEngine, Op};
 
 fn open(fake: &Arc<FakeEngine>, dir: &Path) -> AppManager {
     let config = AppManagerConfig {

@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used)]
 
 use super::*;
-use crate::gpu_health::classify;
+use odac_host::gpu_health::classify;
 
 fn xid79() -> GpuKernelEvent {
     classify("NVRM: Xid (PCI:0000:0f:00): 79, GPU has fallen off the bus.").unwrap()

@@ -1,10 +1,10 @@
-//! Exec sessions (`odac app exec`, `odac app shell`): an `exec_request` on the main link is
-//! refused there at once (`exec_refused`: disabled, busy, a user the policy does not allow) or
-//! served by its own task, which dials the session's socket with the request's ticket
-//! ([`super::Dialer::dial_exec`]), checks that the app's container is this agent's own and
-//! running (else `exit` with `not_found` or `forbidden`), starts the command through the engine
-//! ([`crate::engine::ContainerEngine::exec`]) and pumps its bytes ([`pump`]) under the bounds of
-//! `[exec]` ([`config`]). Each session's start and end is audited ([`audit`]).
+//! Exec sessions (`odac app exec`, `odac app shell`): an `exec_request` on the main link is refused
+//! there at once (`exec_refused`: disabled, busy, a user the policy does not allow) or served by
+//! its own task, which dials the session's socket with the request's ticket
+//! ([`super::Dialer::dial_exec`]), checks that the app's container is this agent's own and running
+//! (else `exit` with `not_found` or `forbidden`), starts the command through the engine
+//! ([`odac_host::engine::ContainerEngine::exec`]) and pumps its bytes ([`pump`]) under the bounds
+//! of `[exec]` ([`config`]). Each session's start and end is audited ([`audit`]).
 
 pub mod audit;
 pub mod config;
@@ -22,11 +22,10 @@ use tracing::warn;
 
 use super::EventSink;
 use super::connect::Dialer;
-use crate::appmgr::container::container_name;
-use crate::appmgr::labels;
-use crate::engine::{ContainerEngine, EngineError, ExecSpec};
 use audit::Ending;
 pub use config::ExecConfig;
+use odac_host::engine::{ContainerEngine, EngineError, ExecSpec};
+use odac_host::names::container_name;
 
 /// Serves exec sessions for one agent (across main-link sessions).
 pub struct ExecService {
@@ -211,9 +210,9 @@ impl ExecService {
             }
         };
         let label = |k: &str| details.labels.get(k).map(String::as_str);
-        let ours = label(labels::INSTANCE) == Some(self.instance.as_str())
-            && label(labels::APP) == Some(app)
-            && label(labels::OWNER).is_none_or(|o| o == self.agent_id);
+        let ours = label(odac_host::names::INSTANCE) == Some(self.instance.as_str())
+            && label(odac_host::names::APP) == Some(app)
+            && label(odac_host::names::OWNER).is_none_or(|o| o == self.agent_id);
         if !ours {
             return Err(end(
                 ExecEndReason::Forbidden,

@@ -28,8 +28,8 @@ use tracing::debug;
 
 use super::audit::Ending;
 use super::config::ExecConfig;
-use crate::engine::{ExecChunk, ExecControl, ExecInput, ExecProcess};
-use crate::lock::lock;
+use odac_host::engine::{ExecChunk, ExecControl, ExecInput, ExecProcess};
+use odac_host::lock::lock;
 
 /// How long the end of a session waits for its last frames to go out.
 const CLOSE_WAIT: Duration = Duration::from_secs(2);

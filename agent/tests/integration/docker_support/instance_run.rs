@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use odac_agent::appmgr::{AppManager, AppManagerConfig, CrashLoopConfig, labels};
-use odac_agent::engine::{ContainerEngine, DockerEngine};
+use odac_agent::appmgr::{AppManager, AppManagerConfig, CrashLoopConfig};
+use odac_host::engine::{ContainerEngine, DockerEngine};
 
 use super::{engine_with_test_image, unique_suffix};
 
@@ -57,7 +57,7 @@ impl InstanceRun {
 
     /// Removes every container of this instance.
     pub async fn clean_up(&self) {
-        let filter = format!("{}={}", labels::INSTANCE, self.instance);
+        let filter = format!("{}={}", odac_host::names::INSTANCE, self.instance);
         for c in self.engine.list_by_label(&filter).await.unwrap_or_default() {
             let _ = self.engine.remove(&c.id, true).await;
         }

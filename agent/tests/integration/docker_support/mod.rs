@@ -13,8 +13,8 @@ use std::panic::AssertUnwindSafe;
 use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
-use odac_agent::engine::test_image::{BUSYBOX_TEST_IMAGE, ensure_busybox_image};
-use odac_agent::engine::{ContainerEngine, DockerEngine, probe_capabilities};
+use odac_host::engine::test_image::{BUSYBOX_TEST_IMAGE, ensure_busybox_image};
+use odac_host::engine::{ContainerEngine, DockerEngine, probe_capabilities};
 
 /// Whether the developer opted out of tests whose counterpart is missing: `ODAC_ALLOW_SKIP=1`
 /// (and not `ODAC_REQUIRE_DOCKER=1`, which CI sets).

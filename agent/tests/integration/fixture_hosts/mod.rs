@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use odac_agent::cli::inventory::engine_from_info_file;
-use odac_agent::engine::EngineCapabilities;
-use odac_agent::inventory::{Assessment, scan};
+use odac_host::engine::EngineCapabilities;
+use odac_host::inventory::{Assessment, scan};
 
 /// The GPU intents every fixture is resolved with (one per vendor, auto, optional, too many).
 pub const INTENTS: &[&str] = &[

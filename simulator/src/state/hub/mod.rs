@@ -18,7 +18,7 @@ mod sessions;
 #[cfg(test)]
 mod tests;
 
-use odac_agent::lock::lock;
+use odac_host::lock::lock;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use odac_agent::lock::lock;
+use odac_host::lock::lock;
 
 use super::Hub;
 use crate::error::SimError;

@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use odac_agent::lock::lock;
+use odac_host::lock::lock;
 
 use super::Hub;
 use super::mutations::resolve_host;

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use odac_agent::lock::lock;
+use odac_host::lock::lock;
 use odac_protocol::{AppSpec, AppStatus, EventLevel, Hello, Inventory};
 
 use super::{Hub, to_value};

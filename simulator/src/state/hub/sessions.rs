@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use odac_agent::lock::lock;
+use odac_host::lock::lock;
 use odac_protocol::EventLevel;
 use tokio::sync::mpsc;
 

@@ -15,13 +15,13 @@ const MAX_READ_BYTES: u64 = 256 * 1024;
 
 /// Reads host paths under a root and collects what went wrong along the way.
 #[derive(Debug)]
-pub(crate) struct Reader {
+pub struct Reader {
     root: PathBuf,
     problems: Vec<ScanProblem>,
 }
 
 impl Reader {
-    pub(crate) fn new(root: &Path) -> Self {
+    pub fn new(root: &Path) -> Self {
         Self {
             root: root.to_path_buf(),
             problems: Vec::new(),
@@ -29,24 +29,24 @@ impl Reader {
     }
 
     /// The problems recorded so far, handed over at the end of the scan.
-    pub(crate) fn into_problems(self) -> Vec<ScanProblem> {
+    pub fn into_problems(self) -> Vec<ScanProblem> {
         self.problems
     }
 
     /// A host path (`/sys/...` or `sys/...`) joined under the root.
-    pub(crate) fn host(&self, host_path: &str) -> PathBuf {
+    pub fn host(&self, host_path: &str) -> PathBuf {
         self.root.join(host_path.trim_start_matches('/'))
     }
 
     /// The host path of a path under the root, for messages (`/sys/...`).
-    pub(crate) fn display(&self, path: &Path) -> String {
+    pub fn display(&self, path: &Path) -> String {
         match path.strip_prefix(&self.root) {
             Ok(rel) => format!("/{}", rel.display()),
             Err(_) => path.display().to_string(),
         }
     }
 
-    pub(crate) fn problem(&mut self, path: &Path, problem: impl Into<String>) {
+    pub fn problem(&mut self, path: &Path, problem: impl Into<String>) {
         let path = self.display(path);
         self.problems.push(ScanProblem {
             path,
@@ -65,14 +65,14 @@ impl Reader {
     }
 
     /// Whether anything (file, dir, symlink, even a dangling one) sits at this path.
-    pub(crate) fn exists(&self, path: &Path) -> bool {
+    pub fn exists(&self, path: &Path) -> bool {
         fs::symlink_metadata(path).is_ok()
     }
 
     /// File contents as text, trimmed. Missing → `None` silently; a broken symlink, a
     /// directory, an unreadable file → `None` plus a problem. Bytes that are not UTF-8 are
     /// replaced and recorded as a problem.
-    pub(crate) fn text(&mut self, path: &Path) -> Option<String> {
+    pub fn text(&mut self, path: &Path) -> Option<String> {
         let bytes = self.bytes(path)?;
         match String::from_utf8(bytes) {
             Ok(text) => Some(text.trim().to_owned()),
@@ -109,7 +109,7 @@ impl Reader {
 
     /// The last component of a symlink's target (`driver` → `nvidia`), even when the target
     /// does not exist. Missing → `None`; not a symlink → `None` plus a problem.
-    pub(crate) fn link_name(&mut self, path: &Path) -> Option<String> {
+    pub fn link_name(&mut self, path: &Path) -> Option<String> {
         match fs::read_link(path) {
             Ok(target) => {
                 let name = target.file_name()?.to_str();
@@ -128,7 +128,7 @@ impl Reader {
 
     /// The path with every symlink resolved. Missing → `None`; a dangling symlink → `None`
     /// plus a problem.
-    pub(crate) fn canonical(&mut self, path: &Path) -> Option<PathBuf> {
+    pub fn canonical(&mut self, path: &Path) -> Option<PathBuf> {
         match fs::canonicalize(path) {
             Ok(path) => Some(path),
             Err(err) if err.kind() == ErrorKind::NotFound && !self.exists(path) => None,
@@ -141,7 +141,7 @@ impl Reader {
 
     /// Directory entries as `(name, path)`, sorted by name. Missing → empty; not a directory
     /// or unreadable → empty plus a problem; names that are not UTF-8 are skipped and recorded.
-    pub(crate) fn entries(&mut self, dir: &Path) -> Vec<(String, PathBuf)> {
+    pub fn entries(&mut self, dir: &Path) -> Vec<(String, PathBuf)> {
         let iter = match fs::read_dir(dir) {
             Ok(iter) => iter,
             Err(err) if err.kind() == ErrorKind::NotFound && !self.exists(dir) => {
@@ -169,7 +169,7 @@ impl Reader {
     /// Stat a device node by its host path (`/dev/dri/renderD128`). The returned node keeps
     /// the host path; `present` says whether anything is there, and owner GID and mode come
     /// from the file itself (a dangling symlink counts as absent, with a problem).
-    pub(crate) fn node(&mut self, host_path: &str) -> DeviceNode {
+    pub fn node(&mut self, host_path: &str) -> DeviceNode {
         let path = self.host(host_path);
         let mut node = DeviceNode {
             path: host_path.to_owned(),
@@ -193,7 +193,7 @@ impl Reader {
 }
 
 /// Parse `0x10de`, `10de` or `0x30200` as hexadecimal.
-pub(crate) fn parse_hex(text: &str) -> Option<u32> {
+pub fn parse_hex(text: &str) -> Option<u32> {
     let text = text.trim();
     let digits = text
         .strip_prefix("0x")
@@ -206,7 +206,7 @@ pub(crate) fn parse_hex(text: &str) -> Option<u32> {
 }
 
 /// `KEY=value` lines (uevent files) → the value of one key.
-pub(crate) fn uevent_value<'a>(uevent: &'a str, key: &str) -> Option<&'a str> {
+pub fn uevent_value<'a>(uevent: &'a str, key: &str) -> Option<&'a str> {
     uevent.lines().find_map(|line| {
         let (k, v) = line.split_once('=')?;
         (k.trim() == key).then(|| v.trim())
@@ -215,7 +215,7 @@ pub(crate) fn uevent_value<'a>(uevent: &'a str, key: &str) -> Option<&'a str> {
 
 /// `Key: value` lines (procfs `information`) → the value of one key, split on the first `:`
 /// and trimmed, so tab- and space-aligned variants read the same.
-pub(crate) fn colon_value<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+pub fn colon_value<'a>(text: &'a str, key: &str) -> Option<&'a str> {
     text.lines().find_map(|line| {
         let (k, v) = line.split_once(':')?;
         (k.trim() == key).then(|| v.trim())
@@ -223,7 +223,7 @@ pub(crate) fn colon_value<'a>(text: &'a str, key: &str) -> Option<&'a str> {
 }
 
 /// `key value` lines (kfd `properties`) → the value of one key.
-pub(crate) fn space_value<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+pub fn space_value<'a>(text: &'a str, key: &str) -> Option<&'a str> {
     text.lines().find_map(|line| {
         let mut parts = line.split_whitespace();
         (parts.next()? == key).then(|| parts.next()).flatten()
@@ -231,7 +231,7 @@ pub(crate) fn space_value<'a>(text: &'a str, key: &str) -> Option<&'a str> {
 }
 
 /// Whether a name is a PCI address `dddd:bb:dd.f`.
-pub(crate) fn is_pci_address(name: &str) -> bool {
+pub fn is_pci_address(name: &str) -> bool {
     let b = name.as_bytes();
     b.len() == 12
         && b[4] == b':'

@@ -1,6 +1,6 @@
 //! Domain types of the engine seam: what the app manager asks for ([`ContainerSpec`]) and what
 //! it reads back ([`ContainerDetails`], [`ContainerSummary`]). No bollard type appears here, so
-//! the rest of the agent and the fake engine do not depend on the Docker client.
+//! the rest of the workspace and the fake engine do not depend on the Docker client.
 
 use std::collections::BTreeMap;
 

@@ -18,6 +18,9 @@ use rustls::{ClientConfig, RootCertStore};
 use rustls_pki_types::{CertificateDer, ServerName};
 use tokio::io::{AsyncRead, AsyncWrite};
 
+/// The `User-Agent` of every request (the simulator's registry check too, as before).
+const USER_AGENT: &str = concat!("odac-agent/", env!("CARGO_PKG_VERSION"));
+
 /// A failed exchange: where, and why (never a credential).
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {
@@ -292,10 +295,8 @@ where
         .method(request.method)
         .uri(target.path_and_query.as_str())
         .header(hyper::header::HOST, target.authority.as_str())
-        .header(
-            hyper::header::USER_AGENT,
-            format!("odac-agent/{}", crate::AGENT_VERSION),
-        )
+        // the workspace shares one version: this is the agent's
+        .header(hyper::header::USER_AGENT, USER_AGENT)
         .header(hyper::header::CONNECTION, "close");
     for (name, value) in request.headers {
         // The value is not echoed: it may be a credential.

@@ -261,7 +261,7 @@ pub(crate) fn summary(s: BollardSummary) -> ContainerSummary {
 /// `odac_agent_engine_errors_total`.
 pub(crate) fn map_error(err: BollardError) -> EngineError {
     let mapped = map_bollard_error(err);
-    crate::metrics::events::engine_error(mapped.kind());
+    super::error_counts::count(mapped.kind());
     mapped
 }
 

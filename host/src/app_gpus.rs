@@ -54,9 +54,19 @@ mod tests {
 
     fn gpu(vendor: Vendor, id: &str, render: &str, uuid: Option<&str>) -> GpuInfo {
         GpuInfo {
+            vendor,
+            pci_address: id.into(),
+            vendor_id: String::new(),
+            device_id: String::new(),
+            model: String::new(),
+            driver: Some("any".into()),
+            driver_version: None,
+            vram_bytes: None,
+            card_node: None,
             render_node: Some(render.into()),
             uuid: uuid.map(str::to_owned),
-            ..crate::telemetry::test_gpu(vendor, id, "any")
+            passable: true,
+            health: None,
         }
     }
 

@@ -1,4 +1,4 @@
-//! The container engine seam. This is the only module of the agent that imports bollard:
+//! The container engine seam. This is the only module of the workspace that imports bollard:
 //! everything else talks to the [`ContainerEngine`] trait, its domain types
 //! ([`ContainerSpec`], [`ContainerDetails`], ...) and [`EngineError`], and reads
 //! [`EngineCapabilities`]. [`DockerEngine`] is the real implementation. Behind the
@@ -16,6 +16,7 @@ mod docker_logs;
 mod docker_ops;
 mod docker_pull;
 mod error;
+pub mod error_counts;
 mod events;
 mod exec;
 #[cfg(any(test, feature = "test-support"))]

@@ -5,7 +5,7 @@
 //! vendor whether a GPU can be passed into a container and how; an [`Assessment`] bundles
 //! both with the engine's capabilities and is what the app manager allocates from. The wire
 //! conversion ([`wire`]), the change hash ([`change`]), the `inventory` table ([`report`])
-//! and the `doctor` checks ([`doctor`]) build on it; the commands live in `crate::cli`.
+//! and the `doctor` checks ([`doctor`]) build on it; the commands live in the agent's `cli`.
 
 mod amd;
 pub mod assess;
@@ -14,7 +14,7 @@ pub mod change;
 pub mod cuda;
 pub mod details;
 pub mod doctor;
-pub(crate) mod fsread;
+pub mod fsread;
 mod host;
 pub mod model;
 mod nvidia;
