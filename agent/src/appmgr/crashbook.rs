@@ -15,7 +15,7 @@ use super::crashloop::CrashGuard;
 use super::diagnosis::{LastExit, instant_of, wall_ms_of};
 use super::error::StoreError;
 use super::pass::AppMemory;
-use super::store::{off_the_executor, write_atomic};
+use super::state::store::{off_the_executor, write_atomic};
 
 /// File name of the crash bookkeeping.
 pub const CRASHES_FILE: &str = "crashes.json";

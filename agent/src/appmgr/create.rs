@@ -10,7 +10,7 @@ use odac_protocol::Compute;
 use odac_protocol::{AppSpec, AppStatus, Fallback, FallbackTier, Mechanism, Reason};
 
 use super::build::Built;
-use super::clip::clip;
+use super::state::clip::clip;
 use super::container::{self, container_spec};
 use super::crashloop::CrashGuard;
 use super::diagnosis;

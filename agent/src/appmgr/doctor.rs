@@ -15,7 +15,7 @@ use super::image_gc::{DataRoot, read_root};
 use super::local::{Target, engine_view};
 use super::ownership::{Conflict, conflicts};
 use super::pull_disk::free_bytes;
-use super::store::DESIRED_FILE;
+use super::state::store::DESIRED_FILE;
 use super::watch::StreamReport;
 use crate::engine::DockerEngine;
 use crate::identity::AGENT_ID_FILE;

@@ -4,7 +4,7 @@
 
 use odac_protocol::{AppSpec, AppState, AppStatus, Attached, FallbackTier, Reason};
 
-use super::clip::clip;
+use super::state::clip::clip;
 use super::crashbook;
 use super::crashloop::CrashGuard;
 use super::diagnosis::{self, LastExit};

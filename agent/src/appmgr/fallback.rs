@@ -10,7 +10,7 @@
 
 use odac_protocol::{Fallback, FallbackTier, Reason};
 
-use super::clip::clip;
+use super::state::clip::clip;
 use super::labels;
 use crate::engine::{ContainerEngine, ContainerSpec, EngineError};
 

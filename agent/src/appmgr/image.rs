@@ -5,7 +5,7 @@
 
 use odac_protocol::{AppSpec, AppState, AppStatus, ImageFailure, PullPolicy, Reason};
 
-use super::clip::clip;
+use super::state::clip::clip;
 use super::labels::Identity;
 use super::pass::{AppMemory, Pass};
 use super::pull::{PullKey, PullPoll};

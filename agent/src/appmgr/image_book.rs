@@ -10,7 +10,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::store::{off_the_executor, write_atomic};
+use super::state::store::{off_the_executor, write_atomic};
 
 /// The file in the state directory.
 pub const IMAGES_FILE: &str = "images.json";

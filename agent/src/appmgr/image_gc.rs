@@ -21,7 +21,7 @@ use odac_protocol::AppStatus;
 use tokio::time::Instant;
 
 use super::diagnosis::wall_ms;
-use super::events::{EventTx, ImageRemoved, RemovalReason};
+use super::state::events::{EventTx, ImageRemoved, RemovalReason};
 use super::image_book::{self, Book, Kept, Origin};
 use super::labels;
 use super::pass::Pass;

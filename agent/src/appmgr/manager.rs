@@ -26,7 +26,7 @@ use tokio::sync::{Notify, broadcast};
 
 use super::build::Builds;
 use super::error::AppMgrError;
-use super::events::{AppEvent, EventTx};
+use super::state::events::{AppEvent, EventTx};
 use super::facts::Facts;
 use super::host::HostSource;
 use super::pull::Pulls;
@@ -34,7 +34,7 @@ use super::reconcile::{PassInput, Reconciler};
 use super::registry_auth::Credentials;
 use super::removal::Removals;
 use super::settings::AppManagerConfig;
-use super::store::Store;
+use super::state::store::Store;
 use super::watch::Watch;
 use crate::engine::ContainerEngine;
 use crate::inventory::Assessment;

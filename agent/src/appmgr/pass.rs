@@ -14,10 +14,10 @@ use tokio::time::Instant;
 
 use super::binds::HostUse;
 use super::build::Builds;
-use super::clip::clip;
+use super::state::clip::clip;
 use super::crashloop::CrashGuard;
 use super::diagnosis::{LastExit, wall_ms_of};
-use super::events::EventTx;
+use super::state::events::EventTx;
 use super::labels::{self, Identity};
 use super::pull::Pulls;
 use super::refusals::Refusals;

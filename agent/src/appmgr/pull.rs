@@ -28,8 +28,8 @@ use tokio::sync::Notify;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
-use super::clip::{clip, redact};
-use super::events::EventTx;
+use super::state::clip::{clip, redact};
+use super::state::events::EventTx;
 use super::jobs::{Jobs, Polled};
 use super::pull_disk;
 use super::registry_auth::Credentials;

@@ -50,7 +50,7 @@ use super::binds::desired_uses;
 use super::build::Builds;
 use super::crashbook;
 use super::crashloop::CrashGuard;
-use super::events::EventTx;
+use super::state::events::EventTx;
 use super::facts::Facts;
 use super::host::HostSource;
 use super::image::ImageReady;

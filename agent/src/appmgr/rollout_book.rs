@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use super::labels::Identity;
-use super::store::{off_the_executor, write_atomic};
+use super::state::store::{off_the_executor, write_atomic};
 
 /// File name of the rollout records.
 pub const ROLLOUTS_FILE: &str = "rollouts.json";

@@ -9,7 +9,7 @@
 use odac_protocol::{AppSpec, AppState, AppStatus, ImageFailure, Reason};
 
 use super::build::{BuildKey, BuildRequest, Built, Poll};
-use super::clip::clip;
+use super::state::clip::clip;
 use super::labels::Identity;
 use super::pass::{AppMemory, Pass};
 use crate::engine::EngineError;

@@ -12,7 +12,7 @@ use super::output::{EXIT_CONFIG, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, emit, fail};
 use super::table::{print, render_with_engine};
 use crate::appmgr::labels;
 use crate::appmgr::local::engine_view;
-use crate::appmgr::store::Store;
+use crate::appmgr::state::store::Store;
 use crate::cli::target::TargetArgs;
 use crate::engine::ContainerSummary;
 use crate::instance_lock::InstanceLock;

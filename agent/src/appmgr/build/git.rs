@@ -302,9 +302,9 @@ async fn fetch_in(req: &FetchRequest<'_>) -> Result<Fetched, GitError> {
     clear_dir(req.dir)?;
     // builds/ and the checkout are the agent's only (mode 0700): git may keep credentials there
     if let Some(parent) = req.dir.parent() {
-        crate::appmgr::store::private_dir(parent).map_err(io_error(parent))?;
+        crate::appmgr::state::store::private_dir(parent).map_err(io_error(parent))?;
     }
-    crate::appmgr::store::private_dir(req.dir).map_err(io_error(req.dir))?;
+    crate::appmgr::state::store::private_dir(req.dir).map_err(io_error(req.dir))?;
     let dir = req.dir.to_string_lossy().into_owned();
     let commit = fetch_commit(req, &dir).await?;
     let context = pack(req, &dir, &commit).await?;

@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use odac_protocol::GitSource;
 use tokio::time::Instant;
 
-use super::super::clip::clip;
-use super::super::events::EventTx;
+use super::super::state::clip::clip;
+use super::super::state::events::EventTx;
 use super::super::labels;
 use super::super::settings::BuildConfig;
 use super::git::{self, FetchRequest};

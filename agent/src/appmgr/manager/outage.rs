@@ -10,7 +10,7 @@ use odac_protocol::{AppState, AppStatus, DesiredState, Reason};
 use tokio::time::Instant;
 
 use super::{AppManager, d_generation};
-use crate::appmgr::clip::clip;
+use crate::appmgr::state::clip::clip;
 use crate::appmgr::watch::engine_backoff;
 
 /// An engine outage under way: why, and when to try again.

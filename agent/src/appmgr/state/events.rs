@@ -1,7 +1,7 @@
 //! Diagnostic events of the app manager: build progress and failures of git-sourced apps and
 //! every GPU fallback decision, containers the kernel's OOM killer ended, and images the
 //! clean-up removed ([`ImageRemoved`]). They are logged here and broadcast to subscribers
-//! ([`AppManager::subscribe_events`](super::AppManager::subscribe_events)); `run.rs` forwards
+//! ([`AppManager::subscribe_events`](crate::appmgr::AppManager::subscribe_events)); `run.rs` forwards
 //! them to the control plane as `event` messages. A subscriber that lags loses events; nothing
 //! here blocks the reconcile loop.
 
@@ -20,7 +20,7 @@ pub struct AppEvent {
     pub app: Option<String>,
     /// What happened (never carries a secret).
     pub message: String,
-    /// An image the agent removed ([`image_gc`](super::image_gc)), for the `event` message's
+    /// An image the agent removed ([`image_gc`](crate::appmgr::image_gc)), for the `event` message's
     /// `image_removed` part.
     pub image_removed: Option<ImageRemoved>,
 }

@@ -14,7 +14,7 @@ use odac_protocol::{AppStatus, DesiredState};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::error::StoreError;
+use crate::appmgr::error::StoreError;
 
 /// File name of the desired state.
 pub const DESIRED_FILE: &str = "desired.json";
