@@ -11,8 +11,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use super::crashloop::CrashGuard;
-use super::diagnosis::{LastExit, instant_of, wall_ms_of};
+use super::crash::crashloop::CrashGuard;
+use super::crash::diagnosis::{LastExit, instant_of, wall_ms_of};
 use super::error::StoreError;
 use super::pass::AppMemory;
 use super::state::store::{off_the_executor, write_atomic};

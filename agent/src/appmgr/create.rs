@@ -12,8 +12,8 @@ use odac_protocol::{AppSpec, AppStatus, Fallback, FallbackTier, Mechanism, Reaso
 use super::build::Built;
 use super::state::clip::clip;
 use super::container::{self, container_spec};
-use super::crashloop::CrashGuard;
-use super::diagnosis;
+use super::crash::crashloop::CrashGuard;
+use super::crash::diagnosis;
 use super::fallback::{StartOutcome, run_on_cpu, start_plain, start_with_gpu_fallback};
 use super::hand_over::temporary_name;
 use super::image::ImageReady;

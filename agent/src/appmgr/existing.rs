@@ -1,13 +1,13 @@
 //! An up-to-date container in a pass: its state, the devices attached to it, the image it
 //! runs, and the crash-loop restarts when it exited (unless its restart policy makes the exit
-//! final, [`diagnosis`](super::diagnosis)).
+//! final, [`diagnosis`](super::crash::diagnosis)).
 
 use odac_protocol::{AppSpec, AppState, AppStatus, Attached, FallbackTier, Reason};
 
 use super::state::clip::clip;
 use super::crashbook;
-use super::crashloop::CrashGuard;
-use super::diagnosis::{self, LastExit};
+use super::crash::crashloop::CrashGuard;
+use super::crash::diagnosis::{self, LastExit};
 use super::fallback::is_device_refusal;
 use super::labels::{self, Identity};
 use super::pass::{AppMemory, Pass};

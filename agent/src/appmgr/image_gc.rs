@@ -20,7 +20,7 @@ use std::time::Duration;
 use odac_protocol::AppStatus;
 use tokio::time::Instant;
 
-use super::diagnosis::wall_ms;
+use super::crash::diagnosis::wall_ms;
 use super::state::events::{EventTx, ImageRemoved, RemovalReason};
 use super::image_book::{self, Book, Kept, Origin};
 use super::labels;

@@ -17,7 +17,7 @@
 //!   the plan changes, so nothing churns. Other failures are retried with the crash-loop
 //!   backoff.
 //! - A container that exited is restarted after the crash-loop backoff, unless its restart
-//!   policy makes the exit final ([`diagnosis`](super::diagnosis)); the exit is read once, with
+//!   policy makes the exit final ([`diagnosis`](super::crash::diagnosis)); the exit is read once, with
 //!   the tail of its output, and the crash counters are kept in the state directory
 //!   ([`crashbook`](super::crashbook)).
 //! - An app with a git source gets its image from a background build first
@@ -49,7 +49,7 @@ use tokio::time::Instant;
 use super::binds::desired_uses;
 use super::build::Builds;
 use super::crashbook;
-use super::crashloop::CrashGuard;
+use super::crash::crashloop::CrashGuard;
 use super::state::events::EventTx;
 use super::facts::Facts;
 use super::host::HostSource;

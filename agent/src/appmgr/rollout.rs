@@ -21,7 +21,7 @@ use odac_protocol::{
 };
 use tokio::time::Instant;
 
-use super::diagnosis::{self, instant_of, wall_ms};
+use super::crash::diagnosis::{self, instant_of, wall_ms};
 use super::labels::Identity;
 use super::pass::{AppMemory, HandOver, Pass};
 use super::rollout_book::{Failed, Good, Pending, Record, recreates};

@@ -30,7 +30,7 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::diagnosis::wall_ms;
+use super::crash::diagnosis::wall_ms;
 use super::labels;
 use crate::engine::{ContainerEngine, EngineEvent, EventFilter, EventKind};
 use crate::lock::lock;

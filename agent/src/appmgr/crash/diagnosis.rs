@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use super::crashloop::CrashGuard;
-use super::settings::AppManagerConfig;
+use crate::appmgr::settings::AppManagerConfig;
 use crate::engine::{
     ContainerDetails, ContainerEngine, ContainerState, EngineError, HealthProbe, LogRotation,
     tail::cut_tail,

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::settings::CrashLoopConfig;
+use crate::appmgr::settings::CrashLoopConfig;
 
 /// Per-app crash bookkeeping.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
