@@ -2,11 +2,11 @@
 //! devices, binds), whether its `update.order` can work on this host (`start_first` needs
 //! no host port and its GPUs twice among the host's), then its
 //! host binds against the writable binds of every container of the engine and of the other
-//! desired apps ([`binds::conflicts`](super::binds::conflicts)), read once per pass.
+//! desired apps ([`binds::conflicts`](super::policy::binds::conflicts)), read once per pass.
 
 use odac_protocol::AppSpec;
 
-use super::binds::{HostUse, conflicts, uses_of};
+use super::policy::binds::{HostUse, conflicts, uses_of};
 use super::error::PolicyViolation;
 use super::pass::Pass;
 use super::policy::{self, Admitted};

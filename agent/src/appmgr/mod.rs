@@ -15,7 +15,6 @@
 //! table of [`build`] and `pull`), [`build`] (apps built from git sources), [`clip`], [`events`] (diagnostic events), [`local`] (which agent set `apply` and `status` work on), [`watch`] (the engine's event stream driving the loop), and [`doctor`] (`doctor` with the ownership checks).
 
 mod admit;
-pub mod binds;
 pub mod build;
 pub mod container;
 pub mod crash;
@@ -35,7 +34,6 @@ mod jobs;
 pub mod labels;
 pub mod local;
 mod manager;
-pub mod ownership;
 mod pass;
 pub mod policy;
 mod pull;

@@ -12,7 +12,7 @@ use std::time::Duration;
 use odac_protocol::{AppSpec, AppState, AppStatus, Fallback, GpuStatus, ImageFailure};
 use tokio::time::Instant;
 
-use super::binds::HostUse;
+use super::policy::binds::HostUse;
 use super::build::Builds;
 use super::state::clip::clip;
 use super::crash::crashloop::CrashGuard;

@@ -1,7 +1,7 @@
 //! One reconcile pass: make the engine's containers match the desired state.
 //!
 //! - The agent's containers are those labelled `odac.instance=<instance>` and owned by it
-//!   ([`ownership`](super::ownership): its `odac.owner`, or no owner and an app its desired
+//!   ([`ownership`](super::policy::ownership): its `odac.owner`, or no owner and an app its desired
 //!   state names); nothing else is touched, and nothing at all before a desired state is
 //!   known. Other containers of the instance are reported as conflicts. Containers of apps no
 //!   longer desired are stopped and removed (their named volumes stay), up to eight at a time
@@ -46,7 +46,7 @@ use futures_util::StreamExt;
 use odac_protocol::{AppSpec, AppState, AppStatus, DesiredState, Fallback, FallbackTier, Reason};
 use tokio::time::Instant;
 
-use super::binds::desired_uses;
+use super::policy::binds::desired_uses;
 use super::build::Builds;
 use super::crashbook;
 use super::crash::crashloop::CrashGuard;
@@ -56,7 +56,7 @@ use super::host::HostSource;
 use super::image::ImageReady;
 use super::image_gc::{ImageGc, SweepInput};
 use super::labels::{self, Identity};
-use super::ownership::{self, Ownership};
+use super::policy::ownership::{self, Ownership};
 use super::pass::{AppMemory, Pass, stop_and_remove};
 use super::pull::Pulls;
 use super::refusals::Refusals;

@@ -7,13 +7,20 @@
 //! namespace cannot be asked for at all (neither the spec nor the engine seam can express
 //! them), and GPU devices come only from the GPU plan: [`check_container`] re-checks the
 //! final container spec as a second line. What a host bind resolves to on this host, and who
-//! else can write around it, is [`binds`](super::binds)' part.
+//! else can write around it, is [`binds`]' part.
+//!
+//! The folder is what may touch the host and what is the agent's own: this policy, [`binds`]
+//! (what a host bind resolves to, and who else can write around it) and [`ownership`] (which
+//! containers of the instance are this agent's).
+
+pub mod binds;
+pub mod ownership;
 
 use std::path::{Component, Path};
 
 use odac_protocol::{AppSpec, HostAccess, is_gpu_device};
 
-use super::binds::{self, HostBind};
+use self::binds::HostBind;
 use super::settings::PolicyConfig;
 use crate::engine::ContainerSpec;
 

@@ -21,7 +21,7 @@ use std::path::{Component, Path, PathBuf};
 
 use odac_protocol::AppSpec;
 
-use super::error::PolicyViolation;
+use crate::appmgr::error::PolicyViolation;
 use crate::engine::ContainerSummary;
 
 /// A host bind of an app, checked and resolved.

@@ -15,7 +15,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::labels;
+use crate::appmgr::labels;
 use crate::engine::ContainerSummary;
 
 /// A container of this instance that is not this agent's.
@@ -49,18 +49,18 @@ impl Conflict {
 
 /// A listing of the instance, split.
 #[derive(Debug, Default)]
-pub(super) struct Split {
+pub(in crate::appmgr) struct Split {
     /// This agent's containers (own, or adopted).
-    pub(super) ours: Vec<ContainerSummary>,
+    pub(in crate::appmgr) ours: Vec<ContainerSummary>,
     /// Everything else, untouched.
-    pub(super) conflicts: Vec<Conflict>,
+    pub(in crate::appmgr) conflicts: Vec<Conflict>,
     /// GPUs held by the untouched containers.
-    pub(super) foreign_gpus: Vec<String>,
+    pub(in crate::appmgr) foreign_gpus: Vec<String>,
 }
 
 /// What the passes remember: adopted unowned containers, conflicts already reported.
 #[derive(Debug, Default)]
-pub(super) struct Ownership {
+pub(in crate::appmgr) struct Ownership {
     adopted: BTreeSet<String>,
     reported: BTreeSet<String>,
 }
@@ -68,7 +68,7 @@ pub(super) struct Ownership {
 impl Ownership {
     /// Split `containers` (all carrying this instance's label) for agent `me` whose desired
     /// state names `desired`.
-    pub(super) fn split(
+    pub(in crate::appmgr) fn split(
         &mut self,
         containers: Vec<ContainerSummary>,
         me: &str,
@@ -105,7 +105,7 @@ impl Ownership {
     }
 
     /// Conflicts not reported yet (each is reported once while it lasts).
-    pub(super) fn unreported<'a>(&mut self, conflicts: &'a [Conflict]) -> Vec<&'a Conflict> {
+    pub(in crate::appmgr) fn unreported<'a>(&mut self, conflicts: &'a [Conflict]) -> Vec<&'a Conflict> {
         conflicts
             .iter()
             .filter(|c| self.reported.insert(c.id.clone()))
@@ -126,7 +126,7 @@ pub fn conflicts(
 }
 
 /// Group containers by their `odac.app` label (unlabelled ones are dropped).
-pub(super) fn by_app(containers: Vec<ContainerSummary>) -> BTreeMap<String, Vec<ContainerSummary>> {
+pub(in crate::appmgr) fn by_app(containers: Vec<ContainerSummary>) -> BTreeMap<String, Vec<ContainerSummary>> {
     let mut out: BTreeMap<String, Vec<ContainerSummary>> = BTreeMap::new();
     for c in containers {
         if let Some(app) = c.labels.get(labels::APP).cloned() {
