@@ -3,7 +3,7 @@
 //! other failures on the crash-loop backoff, named volumes ([`volumes`](super::volumes)), the GPU plan applied to the
 //! container spec (completed with what the image's environment says, [`crate::gpu::image`]),
 //! and [`start_with_gpu_fallback`] (or, for devices the engine refused
-//! before, the [`refusals`](super::refusals) learned). Every GPU fallback decision is also an
+//! before, the [`refusals`](super::gpu::refusals) learned). Every GPU fallback decision is also an
 //! event (once per decision: held refusals are not repeated).
 
 use odac_protocol::Compute;
@@ -14,13 +14,13 @@ use super::state::clip::clip;
 use super::container::{self, container_spec};
 use super::crash::crashloop::CrashGuard;
 use super::crash::diagnosis;
-use super::fallback::{StartOutcome, run_on_cpu, start_plain, start_with_gpu_fallback};
+use super::gpu::fallback::{StartOutcome, run_on_cpu, start_plain, start_with_gpu_fallback};
 use super::hand_over::temporary_name;
 use super::image::ImageReady;
 use super::labels::{self, Identity};
 use super::pass::{AppMemory, HandOver, Hold, Pass};
 use super::policy::{self, Admitted};
-use super::refusals::Asker;
+use super::gpu::refusals::Asker;
 use super::update_lock;
 use crate::engine::ContainerSpec;
 use crate::engine::{ContainerSummary, EngineError};

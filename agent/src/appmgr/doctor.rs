@@ -98,7 +98,7 @@ pub async fn ownership_checks(target: &Target) -> Vec<Check> {
 /// while the stream is down, polls (the state it keeps in [`STREAM_FILE`](super::watch::STREAM_FILE)).
 pub fn events_check(target: &Target) -> Option<Check> {
     let report = StreamReport::load(&target.apps.state_dir)?;
-    let since = super::refusals::utc(
+    let since = super::gpu::refusals::utc(
         std::time::UNIX_EPOCH + std::time::Duration::from_millis(report.since_ms),
     );
     let (status, message, fix) = if report.live {

@@ -8,7 +8,7 @@ use super::state::clip::clip;
 use super::crashbook;
 use super::crash::crashloop::CrashGuard;
 use super::crash::diagnosis::{self, LastExit};
-use super::fallback::is_device_refusal;
+use super::gpu::fallback::is_device_refusal;
 use super::labels::{self, Identity};
 use super::pass::{AppMemory, Pass};
 use crate::engine::{

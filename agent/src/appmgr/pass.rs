@@ -20,7 +20,7 @@ use super::crash::diagnosis::{LastExit, wall_ms_of};
 use super::state::events::EventTx;
 use super::labels::{self, Identity};
 use super::pull::Pulls;
-use super::refusals::Refusals;
+use super::gpu::refusals::Refusals;
 use super::settings::AppManagerConfig;
 use crate::engine::{ContainerDetails, ContainerEngine, EngineError};
 use crate::gpu::{Allocations, Plan};

@@ -12,7 +12,7 @@
 //!   new restart token arrives (devices and host access are bound at creation). Any other
 //!   change recreates the container.
 //! - A missing container is created: policy check, pre-flight [`resolve_with`](crate::gpu::resolve_with), then
-//!   [`start_with_gpu_fallback`](super::fallback::start_with_gpu_fallback). A refusal that cannot change by retrying (policy, pre-flight
+//!   [`start_with_gpu_fallback`](super::gpu::fallback::start_with_gpu_fallback). A refusal that cannot change by retrying (policy, pre-flight
 //!   refusal, required intent refused by the engine) is held, not retried, until the spec or
 //!   the plan changes, so nothing churns. Other failures are retried with the crash-loop
 //!   backoff.
@@ -29,7 +29,7 @@
 //! - GPU allocations are rebuilt from the containers' labels at the start of every pass.
 //! - A quiet pass (a plain poll tick) costs one engine call: it reuses the engine's
 //!   capabilities and the host scan of an earlier pass (or of the agent's inventory loop,
-//!   [`Facts::offer`]) for up to [`FACTS_TTL`](super::facts::FACTS_TTL), and the inspection of a container the listing
+//!   [`Facts::offer`]) for up to [`FACTS_TTL`](super::gpu::facts::FACTS_TTL), and the inspection of a container the listing
 //!   still shows running (not of one with a health check, whose verdict changes while it
 //!   runs). Any other pass (a new desired state, a scheduled restart, an outage retry) reads
 //!   everything afresh.
@@ -51,15 +51,15 @@ use super::build::Builds;
 use super::crashbook;
 use super::crash::crashloop::CrashGuard;
 use super::state::events::EventTx;
-use super::facts::Facts;
-use super::host::HostSource;
+use super::gpu::facts::Facts;
+use super::gpu::host::HostSource;
 use super::image::ImageReady;
 use super::image_gc::{ImageGc, SweepInput};
 use super::labels::{self, Identity};
 use super::policy::ownership::{self, Ownership};
 use super::pass::{AppMemory, Pass, stop_and_remove};
 use super::pull::Pulls;
-use super::refusals::Refusals;
+use super::gpu::refusals::Refusals;
 use super::rollout_book::Rollouts;
 use super::settings::AppManagerConfig;
 use super::source::{GitImage, with_build};
@@ -94,7 +94,7 @@ pub(crate) struct PassInput<'a> {
     pub pulls: &'a Pulls,
     pub events: &'a EventTx,
     pub facts: &'a Facts,
-    /// A quiet pass: facts younger than [`FACTS_TTL`](super::facts::FACTS_TTL) and inspections of containers still
+    /// A quiet pass: facts younger than [`FACTS_TTL`](super::gpu::facts::FACTS_TTL) and inspections of containers still
     /// running may be reused.
     pub quiet: bool,
     /// Apps an engine event concerned: a quiet pass reads them afresh.

@@ -25,7 +25,7 @@ const MAX_LEARNED: usize = 64;
 
 /// One refusal the engine gave.
 #[derive(Debug, Clone)]
-pub(super) struct Learned {
+pub(in crate::appmgr) struct Learned {
     /// What was asked for.
     attachment: Attachment,
     /// Hash of the inventory it was refused on.
@@ -33,7 +33,7 @@ pub(super) struct Learned {
     /// When (tokio's clock, for the expiry).
     at: Instant,
     /// The fallback to report: the engine's words, marked with when they were learned.
-    pub(super) fallback: Fallback,
+    pub(in crate::appmgr) fallback: Fallback,
     /// The engine's words, reported again as the error of a required intent.
     words: String,
     /// The apps that met this refusal, with the restart token each had then.
@@ -42,21 +42,21 @@ pub(super) struct Learned {
 
 /// The app asking: its name and restart token.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Asker<'a> {
-    pub(super) app: &'a str,
-    pub(super) restart_token: &'a str,
+pub(in crate::appmgr) struct Asker<'a> {
+    pub(in crate::appmgr) app: &'a str,
+    pub(in crate::appmgr) restart_token: &'a str,
 }
 
 impl Learned {
     /// The engine's refusal, as the error a required intent fails with.
-    pub(super) fn error(&self) -> EngineError {
+    pub(in crate::appmgr) fn error(&self) -> EngineError {
         EngineError::Other(self.words.clone())
     }
 }
 
 /// The refusals learned so far.
 #[derive(Debug, Default)]
-pub(super) struct Refusals {
+pub(in crate::appmgr) struct Refusals {
     learned: Vec<Learned>,
 }
 
@@ -64,7 +64,7 @@ impl Refusals {
     /// The refusal of `attachment` on this `inventory` learned less than `memory` ago, if
     /// any. Refusals learned on another inventory or too long ago are forgotten here, and so
     /// is one that `asker` met under another restart token: it was restarted explicitly.
-    pub(super) fn recall(
+    pub(in crate::appmgr) fn recall(
         &mut self,
         attachment: &Attachment,
         inventory: &str,
@@ -97,7 +97,7 @@ impl Refusals {
 
     /// Remember that the engine refused `attachment` on `inventory`; `fallback` is the one
     /// the refused create reported (its detail holds the engine's words).
-    pub(super) fn learn(
+    pub(in crate::appmgr) fn learn(
         &mut self,
         attachment: &Attachment,
         inventory: String,
@@ -127,7 +127,7 @@ impl Refusals {
 }
 
 /// `YYYY-MM-DDTHH:MM:SSZ` of a wall-clock time (the epoch for one before it).
-pub(super) fn utc(at: SystemTime) -> String {
+pub(in crate::appmgr) fn utc(at: SystemTime) -> String {
     let secs = at
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())

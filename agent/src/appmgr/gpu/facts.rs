@@ -32,7 +32,7 @@ impl Facts {
     }
 
     /// Facts read less than [`FACTS_TTL`] ago.
-    pub(super) fn fresh(&self, now: Instant) -> Option<Assessment> {
+    pub(in crate::appmgr) fn fresh(&self, now: Instant) -> Option<Assessment> {
         self.slot()
             .as_ref()
             .filter(|(at, _)| now.saturating_duration_since(*at) < FACTS_TTL)
@@ -48,7 +48,7 @@ impl Facts {
 
     /// Gives the GPUs of `scan` whose VRAM size it lacks the size the latest facts had (of
     /// any age): NVIDIA sizes come from NVML, which only the inventory loop reads.
-    pub(super) fn keep_vram(&self, scan: &mut crate::inventory::HostScan) {
+    pub(in crate::appmgr) fn keep_vram(&self, scan: &mut crate::inventory::HostScan) {
         let slot = self.slot();
         let Some((_, latest)) = slot.as_ref() else {
             return;
@@ -76,7 +76,7 @@ impl Facts {
 
     /// `assessment` with the free VRAM of a reading younger than [`FREE_VRAM_TTL`] (none
     /// otherwise) and the unhealthy GPUs.
-    pub(super) fn with_free_vram(&self, mut assessment: Assessment, now: Instant) -> Assessment {
+    pub(in crate::appmgr) fn with_free_vram(&self, mut assessment: Assessment, now: Instant) -> Assessment {
         assessment.unhealthy = lock(&self.unhealthy).clone();
         assessment.free_vram_mib = lock(&self.free_vram)
             .as_ref()
@@ -86,7 +86,7 @@ impl Facts {
         assessment
     }
 
-    pub(super) fn forget(&self) {
+    pub(in crate::appmgr) fn forget(&self) {
         *self.slot() = None;
     }
 }
