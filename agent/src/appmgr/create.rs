@@ -9,7 +9,7 @@
 use odac_protocol::Compute;
 use odac_protocol::{AppSpec, AppStatus, Fallback, FallbackTier, Mechanism, Reason};
 
-use super::build::Built;
+use super::images::build::Built;
 use super::state::clip::clip;
 use super::container::{self, container_spec};
 use super::crash::crashloop::CrashGuard;

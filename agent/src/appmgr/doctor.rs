@@ -10,11 +10,11 @@ use std::collections::BTreeSet;
 
 use odac_protocol::DesiredState;
 
-use super::image_book;
+use super::images::image_book;
 use super::image_gc::{DataRoot, read_root};
 use super::local::{Target, engine_view};
 use super::policy::ownership::{Conflict, conflicts};
-use super::pull_disk::free_bytes;
+use super::images::pull_disk::free_bytes;
 use super::state::store::DESIRED_FILE;
 use super::watch::StreamReport;
 use crate::engine::DockerEngine;

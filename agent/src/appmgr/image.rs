@@ -1,5 +1,5 @@
 //! The image of a registry app, as the reconcile pass sees it: on the host, or pulled in
-//! the background ([`Pulls`](super::pull::Pulls)) per the spec's pull policy — the app
+//! the background ([`Pulls`](super::images::pull::Pulls)) per the spec's pull policy — the app
 //! reports `pulling` meanwhile — or failed with `image_pull_failed` and retried after the
 //! crash-loop backoff.
 
@@ -8,7 +8,7 @@ use odac_protocol::{AppSpec, AppState, AppStatus, ImageFailure, PullPolicy, Reas
 use super::state::clip::clip;
 use super::labels::Identity;
 use super::pass::{AppMemory, Pass};
-use super::pull::{PullKey, PullPoll};
+use super::images::pull::{PullKey, PullPoll};
 use crate::engine::{EngineError, RegistryAuth, registry_host};
 
 /// What the pass can do with an app's image now.

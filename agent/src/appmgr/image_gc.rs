@@ -1,4 +1,4 @@
-//! Image clean-up: the images this agent pulled or built ([`image_book`](super::image_book),
+//! Image clean-up: the images this agent pulled or built ([`image_book`](super::images::image_book),
 //! and only those) are removed once no app of its instance uses them for
 //! `apps.image_gc_delay_secs`; an image an app could roll back to (the previous version while
 //! a rollout is under way, the version running after a rollback) counts as used. When the
@@ -22,10 +22,10 @@ use tokio::time::Instant;
 
 use super::crash::diagnosis::wall_ms;
 use super::state::events::{EventTx, ImageRemoved, RemovalReason};
-use super::image_book::{self, Book, Kept, Origin};
+use super::images::image_book::{self, Book, Kept, Origin};
 use super::labels;
 use super::pass::Pass;
-use super::pull_disk::free_bytes;
+use super::images::pull_disk::free_bytes;
 use super::settings::AppManagerConfig;
 use crate::engine::{ContainerEngine, EngineError};
 

@@ -24,14 +24,14 @@ use std::sync::{Arc, Mutex};
 use odac_protocol::{AppSpec, AppStatus, DesiredState};
 use tokio::sync::{Notify, broadcast};
 
-use super::build::Builds;
+use super::images::build::Builds;
 use super::error::AppMgrError;
 use super::state::events::{AppEvent, EventTx};
 use super::gpu::facts::Facts;
 use super::gpu::host::HostSource;
-use super::pull::Pulls;
+use super::images::pull::Pulls;
 use super::reconcile::{PassInput, Reconciler};
-use super::registry_auth::Credentials;
+use super::images::registry_auth::Credentials;
 use super::removal::Removals;
 use super::settings::AppManagerConfig;
 use super::state::store::Store;

@@ -15,7 +15,6 @@
 //! table of [`build`] and `pull`), [`build`] (apps built from git sources), [`clip`], [`events`] (diagnostic events), [`local`] (which agent set `apply` and `status` work on), [`watch`] (the engine's event stream driving the loop), and [`doctor`] (`doctor` with the ownership checks).
 
 mod admit;
-pub mod build;
 pub mod container;
 pub mod crash;
 mod crashbook;
@@ -26,18 +25,14 @@ mod existing;
 pub mod gpu;
 mod hand_over;
 mod image;
-mod image_book;
+pub mod images;
 mod image_gc;
-mod jobs;
 pub mod labels;
 pub mod local;
 mod manager;
 mod pass;
 pub mod policy;
-mod pull;
-mod pull_disk;
 mod reconcile;
-pub mod registry_auth;
 mod removal;
 mod rollout;
 mod rollout_book;
@@ -54,7 +49,7 @@ pub use state::events::{AppEvent, ImageRemoved, RemovalReason};
 pub use gpu::fallback::{StartOutcome, is_device_refusal, start_with_gpu_fallback};
 pub use gpu::host::HostSource;
 pub use manager::{AppManager, Applied};
-pub use registry_auth::Credentials;
+pub use images::registry_auth::Credentials;
 pub use settings::{
     AppManagerConfig, BuildConfig, CrashLoopConfig, DEFAULT_STATE_DIR, PolicyConfig,
 };

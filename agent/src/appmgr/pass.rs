@@ -13,13 +13,13 @@ use odac_protocol::{AppSpec, AppState, AppStatus, Fallback, GpuStatus, ImageFail
 use tokio::time::Instant;
 
 use super::policy::binds::HostUse;
-use super::build::Builds;
+use super::images::build::Builds;
 use super::state::clip::clip;
 use super::crash::crashloop::CrashGuard;
 use super::crash::diagnosis::{LastExit, wall_ms_of};
 use super::state::events::EventTx;
 use super::labels::{self, Identity};
-use super::pull::Pulls;
+use super::images::pull::Pulls;
 use super::gpu::refusals::Refusals;
 use super::settings::AppManagerConfig;
 use crate::engine::{ContainerDetails, ContainerEngine, EngineError};

@@ -47,7 +47,7 @@ use odac_protocol::{AppSpec, AppState, AppStatus, DesiredState, Fallback, Fallba
 use tokio::time::Instant;
 
 use super::policy::binds::desired_uses;
-use super::build::Builds;
+use super::images::build::Builds;
 use super::crashbook;
 use super::crash::crashloop::CrashGuard;
 use super::state::events::EventTx;
@@ -58,7 +58,7 @@ use super::image_gc::{ImageGc, SweepInput};
 use super::labels::{self, Identity};
 use super::policy::ownership::{self, Ownership};
 use super::pass::{AppMemory, Pass, stop_and_remove};
-use super::pull::Pulls;
+use super::images::pull::Pulls;
 use super::gpu::refusals::Refusals;
 use super::rollout_book::Rollouts;
 use super::settings::AppManagerConfig;

@@ -8,7 +8,7 @@
 
 use odac_protocol::{AppSpec, AppState, AppStatus, ImageFailure, Reason};
 
-use super::build::{BuildKey, BuildRequest, Built, Poll};
+use super::images::build::{BuildKey, BuildRequest, Built, Poll};
 use super::state::clip::clip;
 use super::labels::Identity;
 use super::pass::{AppMemory, Pass};

@@ -12,7 +12,7 @@ use tokio::task::AbortHandle;
 
 /// The answer of [`Jobs::poll`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Polled<T, E, P> {
+pub(in crate::appmgr) enum Polled<T, E, P> {
     /// A job is running (or was just started); what it shows so far.
     Running(P),
     /// The job succeeded.
@@ -36,7 +36,7 @@ type Table<K, T, E, P> = Arc<Mutex<BTreeMap<String, Job<K, T, E, P>>>>;
 
 /// The jobs of one kind, by app; see the module documentation. Cheap to clone: all clones
 /// share one table.
-pub(super) struct Jobs<K, T, E, P = ()> {
+pub(in crate::appmgr) struct Jobs<K, T, E, P = ()> {
     table: Table<K, T, E, P>,
     /// What a replaced running job is called in the log.
     what: &'static str,
@@ -53,7 +53,7 @@ impl<K, T, E, P> Clone for Jobs<K, T, E, P> {
 
 impl<K: PartialEq, T: Clone, E, P: Clone> Jobs<K, T, E, P> {
     /// An empty table of jobs called `what` (`build`, `pull`) in the log.
-    pub(super) fn new(what: &'static str) -> Self {
+    pub(in crate::appmgr) fn new(what: &'static str) -> Self {
         Self {
             table: Arc::new(Mutex::new(BTreeMap::new())),
             what,
@@ -63,7 +63,7 @@ impl<K: PartialEq, T: Clone, E, P: Clone> Jobs<K, T, E, P> {
     /// The job of `app` at `key`. When none is running or done for that key, `start` runs
     /// (a running job for another key is aborted first) and returns the new job's abort
     /// handle and what it shows while it runs; the job reports with [`Jobs::finish`].
-    pub(super) fn poll(
+    pub(in crate::appmgr) fn poll(
         &self,
         app: &str,
         key: K,
@@ -105,14 +105,14 @@ impl<K: PartialEq, T: Clone, E, P: Clone> Jobs<K, T, E, P> {
     }
 
     /// The job of `app` at `key` ended with `result` (ignored when another job replaced it).
-    pub(super) fn finish(&self, app: &str, key: &K, result: Result<T, E>) {
+    pub(in crate::appmgr) fn finish(&self, app: &str, key: &K, result: Result<T, E>) {
         if let Some(job) = lock(&self.table).get_mut(app).filter(|j| j.key == *key) {
             job.state = State::Done(result);
         }
     }
 
     /// Forget the success of `app`'s job (its result is gone): the next poll starts again.
-    pub(super) fn forget_done(&self, app: &str) {
+    pub(in crate::appmgr) fn forget_done(&self, app: &str) {
         let mut table = lock(&self.table);
         if matches!(
             table.get(app),
@@ -126,7 +126,7 @@ impl<K: PartialEq, T: Clone, E, P: Clone> Jobs<K, T, E, P> {
     }
 
     /// Drop the jobs of apps not in `apps`, aborting running ones.
-    pub(super) fn retain(&self, apps: &[&str]) {
+    pub(in crate::appmgr) fn retain(&self, apps: &[&str]) {
         lock(&self.table).retain(|name, job| {
             let keep = apps.contains(&name.as_str());
             if let (false, State::Running(handle, _)) = (keep, &job.state) {
@@ -141,7 +141,7 @@ impl<K: PartialEq, T: Clone, E, P: Clone> Jobs<K, T, E, P> {
 impl<K: PartialEq, T: Clone, E, P: Clone> Jobs<K, T, E, P> {
     /// Put a job for `app` at `key` in the table (tests): running until aborted, showing
     /// `shown` (`result` `None`), or done.
-    pub(super) fn stage(&self, app: &str, key: K, shown: P, result: Option<Result<T, E>>) {
+    pub(in crate::appmgr) fn stage(&self, app: &str, key: K, shown: P, result: Option<Result<T, E>>) {
         lock(&self.table).remove(app);
         let handle = tokio::spawn(std::future::pending::<()>()).abort_handle();
         let state = match result {

@@ -28,8 +28,8 @@ use tokio::sync::Notify;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
-use super::state::clip::{clip, redact};
-use super::state::events::EventTx;
+use crate::appmgr::state::clip::{clip, redact};
+use crate::appmgr::state::events::EventTx;
 use super::jobs::{Jobs, Polled};
 use super::pull_disk;
 use super::registry_auth::Credentials;
@@ -40,10 +40,10 @@ pub const PROGRESS_EVERY: Duration = Duration::from_secs(2);
 
 /// What a pull is for: the image, and the spec and restart token that asked for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct PullKey {
-    pub(super) image: String,
-    pub(super) spec_hash: String,
-    pub(super) restart_token: String,
+pub(in crate::appmgr) struct PullKey {
+    pub(in crate::appmgr) image: String,
+    pub(in crate::appmgr) spec_hash: String,
+    pub(in crate::appmgr) restart_token: String,
 }
 
 /// The answer of [`Pulls::poll`].
@@ -143,7 +143,7 @@ impl Pulls {
 
     /// The pull of `image` for `app` at `key`; starts one (replacing one for another key)
     /// when none is running or done for it.
-    pub(super) fn poll(&self, app: &str, key: &PullKey, sent: Option<RegistryAuth>) -> PullPoll {
+    pub(in crate::appmgr) fn poll(&self, app: &str, key: &PullKey, sent: Option<RegistryAuth>) -> PullPoll {
         let polled = self
             .shared
             .jobs
@@ -317,7 +317,7 @@ impl Pulls {
     }
 
     /// Forget a successful pull of `app`: the next poll pulls again.
-    pub(super) fn forget_done(&self, app: &str) {
+    pub(in crate::appmgr) fn forget_done(&self, app: &str) {
         self.shared.jobs.forget_done(app);
     }
 }

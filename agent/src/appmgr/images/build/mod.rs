@@ -21,7 +21,7 @@ use tokio::sync::{Notify, Semaphore};
 
 pub use job::{BuildFailure, BuildRequest, Built, image_tag};
 
-use super::state::events::EventTx;
+use crate::appmgr::state::events::EventTx;
 use super::jobs::{Jobs, Polled};
 use crate::engine::ContainerEngine;
 

@@ -9,10 +9,10 @@ use std::path::PathBuf;
 use odac_protocol::GitSource;
 use tokio::time::Instant;
 
-use super::super::state::clip::clip;
-use super::super::state::events::EventTx;
-use super::super::labels;
-use super::super::settings::BuildConfig;
+use crate::appmgr::state::clip::clip;
+use crate::appmgr::state::events::EventTx;
+use crate::appmgr::labels;
+use crate::appmgr::settings::BuildConfig;
 use super::git::{self, FetchRequest};
 use crate::engine::{BuildOutput, ContainerEngine, EngineError, ImageSummary};
 
