@@ -35,7 +35,7 @@ pub(super) struct Hold {
 }
 
 /// How this pass replaces an app's container (`update.order`); set by the rollout for each
-/// pass, see [`hand_over`](super::hand_over).
+/// pass, see [`hand_over`](super::rollout::hand_over).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(super) enum HandOver {
     /// Stop first: an outdated container goes before the new one is made.

@@ -60,7 +60,7 @@ use super::policy::ownership::{self, Ownership};
 use super::pass::{AppMemory, Pass, stop_and_remove};
 use super::images::pull::Pulls;
 use super::gpu::refusals::Refusals;
-use super::rollout_book::Rollouts;
+use super::rollout::rollout_book::Rollouts;
 use super::settings::AppManagerConfig;
 use super::source::{GitImage, with_build};
 use crate::engine::{

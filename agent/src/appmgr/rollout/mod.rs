@@ -12,8 +12,13 @@
 //! until a newer spec or restart token arrives. `update.auto_revert = false` leaves the failed
 //! version as it is (`rollout.state = failed`). With `update.order = start_first` the previous
 //! container keeps serving beside the new one until it has proven itself
-//! ([`hand_over`](super::hand_over)). Everything needed for the way back is in
-//! [`rollout_book`](super::rollout_book), on disk.
+//! ([`hand_over`]). Everything needed for the way back is in
+//! [`rollout_book`], on disk.
+//!
+//! The folder is everything an update goes through: this module (the rollout rules, its
+//! verdict in `verdict.rs`), [`rollout_book`] (the way back, in `rollouts.json`),
+//! [`hand_over`] (`update.order = start_first`) and [`update_lock`] (an app deferring its
+//! updates while it is busy).
 
 use odac_protocol::{
     AppSpec, AppState, AppStatus, HealthState, RolloutReport, RolloutState, UpdateOrder,
@@ -21,11 +26,11 @@ use odac_protocol::{
 };
 use tokio::time::Instant;
 
+use self::rollout_book::{Failed, Good, Pending, Record, recreates};
+use self::update_lock::Lock;
 use super::crash::diagnosis::{self, instant_of, wall_ms};
 use super::labels::Identity;
 use super::pass::{AppMemory, HandOver, Pass};
-use super::rollout_book::{Failed, Good, Pending, Record, recreates};
-use super::update_lock::{self, Lock};
 use crate::engine::{ContainerState, ContainerSummary, EngineError};
 use verdict::{Verdict, verdict};
 
@@ -355,6 +360,9 @@ fn cause(rec: &AppMemory, status: &AppStatus) -> Option<odac_protocol::CrashInfo
     Some(crash)
 }
 
+pub(super) mod hand_over;
+pub(super) mod rollout_book;
 #[cfg(test)]
 mod tests;
+pub(super) mod update_lock;
 mod verdict;

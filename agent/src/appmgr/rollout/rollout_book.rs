@@ -15,8 +15,8 @@ use odac_protocol::{AppSpec, PullPolicy, RolloutReport};
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use super::labels::Identity;
-use super::state::store::{off_the_executor, write_atomic};
+use crate::appmgr::labels::Identity;
+use crate::appmgr::state::store::{off_the_executor, write_atomic};
 
 /// File name of the rollout records.
 pub const ROLLOUTS_FILE: &str = "rollouts.json";

@@ -12,20 +12,20 @@
 //! that is up to date and alone is adopted (renamed); one of an older version is an extra and
 //! removed like any other.
 
-use super::container::{SEPARATOR, container_name};
-use super::labels::Identity;
-use super::pass::{AppMemory, HandOver, Pass};
+use crate::appmgr::container::{SEPARATOR, container_name};
+use crate::appmgr::labels::Identity;
+use crate::appmgr::pass::{AppMemory, HandOver, Pass};
 use crate::engine::{ContainerState, ContainerSummary, EngineError};
 
 /// The temporary name of an app's new container during a hand-over.
-pub(super) fn temporary_name(instance: &str, app: &str) -> String {
+pub(in crate::appmgr) fn temporary_name(instance: &str, app: &str) -> String {
     format!("{}{SEPARATOR}next", container_name(instance, app))
 }
 
 impl Pass<'_> {
     /// With a hand-over wanted, take the running previous version (an outdated container under
     /// the app's own name) out of `existing`, so it is neither kept nor removed by this pass.
-    pub(super) fn set_aside(
+    pub(in crate::appmgr) fn set_aside(
         &self,
         rec: &mut AppMemory,
         app: &str,
@@ -54,7 +54,7 @@ impl Pass<'_> {
     /// temporary name (a hand-over that finished, or one cut short by a crash) is renamed,
     /// unless the previous version still runs beside it. A failed rename is logged and tried
     /// again on the next pass; only an unreachable engine is an error.
-    pub(super) async fn own_name(
+    pub(in crate::appmgr) async fn own_name(
         &self,
         rec: &AppMemory,
         app: &str,
