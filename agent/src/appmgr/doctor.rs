@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use odac_protocol::DesiredState;
 
 use super::images::image_book;
-use super::image_gc::{DataRoot, read_root};
+use super::gc::image_gc::{DataRoot, read_root};
 use super::local::{Target, engine_view};
 use super::policy::ownership::{Conflict, conflicts};
 use super::images::pull_disk::free_bytes;

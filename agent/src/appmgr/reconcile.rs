@@ -25,7 +25,7 @@
 //!   the new image is ready; so does that of a registry app while its new image is pulled.
 //!   The images of apps no longer desired are removed with them; after each pass the images
 //!   the agent pulled or built and no app uses any more are cleaned up
-//!   ([`image_gc`](super::image_gc)).
+//!   ([`image_gc`](super::gc::image_gc)).
 //! - GPU allocations are rebuilt from the containers' labels at the start of every pass.
 //! - A quiet pass (a plain poll tick) costs one engine call: it reuses the engine's
 //!   capabilities and the host scan of an earlier pass (or of the agent's inventory loop,
@@ -54,7 +54,7 @@ use super::state::events::EventTx;
 use super::gpu::facts::Facts;
 use super::gpu::host::HostSource;
 use super::image::ImageReady;
-use super::image_gc::{ImageGc, SweepInput};
+use super::gc::image_gc::{ImageGc, SweepInput};
 use super::labels::{self, Identity};
 use super::policy::ownership::{self, Ownership};
 use super::pass::{AppMemory, Pass, stop_and_remove};

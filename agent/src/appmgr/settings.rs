@@ -78,7 +78,7 @@ pub struct AppManagerConfig {
     /// it is cancelled and the app fails with `image_pull_failed` (a stalled registry).
     pub pull_stall_secs: u64,
     /// Seconds an image the agent pulled or built stays after no app of its instance uses it
-    /// (nor needs it to roll back to) before it is removed ([`image_gc`](super::image_gc)).
+    /// (nor needs it to roll back to) before it is removed ([`image_gc`](super::gc::image_gc)).
     pub image_gc_delay_secs: u64,
     /// Free space, in MB, below which the engine's data root has the agent remove its unused
     /// images at once, oldest unused first (0: no low-disk clean-up).

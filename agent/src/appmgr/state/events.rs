@@ -20,7 +20,7 @@ pub struct AppEvent {
     pub app: Option<String>,
     /// What happened (never carries a secret).
     pub message: String,
-    /// An image the agent removed ([`image_gc`](crate::appmgr::image_gc)), for the `event` message's
+    /// An image the agent removed ([`image_gc`](crate::appmgr::gc::image_gc)), for the `event` message's
     /// `image_removed` part.
     pub image_removed: Option<ImageRemoved>,
 }

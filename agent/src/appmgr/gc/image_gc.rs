@@ -1,4 +1,4 @@
-//! Image clean-up: the images this agent pulled or built ([`image_book`](super::images::image_book),
+//! Image clean-up: the images this agent pulled or built ([`image_book`](crate::appmgr::images::image_book),
 //! and only those) are removed once no app of its instance uses them for
 //! `apps.image_gc_delay_secs`; an image an app could roll back to (the previous version while
 //! a rollout is under way, the version running after a rollback) counts as used. When the
@@ -20,13 +20,13 @@ use std::time::Duration;
 use odac_protocol::AppStatus;
 use tokio::time::Instant;
 
-use super::crash::diagnosis::wall_ms;
-use super::state::events::{EventTx, ImageRemoved, RemovalReason};
-use super::images::image_book::{self, Book, Kept, Origin};
-use super::labels;
-use super::pass::Pass;
-use super::images::pull_disk::free_bytes;
-use super::settings::AppManagerConfig;
+use crate::appmgr::crash::diagnosis::wall_ms;
+use crate::appmgr::state::events::{EventTx, ImageRemoved, RemovalReason};
+use crate::appmgr::images::image_book::{self, Book, Kept, Origin};
+use crate::appmgr::labels;
+use crate::appmgr::pass::Pass;
+use crate::appmgr::images::pull_disk::free_bytes;
+use crate::appmgr::settings::AppManagerConfig;
 use crate::engine::{ContainerEngine, EngineError};
 
 /// How often the data root's free space is read.
@@ -325,7 +325,7 @@ pub(crate) async fn read_root(engine: &dyn ContainerEngine) -> Result<DataRoot, 
 
 impl Pass<'_> {
     /// Remove the images built for an app that is no longer desired (best effort).
-    pub(super) async fn remove_built_images(&mut self, app: &str) -> Result<(), EngineError> {
+    pub(in crate::appmgr) async fn remove_built_images(&mut self, app: &str) -> Result<(), EngineError> {
         let filter = format!("{}={app}", labels::APP);
         let images = match self.engine.list_images_by_label(&filter).await {
             Ok(images) => images,
