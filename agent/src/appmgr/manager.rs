@@ -8,7 +8,7 @@
 //! A change whose generation is not above the applied one is stale ([`Applied::Stale`]):
 //! nothing changes. A snapshot is authoritative and applied whatever its generation. When an
 //! app leaves the desired state, its last status is `removed`, sent once its container is
-//! gone ([`super::removal`]); no status of it is published after that.
+//! gone ([`super::reconcile::removal`]); no status of it is published after that.
 //!
 //! Engine outage: a pass that finds the engine unreachable leaves every app at its last
 //! status with `last_error` starting `engine_unavailable: `, and the loop retries with an
@@ -30,9 +30,9 @@ use super::state::events::{AppEvent, EventTx};
 use super::gpu::facts::Facts;
 use super::gpu::host::HostSource;
 use super::images::pull::Pulls;
-use super::reconcile::{PassInput, Reconciler};
+use super::reconcile::reconciler::{PassInput, Reconciler};
 use super::images::registry_auth::Credentials;
-use super::removal::Removals;
+use super::reconcile::removal::Removals;
 use super::settings::AppManagerConfig;
 use super::state::store::Store;
 use super::watch::Watch;

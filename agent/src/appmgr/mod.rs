@@ -14,17 +14,12 @@
 //! parts), `rollout` with `hand_over` (`update.order = start_first`), `image_gc` with `image_book` (removing the images the agent pulled or built once unused), `facts`, `refusals` (device sets the engine refused), `jobs` (the background-job
 //! table of [`build`] and `pull`), [`build`] (apps built from git sources), [`clip`], [`events`] (diagnostic events), [`local`] (which agent set `apply` and `status` work on), [`watch`] (the engine's event stream driving the loop), and [`doctor`] (`doctor` with the ownership checks).
 
-mod admit;
 pub mod container;
 pub mod crash;
-mod crashbook;
-mod create;
 pub mod doctor;
 mod error;
-mod existing;
 mod gc;
 pub mod gpu;
-mod image;
 pub mod images;
 pub mod labels;
 pub mod local;
@@ -32,13 +27,9 @@ mod manager;
 mod pass;
 pub mod policy;
 mod reconcile;
-mod removal;
 mod rollout;
 mod settings;
-mod source;
 pub mod state;
-mod unhealthy;
-mod volumes;
 pub mod watch;
 
 pub use error::{AppMgrError, StoreError};

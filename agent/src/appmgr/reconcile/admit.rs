@@ -2,20 +2,20 @@
 //! devices, binds), whether its `update.order` can work on this host (`start_first` needs
 //! no host port and its GPUs twice among the host's), then its
 //! host binds against the writable binds of every container of the engine and of the other
-//! desired apps ([`binds::conflicts`](super::policy::binds::conflicts)), read once per pass.
+//! desired apps ([`binds::conflicts`](crate::appmgr::policy::binds::conflicts)), read once per pass.
 
 use odac_protocol::AppSpec;
 
-use super::policy::binds::{HostUse, conflicts, uses_of};
-use super::error::PolicyViolation;
-use super::pass::Pass;
-use super::policy::{self, Admitted};
+use crate::appmgr::policy::binds::{HostUse, conflicts, uses_of};
+use crate::appmgr::error::PolicyViolation;
+use crate::appmgr::pass::Pass;
+use crate::appmgr::policy::{self, Admitted};
 use crate::engine::EngineError;
 
 impl Pass<'_> {
     /// The policy's verdict on `spec` with its binds resolved and its host access checked;
     /// the outer error is an unreachable engine.
-    pub(super) async fn check_policy(
+    pub(in crate::appmgr) async fn check_policy(
         &mut self,
         spec: &AppSpec,
     ) -> Result<Result<Admitted, PolicyViolation>, EngineError> {

@@ -13,12 +13,12 @@ use std::sync::{Mutex, MutexGuard};
 
 use odac_protocol::{AppState, AppStatus};
 
-use super::labels;
+use crate::appmgr::labels;
 use crate::engine::ContainerEngine;
 
 /// Apps on their way out, by name, with the generation that removed them.
 #[derive(Debug, Default)]
-pub(super) struct Removals {
+pub(in crate::appmgr) struct Removals {
     pending: Mutex<BTreeMap<String, u64>>,
 }
 
@@ -28,7 +28,7 @@ impl Removals {
     }
 
     /// A committed change moved the desired apps from `before` to `after` at `generation`.
-    pub(super) fn left(&self, before: &[String], after: &[String], generation: u64) {
+    pub(in crate::appmgr) fn left(&self, before: &[String], after: &[String], generation: u64) {
         let mut pending = self.pending();
         for name in after {
             pending.remove(name);
@@ -41,14 +41,14 @@ impl Removals {
     }
 
     /// Whether `name` is on its way out.
-    pub(super) fn contains(&self, name: &str) -> bool {
+    pub(in crate::appmgr) fn contains(&self, name: &str) -> bool {
         self.pending().contains_key(name)
     }
 
     /// The final `removed` status of every pending app that has no container of this
     /// `instance` left but other owners' (`owner` is this agent's); those are forgotten. An
     /// engine that cannot list its containers settles nothing (the next pass tries again).
-    pub(super) async fn settle(
+    pub(in crate::appmgr) async fn settle(
         &self,
         engine: &dyn ContainerEngine,
         instance: &str,

@@ -3,25 +3,25 @@
 //! other failures on the crash-loop backoff, named volumes ([`volumes`](super::volumes)), the GPU plan applied to the
 //! container spec (completed with what the image's environment says, [`crate::gpu::image`]),
 //! and [`start_with_gpu_fallback`] (or, for devices the engine refused
-//! before, the [`refusals`](super::gpu::refusals) learned). Every GPU fallback decision is also an
+//! before, the [`refusals`](crate::appmgr::gpu::refusals) learned). Every GPU fallback decision is also an
 //! event (once per decision: held refusals are not repeated).
 
 use odac_protocol::Compute;
 use odac_protocol::{AppSpec, AppStatus, Fallback, FallbackTier, Mechanism, Reason};
 
-use super::images::build::Built;
-use super::state::clip::clip;
-use super::container::{self, container_spec};
-use super::crash::crashloop::CrashGuard;
-use super::crash::diagnosis;
-use super::gpu::fallback::{StartOutcome, run_on_cpu, start_plain, start_with_gpu_fallback};
-use super::rollout::hand_over::temporary_name;
+use crate::appmgr::images::build::Built;
+use crate::appmgr::state::clip::clip;
+use crate::appmgr::container::{self, container_spec};
+use crate::appmgr::crash::crashloop::CrashGuard;
+use crate::appmgr::crash::diagnosis;
+use crate::appmgr::gpu::fallback::{StartOutcome, run_on_cpu, start_plain, start_with_gpu_fallback};
+use crate::appmgr::rollout::hand_over::temporary_name;
 use super::image::ImageReady;
-use super::labels::{self, Identity};
-use super::pass::{AppMemory, HandOver, Hold, Pass};
-use super::policy::{self, Admitted};
-use super::gpu::refusals::Asker;
-use super::rollout::update_lock;
+use crate::appmgr::labels::{self, Identity};
+use crate::appmgr::pass::{AppMemory, HandOver, Hold, Pass};
+use crate::appmgr::policy::{self, Admitted};
+use crate::appmgr::gpu::refusals::Asker;
+use crate::appmgr::rollout::update_lock;
 use crate::engine::ContainerSpec;
 use crate::engine::{ContainerSummary, EngineError};
 use crate::gpu::image as gpu_image;
@@ -32,7 +32,7 @@ use crate::inventory::inventory_hash;
 
 impl Pass<'_> {
     /// Create and start the app's container; see the module documentation.
-    pub(super) async fn create(
+    pub(in crate::appmgr) async fn create(
         &mut self,
         rec: &mut AppMemory,
         spec: &AppSpec,

@@ -13,15 +13,15 @@ use std::collections::BTreeMap;
 
 use odac_protocol::AppSpec;
 
-use super::container;
-use super::labels;
-use super::pass::Pass;
+use crate::appmgr::container;
+use crate::appmgr::labels;
+use crate::appmgr::pass::Pass;
 use crate::engine::EngineError;
 
 impl Pass<'_> {
     /// Make sure every named volume of `spec` exists; the engine volume to mount for each
     /// source.
-    pub(super) async fn ensure_volumes(
+    pub(in crate::appmgr) async fn ensure_volumes(
         &self,
         spec: &AppSpec,
     ) -> Result<BTreeMap<String, String>, EngineError> {

@@ -1,16 +1,16 @@
 //! An up-to-date container in a pass: its state, the devices attached to it, the image it
 //! runs, and the crash-loop restarts when it exited (unless its restart policy makes the exit
-//! final, [`diagnosis`](super::crash::diagnosis)).
+//! final, [`diagnosis`](crate::appmgr::crash::diagnosis)).
 
 use odac_protocol::{AppSpec, AppState, AppStatus, Attached, FallbackTier, Reason};
 
-use super::state::clip::clip;
+use crate::appmgr::state::clip::clip;
 use super::crashbook;
-use super::crash::crashloop::CrashGuard;
-use super::crash::diagnosis::{self, LastExit};
-use super::gpu::fallback::is_device_refusal;
-use super::labels::{self, Identity};
-use super::pass::{AppMemory, Pass};
+use crate::appmgr::crash::crashloop::CrashGuard;
+use crate::appmgr::crash::diagnosis::{self, LastExit};
+use crate::appmgr::gpu::fallback::is_device_refusal;
+use crate::appmgr::labels::{self, Identity};
+use crate::appmgr::pass::{AppMemory, Pass};
 use crate::engine::{
     ContainerDetails, ContainerState, ContainerSummary, EngineError, split_reference,
 };
@@ -19,7 +19,7 @@ use crate::gpu::{Plan, attached_from, resolve_with};
 impl Pass<'_> {
     /// Watch an up-to-date container: state, attached devices, crash-loop restarts. `None`
     /// when it is gone (or was removed) and must be created again.
-    pub(super) async fn existing(
+    pub(in crate::appmgr) async fn existing(
         &mut self,
         rec: &mut AppMemory,
         spec: &AppSpec,
@@ -184,7 +184,7 @@ impl Pass<'_> {
     /// The image id a container runs and that image's repo digest (the one of the
     /// container's repository when the image has several), read from the engine once per
     /// image id.
-    pub(super) async fn image_digest(
+    pub(in crate::appmgr) async fn image_digest(
         &self,
         rec: &mut AppMemory,
         details: &ContainerDetails,

@@ -11,11 +11,11 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use super::crash::crashloop::CrashGuard;
-use super::crash::diagnosis::{LastExit, instant_of, wall_ms_of};
-use super::error::StoreError;
-use super::pass::AppMemory;
-use super::state::store::{off_the_executor, write_atomic};
+use crate::appmgr::crash::crashloop::CrashGuard;
+use crate::appmgr::crash::diagnosis::{LastExit, instant_of, wall_ms_of};
+use crate::appmgr::error::StoreError;
+use crate::appmgr::pass::AppMemory;
+use crate::appmgr::state::store::{off_the_executor, write_atomic};
 
 /// File name of the crash bookkeeping.
 pub const CRASHES_FILE: &str = "crashes.json";
@@ -66,7 +66,7 @@ pub(crate) fn save(dir: &Path, book: &Book) -> Result<(), StoreError> {
 
 /// The wall-clock time of the record's next restart, computed once per deadline so that it
 /// does not drift between passes.
-pub(super) fn retry_at_ms(rec: &mut AppMemory) -> Option<u64> {
+pub(in crate::appmgr) fn retry_at_ms(rec: &mut AppMemory) -> Option<u64> {
     let at = rec.guard.next_start?;
     match rec.retry_at {
         Some((cached, ms)) if cached == at => Some(ms),
@@ -79,7 +79,7 @@ pub(super) fn retry_at_ms(rec: &mut AppMemory) -> Option<u64> {
 }
 
 /// What to keep of a record; `None` when there is nothing worth keeping.
-pub(super) fn snapshot(rec: &mut AppMemory) -> Option<Saved> {
+pub(in crate::appmgr) fn snapshot(rec: &mut AppMemory) -> Option<Saved> {
     let container_id = rec.container_id.clone()?;
     let next_start_at_ms = retry_at_ms(rec);
     let g = &rec.guard;
@@ -98,7 +98,7 @@ pub(super) fn snapshot(rec: &mut AppMemory) -> Option<Saved> {
 }
 
 /// A record restored from what was kept.
-pub(super) fn restore(saved: Saved) -> AppMemory {
+pub(in crate::appmgr) fn restore(saved: Saved) -> AppMemory {
     let next_start: Option<Instant> = saved.next_start_at_ms.map(instant_of);
     AppMemory {
         guard: CrashGuard {

@@ -7,12 +7,12 @@ use std::collections::BTreeMap;
 
 use odac_protocol::AppStatus;
 
-use super::labels;
-use super::pass::Pass;
+use crate::appmgr::labels;
+use crate::appmgr::pass::Pass;
 
 impl Pass<'_> {
     /// Marks `status` when the container (by its labels) holds an unhealthy GPU; true then.
-    pub(super) fn on_unhealthy_gpu(
+    pub(in crate::appmgr) fn on_unhealthy_gpu(
         &self,
         container_labels: &BTreeMap<String, String>,
         status: &mut AppStatus,

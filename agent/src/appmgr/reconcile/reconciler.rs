@@ -1,7 +1,7 @@
 //! One reconcile pass: make the engine's containers match the desired state.
 //!
 //! - The agent's containers are those labelled `odac.instance=<instance>` and owned by it
-//!   ([`ownership`](super::policy::ownership): its `odac.owner`, or no owner and an app its desired
+//!   ([`ownership`](crate::appmgr::policy::ownership): its `odac.owner`, or no owner and an app its desired
 //!   state names); nothing else is touched, and nothing at all before a desired state is
 //!   known. Other containers of the instance are reported as conflicts. Containers of apps no
 //!   longer desired are stopped and removed (their named volumes stay), up to eight at a time
@@ -12,12 +12,12 @@
 //!   new restart token arrives (devices and host access are bound at creation). Any other
 //!   change recreates the container.
 //! - A missing container is created: policy check, pre-flight [`resolve_with`](crate::gpu::resolve_with), then
-//!   [`start_with_gpu_fallback`](super::gpu::fallback::start_with_gpu_fallback). A refusal that cannot change by retrying (policy, pre-flight
+//!   [`start_with_gpu_fallback`](crate::appmgr::gpu::fallback::start_with_gpu_fallback). A refusal that cannot change by retrying (policy, pre-flight
 //!   refusal, required intent refused by the engine) is held, not retried, until the spec or
 //!   the plan changes, so nothing churns. Other failures are retried with the crash-loop
 //!   backoff.
 //! - A container that exited is restarted after the crash-loop backoff, unless its restart
-//!   policy makes the exit final ([`diagnosis`](super::crash::diagnosis)); the exit is read once, with
+//!   policy makes the exit final ([`diagnosis`](crate::appmgr::crash::diagnosis)); the exit is read once, with
 //!   the tail of its output, and the crash counters are kept in the state directory
 //!   ([`crashbook`](super::crashbook)).
 //! - An app with a git source gets its image from a background build first
@@ -25,11 +25,11 @@
 //!   the new image is ready; so does that of a registry app while its new image is pulled.
 //!   The images of apps no longer desired are removed with them; after each pass the images
 //!   the agent pulled or built and no app uses any more are cleaned up
-//!   ([`image_gc`](super::gc::image_gc)).
+//!   ([`image_gc`](crate::appmgr::gc::image_gc)).
 //! - GPU allocations are rebuilt from the containers' labels at the start of every pass.
 //! - A quiet pass (a plain poll tick) costs one engine call: it reuses the engine's
 //!   capabilities and the host scan of an earlier pass (or of the agent's inventory loop,
-//!   [`Facts::offer`]) for up to [`FACTS_TTL`](super::gpu::facts::FACTS_TTL), and the inspection of a container the listing
+//!   [`Facts::offer`]) for up to [`FACTS_TTL`](crate::appmgr::gpu::facts::FACTS_TTL), and the inspection of a container the listing
 //!   still shows running (not of one with a health check, whose verdict changes while it
 //!   runs). Any other pass (a new desired state, a scheduled restart, an outage retry) reads
 //!   everything afresh.
@@ -46,22 +46,22 @@ use futures_util::StreamExt;
 use odac_protocol::{AppSpec, AppState, AppStatus, DesiredState, Fallback, FallbackTier, Reason};
 use tokio::time::Instant;
 
-use super::policy::binds::desired_uses;
-use super::images::build::Builds;
+use crate::appmgr::policy::binds::desired_uses;
+use crate::appmgr::images::build::Builds;
 use super::crashbook;
-use super::crash::crashloop::CrashGuard;
-use super::state::events::EventTx;
-use super::gpu::facts::Facts;
-use super::gpu::host::HostSource;
+use crate::appmgr::crash::crashloop::CrashGuard;
+use crate::appmgr::state::events::EventTx;
+use crate::appmgr::gpu::facts::Facts;
+use crate::appmgr::gpu::host::HostSource;
 use super::image::ImageReady;
-use super::gc::image_gc::{ImageGc, SweepInput};
-use super::labels::{self, Identity};
-use super::policy::ownership::{self, Ownership};
-use super::pass::{AppMemory, Pass, stop_and_remove};
-use super::images::pull::Pulls;
-use super::gpu::refusals::Refusals;
-use super::rollout::rollout_book::Rollouts;
-use super::settings::AppManagerConfig;
+use crate::appmgr::gc::image_gc::{ImageGc, SweepInput};
+use crate::appmgr::labels::{self, Identity};
+use crate::appmgr::policy::ownership::{self, Ownership};
+use crate::appmgr::pass::{AppMemory, Pass, stop_and_remove};
+use crate::appmgr::images::pull::Pulls;
+use crate::appmgr::gpu::refusals::Refusals;
+use crate::appmgr::rollout::rollout_book::Rollouts;
+use crate::appmgr::settings::AppManagerConfig;
 use super::source::{GitImage, with_build};
 use crate::engine::{
     ContainerEngine, ContainerState, ContainerSummary, EngineCapabilities, EngineError,
@@ -94,7 +94,7 @@ pub(crate) struct PassInput<'a> {
     pub pulls: &'a Pulls,
     pub events: &'a EventTx,
     pub facts: &'a Facts,
-    /// A quiet pass: facts younger than [`FACTS_TTL`](super::gpu::facts::FACTS_TTL) and inspections of containers still
+    /// A quiet pass: facts younger than [`FACTS_TTL`](crate::appmgr::gpu::facts::FACTS_TTL) and inspections of containers still
     /// running may be reused.
     pub quiet: bool,
     /// Apps an engine event concerned: a quiet pass reads them afresh.
@@ -317,7 +317,7 @@ async fn remove_all(
 const MAX_PARALLEL_REMOVALS: usize = 8;
 
 impl Pass<'_> {
-    pub(super) async fn app(
+    pub(in crate::appmgr) async fn app(
         &mut self,
         rec: &mut AppMemory,
         spec: &AppSpec,

@@ -8,15 +8,15 @@
 
 use odac_protocol::{AppSpec, AppState, AppStatus, ImageFailure, Reason};
 
-use super::images::build::{BuildKey, BuildRequest, Built, Poll};
-use super::state::clip::clip;
-use super::labels::Identity;
-use super::pass::{AppMemory, Pass};
+use crate::appmgr::images::build::{BuildKey, BuildRequest, Built, Poll};
+use crate::appmgr::state::clip::clip;
+use crate::appmgr::labels::Identity;
+use crate::appmgr::pass::{AppMemory, Pass};
 use crate::engine::EngineError;
 
 /// What the pass can do with a git-sourced app now.
 #[derive(Debug)]
-pub(super) enum GitImage {
+pub(in crate::appmgr) enum GitImage {
     /// Run this image.
     Ready(Built),
     /// Report this status and come back later (building, or waiting to retry a failure).
@@ -25,7 +25,7 @@ pub(super) enum GitImage {
 
 impl Pass<'_> {
     /// The image of a git-sourced app; see the module documentation.
-    pub(super) async fn git_image(
+    pub(in crate::appmgr) async fn git_image(
         &mut self,
         rec: &mut AppMemory,
         spec: &AppSpec,
@@ -106,7 +106,7 @@ impl Pass<'_> {
 }
 
 /// Put what was built on a status: the image tag and the commit.
-pub(super) fn with_build(mut status: AppStatus, built: Option<&Built>) -> AppStatus {
+pub(in crate::appmgr) fn with_build(mut status: AppStatus, built: Option<&Built>) -> AppStatus {
     if let Some(built) = built {
         status.commit = Some(built.commit.clone());
         status.image = Some(built.image.clone());

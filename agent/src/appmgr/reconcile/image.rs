@@ -1,19 +1,19 @@
 //! The image of a registry app, as the reconcile pass sees it: on the host, or pulled in
-//! the background ([`Pulls`](super::images::pull::Pulls)) per the spec's pull policy — the app
+//! the background ([`Pulls`](crate::appmgr::images::pull::Pulls)) per the spec's pull policy — the app
 //! reports `pulling` meanwhile — or failed with `image_pull_failed` and retried after the
 //! crash-loop backoff.
 
 use odac_protocol::{AppSpec, AppState, AppStatus, ImageFailure, PullPolicy, Reason};
 
-use super::state::clip::clip;
-use super::labels::Identity;
-use super::pass::{AppMemory, Pass};
-use super::images::pull::{PullKey, PullPoll};
+use crate::appmgr::state::clip::clip;
+use crate::appmgr::labels::Identity;
+use crate::appmgr::pass::{AppMemory, Pass};
+use crate::appmgr::images::pull::{PullKey, PullPoll};
 use crate::engine::{EngineError, RegistryAuth, registry_host};
 
 /// What the pass can do with an app's image now.
 #[derive(Debug)]
-pub(super) enum ImageReady {
+pub(in crate::appmgr) enum ImageReady {
     /// The image is on the host: create the container.
     Ready,
     /// Report this status and come back later (pulling, or failed and waiting to retry).
@@ -23,7 +23,7 @@ pub(super) enum ImageReady {
 impl Pass<'_> {
     /// Make sure `image` of `spec` is on the host, pulling it per the spec's policy; see the
     /// module documentation.
-    pub(super) async fn ensure_image(
+    pub(in crate::appmgr) async fn ensure_image(
         &mut self,
         rec: &mut AppMemory,
         spec: &AppSpec,
