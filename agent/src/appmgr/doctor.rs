@@ -16,7 +16,7 @@ use super::local::{Target, engine_view};
 use super::policy::ownership::{Conflict, conflicts};
 use super::images::pull_disk::free_bytes;
 use super::state::store::DESIRED_FILE;
-use super::watch::StreamReport;
+use super::manager::watch::StreamReport;
 use crate::engine::DockerEngine;
 use crate::identity::AGENT_ID_FILE;
 use crate::instance_lock::InstanceLock;
@@ -95,7 +95,7 @@ pub async fn ownership_checks(target: &Target) -> Vec<Check> {
 }
 
 /// The `events` check of a running agent: whether it follows the engine's event stream or,
-/// while the stream is down, polls (the state it keeps in [`STREAM_FILE`](super::watch::STREAM_FILE)).
+/// while the stream is down, polls (the state it keeps in [`STREAM_FILE`](super::manager::watch::STREAM_FILE)).
 pub fn events_check(target: &Target) -> Option<Check> {
     let report = StreamReport::load(&target.apps.state_dir)?;
     let since = super::gpu::refusals::utc(

@@ -23,14 +23,13 @@ pub mod gpu;
 pub mod images;
 pub mod labels;
 pub mod local;
-mod manager;
+pub mod manager;
 mod pass;
 pub mod policy;
 mod reconcile;
 mod rollout;
 mod settings;
 pub mod state;
-pub mod watch;
 
 pub use error::{AppMgrError, StoreError};
 pub use state::events::{AppEvent, ImageRemoved, RemovalReason};

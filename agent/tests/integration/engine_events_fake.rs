@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use odac_agent::appmgr::doctor::events_check;
 use odac_agent::appmgr::local::Target;
-use odac_agent::appmgr::watch::StreamReport;
+use odac_agent::appmgr::manager::watch::StreamReport;
 use odac_agent::appmgr::{AppManager, AppManagerConfig};
 use odac_agent::engine::{ContainerHealth, EngineEvent, FakeEngine, Op};
 use odac_agent::inventory::doctor::CheckStatus;

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::{AppManager, d_generation};
 use crate::appmgr::state::clip::clip;
-use crate::appmgr::watch::engine_backoff;
+use super::watch::engine_backoff;
 
 /// An engine outage under way: why, and when to try again.
 pub(super) struct Outage {

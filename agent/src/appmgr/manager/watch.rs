@@ -30,8 +30,8 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::crash::diagnosis::wall_ms;
-use super::labels;
+use crate::appmgr::crash::diagnosis::wall_ms;
+use crate::appmgr::labels;
 use crate::engine::{ContainerEngine, EngineEvent, EventFilter, EventKind};
 use crate::lock::lock;
 
@@ -66,12 +66,12 @@ impl StreamReport {
 
 /// What the watch shares with the reconcile loop and the agent.
 #[derive(Debug)]
-pub(super) struct Watch {
+pub(in crate::appmgr) struct Watch {
     live: Mutex<bool>,
     /// Apps an event concerned, until a pass takes them.
     dirty: Mutex<BTreeSet<String>>,
     /// Woken by a container event: a quiet pass.
-    pub(super) event_wake: Notify,
+    pub(in crate::appmgr) event_wake: Notify,
     /// Bumped on a daemon `reload` and on a resubscription after a fault.
     engine_changes: watch::Sender<u64>,
 }
@@ -88,7 +88,7 @@ impl Default for Watch {
 }
 
 /// What the watch needs besides its shared state.
-pub(super) struct WatchInput<'a> {
+pub(in crate::appmgr) struct WatchInput<'a> {
     pub engine: &'a dyn ContainerEngine,
     pub instance: &'a str,
     pub backstop: Duration,
@@ -106,7 +106,7 @@ struct Outage {
 
 /// The pace of reaching the engine again, after a lost event stream or an engine outage of
 /// a pass alike: 1 s doubling to 30 s, jittered, never giving up.
-pub(super) fn engine_backoff() -> ExponentialBackoff {
+pub(in crate::appmgr) fn engine_backoff() -> ExponentialBackoff {
     ExponentialBuilder::default()
         .with_min_delay(Duration::from_secs(1))
         .with_max_delay(Duration::from_secs(30))
@@ -124,17 +124,17 @@ fn wall_nanos() -> i64 {
 
 impl Watch {
     /// Whether events are streaming now.
-    pub(super) fn live(&self) -> bool {
+    pub(in crate::appmgr) fn live(&self) -> bool {
         *lock(&self.live)
     }
 
     /// The apps events concerned since the last call.
-    pub(super) fn take_dirty(&self) -> BTreeSet<String> {
+    pub(in crate::appmgr) fn take_dirty(&self) -> BTreeSet<String> {
         std::mem::take(&mut *lock(&self.dirty))
     }
 
     /// Changes of the engine worth a rescan (daemon reload, resubscription after a fault).
-    pub(super) fn engine_changes(&self) -> watch::Receiver<u64> {
+    pub(in crate::appmgr) fn engine_changes(&self) -> watch::Receiver<u64> {
         self.engine_changes.subscribe()
     }
 
@@ -187,7 +187,7 @@ impl Watch {
     }
 
     /// Runs the watch until `shutdown` (see the module documentation).
-    pub(super) async fn run(&self, input: WatchInput<'_>, shutdown: &CancellationToken) {
+    pub(in crate::appmgr) async fn run(&self, input: WatchInput<'_>, shutdown: &CancellationToken) {
         let silence = input.backstop * SILENCE_BACKSTOPS;
         let mut outage: Option<Outage> = None;
         let mut last_seen: Option<i64> = None;

@@ -10,6 +10,9 @@
 //! app leaves the desired state, its last status is `removed`, sent once its container is
 //! gone ([`super::reconcile::removal`]); no status of it is published after that.
 //!
+//! The folder is the handle and what drives it: this module, its loop (`reconcile_loop.rs`),
+//! engine outages (`outage.rs`) and the engine's event stream that wakes the loop ([`watch`]).
+//!
 //! Engine outage: a pass that finds the engine unreachable leaves every app at its last
 //! status with `last_error` starting `engine_unavailable: `, and the loop retries with an
 //! exponential backoff (1 s to 30 s, jittered) until the engine answers again. An engine
@@ -35,7 +38,7 @@ use super::images::registry_auth::Credentials;
 use super::reconcile::removal::Removals;
 use super::settings::AppManagerConfig;
 use super::state::store::Store;
-use super::watch::Watch;
+use self::watch::Watch;
 use crate::engine::ContainerEngine;
 use crate::inventory::Assessment;
 
@@ -431,3 +434,4 @@ mod outage;
 mod reconcile_loop;
 #[cfg(test)]
 mod tests;
+pub mod watch;
