@@ -16,7 +16,6 @@
 
 pub mod container;
 pub mod crash;
-pub mod doctor;
 mod error;
 mod gc;
 pub mod gpu;

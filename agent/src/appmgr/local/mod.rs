@@ -2,6 +2,11 @@
 //! resolved [`Target`] (the app manager's settings, the identity dir, the engine endpoint;
 //! the flags that name it are `cli/target.rs`'s), and what the engine really runs for that
 //! instance ([`engine_view`]), for `status`.
+//!
+//! The folder is the app manager as the local commands see it, without a running agent: this
+//! module and [`doctor`] (the ownership checks of `odac-agent doctor`).
+
+pub mod doctor;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

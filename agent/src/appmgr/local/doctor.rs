@@ -10,13 +10,13 @@ use std::collections::BTreeSet;
 
 use odac_protocol::DesiredState;
 
-use super::images::image_book;
-use super::gc::image_gc::{DataRoot, read_root};
-use super::local::{Target, engine_view};
-use super::policy::ownership::{Conflict, conflicts};
-use super::images::pull_disk::free_bytes;
-use super::state::store::DESIRED_FILE;
-use super::manager::watch::StreamReport;
+use crate::appmgr::images::image_book;
+use crate::appmgr::gc::image_gc::{DataRoot, read_root};
+use super::{Target, engine_view};
+use crate::appmgr::policy::ownership::{Conflict, conflicts};
+use crate::appmgr::images::pull_disk::free_bytes;
+use crate::appmgr::state::store::DESIRED_FILE;
+use crate::appmgr::manager::watch::StreamReport;
 use crate::engine::DockerEngine;
 use crate::identity::AGENT_ID_FILE;
 use crate::instance_lock::InstanceLock;
@@ -95,10 +95,10 @@ pub async fn ownership_checks(target: &Target) -> Vec<Check> {
 }
 
 /// The `events` check of a running agent: whether it follows the engine's event stream or,
-/// while the stream is down, polls (the state it keeps in [`STREAM_FILE`](super::manager::watch::STREAM_FILE)).
+/// while the stream is down, polls (the state it keeps in [`STREAM_FILE`](crate::appmgr::manager::watch::STREAM_FILE)).
 pub fn events_check(target: &Target) -> Option<Check> {
     let report = StreamReport::load(&target.apps.state_dir)?;
-    let since = super::gpu::refusals::utc(
+    let since = crate::appmgr::gpu::refusals::utc(
         std::time::UNIX_EPOCH + std::time::Duration::from_millis(report.since_ms),
     );
     let (status, message, fix) = if report.live {
