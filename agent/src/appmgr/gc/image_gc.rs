@@ -21,12 +21,12 @@ use odac_protocol::AppStatus;
 use tokio::time::Instant;
 
 use crate::appmgr::crash::diagnosis::wall_ms;
-use crate::appmgr::state::events::{EventTx, ImageRemoved, RemovalReason};
 use crate::appmgr::images::image_book::{self, Book, Kept, Origin};
+use crate::appmgr::images::pull_disk::free_bytes;
 use crate::appmgr::labels;
 use crate::appmgr::pass::Pass;
-use crate::appmgr::images::pull_disk::free_bytes;
 use crate::appmgr::settings::AppManagerConfig;
+use crate::appmgr::state::events::{EventTx, ImageRemoved, RemovalReason};
 use crate::engine::{ContainerEngine, EngineError};
 
 /// How often the data root's free space is read.
@@ -325,7 +325,10 @@ pub(crate) async fn read_root(engine: &dyn ContainerEngine) -> Result<DataRoot, 
 
 impl Pass<'_> {
     /// Remove the images built for an app that is no longer desired (best effort).
-    pub(in crate::appmgr) async fn remove_built_images(&mut self, app: &str) -> Result<(), EngineError> {
+    pub(in crate::appmgr) async fn remove_built_images(
+        &mut self,
+        app: &str,
+    ) -> Result<(), EngineError> {
         let filter = format!("{}={app}", labels::APP);
         let images = match self.engine.list_images_by_label(&filter).await {
             Ok(images) => images,

@@ -76,7 +76,11 @@ impl Facts {
 
     /// `assessment` with the free VRAM of a reading younger than [`FREE_VRAM_TTL`] (none
     /// otherwise) and the unhealthy GPUs.
-    pub(in crate::appmgr) fn with_free_vram(&self, mut assessment: Assessment, now: Instant) -> Assessment {
+    pub(in crate::appmgr) fn with_free_vram(
+        &self,
+        mut assessment: Assessment,
+        now: Instant,
+    ) -> Assessment {
         assessment.unhealthy = lock(&self.unhealthy).clone();
         assessment.free_vram_mib = lock(&self.free_vram)
             .as_ref()

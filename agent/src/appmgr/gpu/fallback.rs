@@ -10,8 +10,8 @@
 
 use odac_protocol::{Fallback, FallbackTier, Reason};
 
-use crate::appmgr::state::clip::clip;
 use crate::appmgr::labels;
+use crate::appmgr::state::clip::clip;
 use crate::engine::{ContainerEngine, ContainerSpec, EngineError};
 
 /// Substrings of the engine's device refusals (unknown runtime, no CDI, missing device node,

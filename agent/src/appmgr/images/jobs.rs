@@ -141,7 +141,13 @@ impl<K: PartialEq, T: Clone, E, P: Clone> Jobs<K, T, E, P> {
 impl<K: PartialEq, T: Clone, E, P: Clone> Jobs<K, T, E, P> {
     /// Put a job for `app` at `key` in the table (tests): running until aborted, showing
     /// `shown` (`result` `None`), or done.
-    pub(in crate::appmgr) fn stage(&self, app: &str, key: K, shown: P, result: Option<Result<T, E>>) {
+    pub(in crate::appmgr) fn stage(
+        &self,
+        app: &str,
+        key: K,
+        shown: P,
+        result: Option<Result<T, E>>,
+    ) {
         lock(&self.table).remove(app);
         let handle = tokio::spawn(std::future::pending::<()>()).abort_handle();
         let state = match result {

@@ -28,11 +28,11 @@ use tokio::sync::Notify;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
-use crate::appmgr::state::clip::{clip, redact};
-use crate::appmgr::state::events::EventTx;
 use super::jobs::{Jobs, Polled};
 use super::pull_disk;
 use super::registry_auth::Credentials;
+use crate::appmgr::state::clip::{clip, redact};
+use crate::appmgr::state::events::EventTx;
 use crate::engine::{ContainerEngine, EngineError, PullProgress, RegistryAuth, registry_host};
 
 /// At most one progress event per app in this period.
@@ -143,7 +143,12 @@ impl Pulls {
 
     /// The pull of `image` for `app` at `key`; starts one (replacing one for another key)
     /// when none is running or done for it.
-    pub(in crate::appmgr) fn poll(&self, app: &str, key: &PullKey, sent: Option<RegistryAuth>) -> PullPoll {
+    pub(in crate::appmgr) fn poll(
+        &self,
+        app: &str,
+        key: &PullKey,
+        sent: Option<RegistryAuth>,
+    ) -> PullPoll {
         let polled = self
             .shared
             .jobs

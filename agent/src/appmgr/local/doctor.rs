@@ -10,13 +10,13 @@ use std::collections::BTreeSet;
 
 use odac_protocol::DesiredState;
 
-use crate::appmgr::images::image_book;
-use crate::appmgr::gc::image_gc::{DataRoot, read_root};
 use super::{Target, engine_view};
-use crate::appmgr::policy::ownership::{Conflict, conflicts};
+use crate::appmgr::gc::image_gc::{DataRoot, read_root};
+use crate::appmgr::images::image_book;
 use crate::appmgr::images::pull_disk::free_bytes;
-use crate::appmgr::state::store::DESIRED_FILE;
 use crate::appmgr::manager::watch::StreamReport;
+use crate::appmgr::policy::ownership::{Conflict, conflicts};
+use crate::appmgr::state::store::DESIRED_FILE;
 use crate::engine::DockerEngine;
 use crate::identity::AGENT_ID_FILE;
 use crate::instance_lock::InstanceLock;

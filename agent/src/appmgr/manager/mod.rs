@@ -27,18 +27,18 @@ use std::sync::{Arc, Mutex};
 use odac_protocol::{AppSpec, AppStatus, DesiredState};
 use tokio::sync::{Notify, broadcast};
 
-use super::images::build::Builds;
+use self::watch::Watch;
 use super::error::AppMgrError;
-use super::state::events::{AppEvent, EventTx};
 use super::gpu::facts::Facts;
 use super::gpu::host::HostSource;
+use super::images::build::Builds;
 use super::images::pull::Pulls;
-use super::reconcile::reconciler::{PassInput, Reconciler};
 use super::images::registry_auth::Credentials;
+use super::reconcile::reconciler::{PassInput, Reconciler};
 use super::reconcile::removal::Removals;
 use super::settings::AppManagerConfig;
+use super::state::events::{AppEvent, EventTx};
 use super::state::store::Store;
-use self::watch::Watch;
 use crate::engine::ContainerEngine;
 use crate::inventory::Assessment;
 

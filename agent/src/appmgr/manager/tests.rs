@@ -12,8 +12,8 @@ use odac_protocol::{AppState, GitSource, PullPolicy};
 
 use super::*;
 use crate::appmgr::images::build::{BuildFailure, BuildKey};
-use crate::appmgr::labels::Identity;
 use crate::appmgr::images::pull::PullKey;
+use crate::appmgr::labels::Identity;
 use crate::appmgr::settings::CrashLoopConfig;
 use crate::engine::{FakeEngine, Op};
 

@@ -105,7 +105,10 @@ impl Ownership {
     }
 
     /// Conflicts not reported yet (each is reported once while it lasts).
-    pub(in crate::appmgr) fn unreported<'a>(&mut self, conflicts: &'a [Conflict]) -> Vec<&'a Conflict> {
+    pub(in crate::appmgr) fn unreported<'a>(
+        &mut self,
+        conflicts: &'a [Conflict],
+    ) -> Vec<&'a Conflict> {
         conflicts
             .iter()
             .filter(|c| self.reported.insert(c.id.clone()))
@@ -126,7 +129,9 @@ pub fn conflicts(
 }
 
 /// Group containers by their `odac.app` label (unlabelled ones are dropped).
-pub(in crate::appmgr) fn by_app(containers: Vec<ContainerSummary>) -> BTreeMap<String, Vec<ContainerSummary>> {
+pub(in crate::appmgr) fn by_app(
+    containers: Vec<ContainerSummary>,
+) -> BTreeMap<String, Vec<ContainerSummary>> {
     let mut out: BTreeMap<String, Vec<ContainerSummary>> = BTreeMap::new();
     for c in containers {
         if let Some(app) = c.labels.get(labels::APP).cloned() {

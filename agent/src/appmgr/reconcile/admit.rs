@@ -6,9 +6,9 @@
 
 use odac_protocol::AppSpec;
 
-use crate::appmgr::policy::binds::{HostUse, conflicts, uses_of};
 use crate::appmgr::error::PolicyViolation;
 use crate::appmgr::pass::Pass;
+use crate::appmgr::policy::binds::{HostUse, conflicts, uses_of};
 use crate::appmgr::policy::{self, Admitted};
 use crate::engine::EngineError;
 

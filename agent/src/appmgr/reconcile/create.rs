@@ -9,19 +9,21 @@
 use odac_protocol::Compute;
 use odac_protocol::{AppSpec, AppStatus, Fallback, FallbackTier, Mechanism, Reason};
 
-use crate::appmgr::images::build::Built;
-use crate::appmgr::state::clip::clip;
+use super::image::ImageReady;
 use crate::appmgr::container::{self, container_spec};
 use crate::appmgr::crash::crashloop::CrashGuard;
 use crate::appmgr::crash::diagnosis;
-use crate::appmgr::gpu::fallback::{StartOutcome, run_on_cpu, start_plain, start_with_gpu_fallback};
-use crate::appmgr::rollout::hand_over::temporary_name;
-use super::image::ImageReady;
+use crate::appmgr::gpu::fallback::{
+    StartOutcome, run_on_cpu, start_plain, start_with_gpu_fallback,
+};
+use crate::appmgr::gpu::refusals::Asker;
+use crate::appmgr::images::build::Built;
 use crate::appmgr::labels::{self, Identity};
 use crate::appmgr::pass::{AppMemory, HandOver, Hold, Pass};
 use crate::appmgr::policy::{self, Admitted};
-use crate::appmgr::gpu::refusals::Asker;
+use crate::appmgr::rollout::hand_over::temporary_name;
 use crate::appmgr::rollout::update_lock;
+use crate::appmgr::state::clip::clip;
 use crate::engine::ContainerSpec;
 use crate::engine::{ContainerSummary, EngineError};
 use crate::gpu::image as gpu_image;

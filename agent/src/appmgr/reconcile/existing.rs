@@ -4,13 +4,13 @@
 
 use odac_protocol::{AppSpec, AppState, AppStatus, Attached, FallbackTier, Reason};
 
-use crate::appmgr::state::clip::clip;
 use super::crashbook;
 use crate::appmgr::crash::crashloop::CrashGuard;
 use crate::appmgr::crash::diagnosis::{self, LastExit};
 use crate::appmgr::gpu::fallback::is_device_refusal;
 use crate::appmgr::labels::{self, Identity};
 use crate::appmgr::pass::{AppMemory, Pass};
+use crate::appmgr::state::clip::clip;
 use crate::engine::{
     ContainerDetails, ContainerState, ContainerSummary, EngineError, split_reference,
 };

@@ -5,10 +5,10 @@
 
 use odac_protocol::{AppSpec, AppState, AppStatus, ImageFailure, PullPolicy, Reason};
 
-use crate::appmgr::state::clip::clip;
+use crate::appmgr::images::pull::{PullKey, PullPoll};
 use crate::appmgr::labels::Identity;
 use crate::appmgr::pass::{AppMemory, Pass};
-use crate::appmgr::images::pull::{PullKey, PullPoll};
+use crate::appmgr::state::clip::clip;
 use crate::engine::{EngineError, RegistryAuth, registry_host};
 
 /// What the pass can do with an app's image now.

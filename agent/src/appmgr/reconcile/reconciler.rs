@@ -46,23 +46,23 @@ use futures_util::StreamExt;
 use odac_protocol::{AppSpec, AppState, AppStatus, DesiredState, Fallback, FallbackTier, Reason};
 use tokio::time::Instant;
 
-use crate::appmgr::policy::binds::desired_uses;
-use crate::appmgr::images::build::Builds;
 use super::crashbook;
+use super::image::ImageReady;
+use super::source::{GitImage, with_build};
 use crate::appmgr::crash::crashloop::CrashGuard;
-use crate::appmgr::state::events::EventTx;
+use crate::appmgr::gc::image_gc::{ImageGc, SweepInput};
 use crate::appmgr::gpu::facts::Facts;
 use crate::appmgr::gpu::host::HostSource;
-use super::image::ImageReady;
-use crate::appmgr::gc::image_gc::{ImageGc, SweepInput};
-use crate::appmgr::labels::{self, Identity};
-use crate::appmgr::policy::ownership::{self, Ownership};
-use crate::appmgr::pass::{AppMemory, Pass, stop_and_remove};
-use crate::appmgr::images::pull::Pulls;
 use crate::appmgr::gpu::refusals::Refusals;
+use crate::appmgr::images::build::Builds;
+use crate::appmgr::images::pull::Pulls;
+use crate::appmgr::labels::{self, Identity};
+use crate::appmgr::pass::{AppMemory, Pass, stop_and_remove};
+use crate::appmgr::policy::binds::desired_uses;
+use crate::appmgr::policy::ownership::{self, Ownership};
 use crate::appmgr::rollout::rollout_book::Rollouts;
 use crate::appmgr::settings::AppManagerConfig;
-use super::source::{GitImage, with_build};
+use crate::appmgr::state::events::EventTx;
 use crate::engine::{
     ContainerEngine, ContainerState, ContainerSummary, EngineCapabilities, EngineError,
 };

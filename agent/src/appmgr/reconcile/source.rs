@@ -9,9 +9,9 @@
 use odac_protocol::{AppSpec, AppState, AppStatus, ImageFailure, Reason};
 
 use crate::appmgr::images::build::{BuildKey, BuildRequest, Built, Poll};
-use crate::appmgr::state::clip::clip;
 use crate::appmgr::labels::Identity;
 use crate::appmgr::pass::{AppMemory, Pass};
+use crate::appmgr::state::clip::clip;
 use crate::engine::EngineError;
 
 /// What the pass can do with a git-sourced app now.

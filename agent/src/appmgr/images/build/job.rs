@@ -9,11 +9,11 @@ use std::path::PathBuf;
 use odac_protocol::GitSource;
 use tokio::time::Instant;
 
-use crate::appmgr::state::clip::clip;
-use crate::appmgr::state::events::EventTx;
+use super::git::{self, FetchRequest};
 use crate::appmgr::labels;
 use crate::appmgr::settings::BuildConfig;
-use super::git::{self, FetchRequest};
+use crate::appmgr::state::clip::clip;
+use crate::appmgr::state::events::EventTx;
 use crate::engine::{BuildOutput, ContainerEngine, EngineError, ImageSummary};
 
 /// Length of the commit prefix in image tags.

@@ -21,8 +21,8 @@ use tokio::sync::{Notify, Semaphore};
 
 pub use job::{BuildFailure, BuildRequest, Built, image_tag};
 
-use crate::appmgr::state::events::EventTx;
 use super::jobs::{Jobs, Polled};
+use crate::appmgr::state::events::EventTx;
 use crate::engine::ContainerEngine;
 
 /// What a build is for: the app's spec hash and restart token. A new token fetches again.
