@@ -2,10 +2,11 @@
 //! under way, shared by its parts), [`AppMemory`] (what is kept about one app between
 //! passes) and [`Hold`] (a failure not retried until the spec or the plan changes).
 //!
-//! The parts of a pass depend on this module, never the other way: [`reconcile`](super::reconcile::reconciler)
-//! drives the pass over the apps, [`existing`](super::reconcile::existing) watches an up-to-date
-//! container, [`create`](super::reconcile::create) makes a missing one, [`source`](super::reconcile::source) and
-//! [`image`](super::reconcile::image) get its image.
+//! The parts of a pass depend on this module, never the other way:
+//! [`reconcile`](super::reconcile::reconciler) drives the pass over the apps,
+//! [`existing`](super::reconcile::existing) watches an up-to-date container,
+//! [`create`](super::reconcile::create) makes a missing one, [`source`](super::reconcile::source)
+//! and [`image`](super::reconcile::image) get its image.
 
 use std::time::Duration;
 

@@ -64,9 +64,10 @@ pub struct AppManagerConfig {
     pub log_max_size_bytes: u64,
     /// Log files kept per container; an app spec may ask for fewer, never more.
     pub log_max_files: u32,
-    /// How long an engine refusal of a device set is remembered ([`refusals`](super::gpu::refusals)),
-    /// in seconds: until then, or until the inventory changes, creates asking for the same
-    /// devices go straight to the CPU (optional) or fail (required). 0: never remembered.
+    /// How long an engine refusal of a device set is remembered
+    /// ([`refusals`](super::gpu::refusals)), in seconds: until then, or until the inventory
+    /// changes, creates asking for the same devices go straight to the CPU (optional) or fail
+    /// (required). 0: never remembered.
     pub refusal_memory_secs: u64,
     /// The Docker client's `config.json` whose `auths` (`docker login`) are used for pulls
     /// when the control plane sent no credentials for a registry; a missing file is fine.

@@ -1,7 +1,7 @@
 //! `odac-agent doctor`: the host and engine checks of [`inventory::doctor`](crate::inventory::doctor)
 //! plus, against a live engine, the ownership checks of
-//! [`appmgr::local::doctor`](crate::appmgr::local::doctor). Exit 0 when nothing present is broken, 1 when
-//! present hardware (or the asked engine) is unusable, 2 on usage errors, 78 for an unusable
+//! [`appmgr::local::doctor`](crate::appmgr::local::doctor). Exit 0 when nothing present is broken,
+//! 1 when present hardware (or the asked engine) is unusable, 2 on usage errors, 78 for an unusable
 //! `--config`; ownership conflicts are warnings.
 
 use super::EXIT_CONFIG;

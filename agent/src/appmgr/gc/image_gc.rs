@@ -1,9 +1,9 @@
-//! Image clean-up: the images this agent pulled or built ([`image_book`](crate::appmgr::images::image_book),
-//! and only those) are removed once no app of its instance uses them for
-//! `apps.image_gc_delay_secs`; an image an app could roll back to (the previous version while
-//! a rollout is under way, the version running after a rollback) counts as used. When the
-//! engine's data root has less than `apps.image_gc_min_free_mb` free, unused images go at
-//! once, the one unused longest first, until there is enough again. Removal goes through the
+//! Image clean-up: the images this agent pulled or built
+//! ([`image_book`](crate::appmgr::images::image_book), and only those) are removed once no app of
+//! its instance uses them for `apps.image_gc_delay_secs`; an image an app could roll back to (the
+//! previous version while a rollout is under way, the version running after a rollback) counts as
+//! used. When the engine's data root has less than `apps.image_gc_min_free_mb` free, unused images
+//! go at once, the one unused longest first, until there is enough again. Removal goes through the
 //! engine without force: an image a container still uses (another agent's, the user's) or one
 //! the user tagged as well is refused by the engine, which is "in use", not an error, and it
 //! is tried again after another delay. Each removal is an event naming the image, the space it

@@ -1,8 +1,8 @@
 //! `images.json` in the state directory: the images this agent pulled or built, by image id,
 //! with the app and reference they came for, its instance, and when it was first and last in
-//! use (Unix ms). Image clean-up ([`image_gc`](crate::appmgr::gc::image_gc)) removes only what is in here:
-//! a pulled image cannot carry a label, so this record is what tells the agent's images from
-//! the user's own and from another agent's. Written atomically when it changed; a file that
+//! use (Unix ms). Image clean-up ([`image_gc`](crate::appmgr::gc::image_gc)) removes only what is
+//! in here: a pulled image cannot carry a label, so this record is what tells the agent's images
+//! from the user's own and from another agent's. Written atomically when it changed; a file that
 //! cannot be read is an empty record (nothing is removed that is not known to be ours).
 
 use std::collections::BTreeMap;

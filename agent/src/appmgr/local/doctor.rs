@@ -95,7 +95,8 @@ pub async fn ownership_checks(target: &Target) -> Vec<Check> {
 }
 
 /// The `events` check of a running agent: whether it follows the engine's event stream or,
-/// while the stream is down, polls (the state it keeps in [`STREAM_FILE`](crate::appmgr::manager::watch::STREAM_FILE)).
+/// while the stream is down, polls (the state it keeps in
+/// [`STREAM_FILE`](crate::appmgr::manager::watch::STREAM_FILE)).
 pub fn events_check(target: &Target) -> Option<Check> {
     let report = StreamReport::load(&target.apps.state_dir)?;
     let since = crate::appmgr::gpu::refusals::utc(

@@ -2,7 +2,8 @@
 //! devices, binds), whether its `update.order` can work on this host (`start_first` needs
 //! no host port and its GPUs twice among the host's), then its
 //! host binds against the writable binds of every container of the engine and of the other
-//! desired apps ([`binds::conflicts`](crate::appmgr::policy::binds::conflicts)), read once per pass.
+//! desired apps ([`binds::conflicts`](crate::appmgr::policy::binds::conflicts)), read once per
+//! pass.
 
 use odac_protocol::AppSpec;
 

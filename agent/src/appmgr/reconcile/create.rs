@@ -3,8 +3,8 @@
 //! other failures on the crash-loop backoff, named volumes ([`volumes`](super::volumes)), the GPU plan applied to the
 //! container spec (completed with what the image's environment says, [`crate::gpu::image`]),
 //! and [`start_with_gpu_fallback`] (or, for devices the engine refused
-//! before, the [`refusals`](crate::appmgr::gpu::refusals) learned). Every GPU fallback decision is also an
-//! event (once per decision: held refusals are not repeated).
+//! before, the [`refusals`](crate::appmgr::gpu::refusals) learned). Every GPU fallback decision is
+//! also an event (once per decision: held refusals are not repeated).
 
 use odac_protocol::Compute;
 use odac_protocol::{AppSpec, AppStatus, Fallback, FallbackTier, Mechanism, Reason};

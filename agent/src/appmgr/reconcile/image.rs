@@ -1,6 +1,6 @@
 //! The image of a registry app, as the reconcile pass sees it: on the host, or pulled in
-//! the background ([`Pulls`](crate::appmgr::images::pull::Pulls)) per the spec's pull policy — the app
-//! reports `pulling` meanwhile — or failed with `image_pull_failed` and retried after the
+//! the background ([`Pulls`](crate::appmgr::images::pull::Pulls)) per the spec's pull policy — the
+//! app reports `pulling` meanwhile — or failed with `image_pull_failed` and retried after the
 //! crash-loop backoff.
 
 use odac_protocol::{AppSpec, AppState, AppStatus, ImageFailure, PullPolicy, Reason};

@@ -1,8 +1,8 @@
 //! One reconcile pass: make the engine's containers match the desired state.
 //!
 //! - The agent's containers are those labelled `odac.instance=<instance>` and owned by it
-//!   ([`ownership`](crate::appmgr::policy::ownership): its `odac.owner`, or no owner and an app its desired
-//!   state names); nothing else is touched, and nothing at all before a desired state is
+//!   ([`ownership`](crate::appmgr::policy::ownership): its `odac.owner`, or no owner and an app its
+//!   desired state names); nothing else is touched, and nothing at all before a desired state is
 //!   known. Other containers of the instance are reported as conflicts. Containers of apps no
 //!   longer desired are stopped and removed (their named volumes stay), up to eight at a time
 //!   and alongside the creations of the pass.
@@ -12,13 +12,13 @@
 //!   new restart token arrives (devices and host access are bound at creation). Any other
 //!   change recreates the container.
 //! - A missing container is created: policy check, pre-flight [`resolve_with`](crate::gpu::resolve_with), then
-//!   [`start_with_gpu_fallback`](crate::appmgr::gpu::fallback::start_with_gpu_fallback). A refusal that cannot change by retrying (policy, pre-flight
-//!   refusal, required intent refused by the engine) is held, not retried, until the spec or
-//!   the plan changes, so nothing churns. Other failures are retried with the crash-loop
-//!   backoff.
+//!   [`start_with_gpu_fallback`](crate::appmgr::gpu::fallback::start_with_gpu_fallback). A refusal
+//!   that cannot change by retrying (policy, pre-flight refusal, required intent refused by the
+//!   engine) is held, not retried, until the spec or the plan changes, so nothing churns. Other
+//!   failures are retried with the crash-loop backoff.
 //! - A container that exited is restarted after the crash-loop backoff, unless its restart
-//!   policy makes the exit final ([`diagnosis`](crate::appmgr::crash::diagnosis)); the exit is read once, with
-//!   the tail of its output, and the crash counters are kept in the state directory
+//!   policy makes the exit final ([`diagnosis`](crate::appmgr::crash::diagnosis)); the exit is read
+//!   once, with the tail of its output, and the crash counters are kept in the state directory
 //!   ([`crashbook`](super::crashbook)).
 //! - An app with a git source gets its image from a background build first
 //!   ([`source`](super::source)); the container of the previous version keeps running until
@@ -29,10 +29,10 @@
 //! - GPU allocations are rebuilt from the containers' labels at the start of every pass.
 //! - A quiet pass (a plain poll tick) costs one engine call: it reuses the engine's
 //!   capabilities and the host scan of an earlier pass (or of the agent's inventory loop,
-//!   [`Facts::offer`]) for up to [`FACTS_TTL`](crate::appmgr::gpu::facts::FACTS_TTL), and the inspection of a container the listing
-//!   still shows running (not of one with a health check, whose verdict changes while it
-//!   runs). Any other pass (a new desired state, a scheduled restart, an outage retry) reads
-//!   everything afresh.
+//!   [`Facts::offer`]) for up to [`FACTS_TTL`](crate::appmgr::gpu::facts::FACTS_TTL), and the
+//!   inspection of a container the listing still shows running (not of one with a health check,
+//!   whose verdict changes while it runs). Any other pass (a new desired state, a scheduled
+//!   restart, an outage retry) reads everything afresh.
 //!
 //! Engine calls that find the engine unreachable end the pass with
 //! [`EngineError::Unavailable`]; the manager keeps the last statuses and retries. An engine
@@ -94,8 +94,8 @@ pub(crate) struct PassInput<'a> {
     pub pulls: &'a Pulls,
     pub events: &'a EventTx,
     pub facts: &'a Facts,
-    /// A quiet pass: facts younger than [`FACTS_TTL`](crate::appmgr::gpu::facts::FACTS_TTL) and inspections of containers still
-    /// running may be reused.
+    /// A quiet pass: facts younger than [`FACTS_TTL`](crate::appmgr::gpu::facts::FACTS_TTL) and
+    /// inspections of containers still running may be reused.
     pub quiet: bool,
     /// Apps an engine event concerned: a quiet pass reads them afresh.
     pub fresh: std::collections::BTreeSet<String>,

@@ -1,9 +1,9 @@
 //! Diagnostic events of the app manager: build progress and failures of git-sourced apps and
 //! every GPU fallback decision, containers the kernel's OOM killer ended, and images the
 //! clean-up removed ([`ImageRemoved`]). They are logged here and broadcast to subscribers
-//! ([`AppManager::subscribe_events`](crate::appmgr::AppManager::subscribe_events)); `run.rs` forwards
-//! them to the control plane as `event` messages. A subscriber that lags loses events; nothing
-//! here blocks the reconcile loop.
+//! ([`AppManager::subscribe_events`](crate::appmgr::AppManager::subscribe_events)); `run.rs`
+//! forwards them to the control plane as `event` messages. A subscriber that lags loses events;
+//! nothing here blocks the reconcile loop.
 
 use odac_protocol::EventLevel;
 use tokio::sync::broadcast;
@@ -20,8 +20,8 @@ pub struct AppEvent {
     pub app: Option<String>,
     /// What happened (never carries a secret).
     pub message: String,
-    /// An image the agent removed ([`image_gc`](crate::appmgr::gc::image_gc)), for the `event` message's
-    /// `image_removed` part.
+    /// An image the agent removed ([`image_gc`](crate::appmgr::gc::image_gc)), for the `event`
+    /// message's `image_removed` part.
     pub image_removed: Option<ImageRemoved>,
 }
 
