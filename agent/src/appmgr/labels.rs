@@ -3,7 +3,7 @@
 //! and the restart token), the GPU-intent hash, the restart token, the GPUs held (for
 //! allocations), the vendor attached, and the fallback taken. Containers without
 //! [`INSTANCE`] set to this agent's instance are never touched, nor are those whose
-//! [`OWNER`] is another agent (see [`ownership`](super::policy::ownership)).
+//! [`OWNER`] is another agent (see [`ownership`](super::ownership)).
 
 use std::collections::BTreeMap;
 
