@@ -8,7 +8,7 @@
 //! the first `_` ends the instance and the second the app, whatever the volume name holds. The
 //! earlier scheme (`<instance>-<app>-<volume>`) was not: app `fa` with volume `b-data` and app
 //! `fa-b` with volume `data` shared one volume. [`legacy_volume_name`] is that scheme's name,
-//! which [`volumes`](super::volumes) keeps using for a volume made before the change.
+//! which [`volumes`](super::reconcile::volumes) keeps using for a volume made before the change.
 
 use std::collections::BTreeMap;
 

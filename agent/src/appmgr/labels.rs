@@ -4,7 +4,7 @@
 //! the GPUs held (for allocations), the vendor attached, and the fallback taken. Containers without
 //! [`INSTANCE`](odac_host::names::INSTANCE) set to this agent's instance are never touched, nor are
 //! those whose [`OWNER`](odac_host::names::OWNER) is another agent (see
-//! [`ownership`](super::ownership)).
+//! [`ownership`](super::policy::ownership)).
 
 use std::collections::BTreeMap;
 

@@ -2,67 +2,39 @@
 //! pre-flight and engine fallback, crash-loop guard, local policy, statuses.
 //!
 //! [`AppManager`] is the handle; [`AppManagerConfig`] its configuration (embedded in the
-//! agent's). The pieces: [`store`] (atomic state files), [`labels`] (how containers are
-//! recognised and what they remember), [`ownership`] (which of them are this agent's),
-//! [`policy`] and [`binds`] (which host paths may be mounted), [`container`] (spec →
-//! container spec),
-//! [`fallback`] (`start_with_gpu_fallback` and the engine-refusal classifier),
-//! [`crashloop`], `crashbook` (crash counters kept across agent restarts), `diagnosis` (why
-//! an app is down: exit, OOM kill, output tail; health; restart policy; log rotation),
-//! `pass` (what a pass and its parts share, and what is kept per app between passes),
-//! `reconcile` (one pass) with `admit`, `existing`, `create`, `image` and `source` (its
-//! parts), `rollout` with `hand_over` (`update.order = start_first`), `image_gc` with `image_book` (removing the images the agent pulled or built once unused), `facts`, `refusals` (device sets the engine refused), `jobs` (the background-job
-//! table of [`build`] and `pull`), [`build`] (apps built from git sources), [`clip`], [`events`] (diagnostic events), [`local`] (which agent set `apply` and `status` work on), [`watch`] (the engine's event stream driving the loop), and [`doctor`] (`doctor` with the ownership checks).
+//! agent's). One folder per role: [`manager`] (the handle, its loop, engine outages and the
+//! engine's event stream), `reconcile` (one pass and its parts), `rollout` (updates that
+//! cannot take an app down), [`images`] (builds, pulls, credentials, the agent's image book),
+//! `gc` (image clean-up), [`crash`] (the crash-loop guard, why an app is down), [`gpu`] (GPU
+//! fallback, learned device refusals, host facts), [`policy`] (local policy, host binds,
+//! ownership), [`state`] (state files, diagnostic events, clipped texts) and [`local`] (the
+//! app manager as the local commands see it). At the root, what every role shares: `pass`
+//! (what a pass and its parts share, and what is kept per app between passes), [`labels`]
+//! (how containers are recognised and what they remember), [`container`] (spec → container
+//! spec), `settings` (the `[apps]` table) and `error`.
 
-mod admit;
-pub mod binds;
-pub mod build;
-pub mod clip;
 pub mod container;
-mod crashbook;
-pub mod crashloop;
-mod create;
-mod diagnosis;
-pub mod doctor;
+pub mod crash;
 mod error;
-pub mod events;
-mod existing;
-mod facts;
-pub mod fallback;
-mod hand_over;
-mod host;
-mod image;
-mod image_book;
-mod image_gc;
-mod jobs;
+mod gc;
+pub mod gpu;
+pub mod images;
 pub mod labels;
 pub mod local;
-mod manager;
-pub mod ownership;
+pub mod manager;
 mod pass;
 pub mod policy;
-mod pull;
-mod pull_disk;
 mod reconcile;
-mod refusals;
-pub mod registry_auth;
-mod removal;
 mod rollout;
-mod rollout_book;
 mod settings;
-mod source;
-pub mod store;
-mod unhealthy;
-mod update_lock;
-mod volumes;
-pub mod watch;
+pub mod state;
 
 pub use error::{AppMgrError, StoreError};
-pub use events::{AppEvent, ImageRemoved, RemovalReason};
-pub use fallback::{StartOutcome, is_device_refusal, start_with_gpu_fallback};
-pub use host::HostSource;
+pub use gpu::fallback::{StartOutcome, is_device_refusal, start_with_gpu_fallback};
+pub use gpu::host::HostSource;
+pub use images::registry_auth::Credentials;
 pub use manager::{AppManager, Applied};
-pub use registry_auth::Credentials;
 pub use settings::{
     AppManagerConfig, BuildConfig, CrashLoopConfig, DEFAULT_STATE_DIR, PolicyConfig,
 };
+pub use state::events::{AppEvent, ImageRemoved, RemovalReason};

@@ -2,26 +2,27 @@
 //! under way, shared by its parts), [`AppMemory`] (what is kept about one app between
 //! passes) and [`Hold`] (a failure not retried until the spec or the plan changes).
 //!
-//! The parts of a pass depend on this module, never the other way: [`reconcile`](super::reconcile)
-//! drives the pass over the apps, [`existing`](super::existing) watches an up-to-date
-//! container, [`create`](super::create) makes a missing one, [`source`](super::source) and
-//! [`image`](super::image) get its image.
+//! The parts of a pass depend on this module, never the other way:
+//! [`reconcile`](super::reconcile::reconciler) drives the pass over the apps,
+//! [`existing`](super::reconcile::existing) watches an up-to-date container,
+//! [`create`](super::reconcile::create) makes a missing one, [`source`](super::reconcile::source)
+//! and [`image`](super::reconcile::image) get its image.
 
 use std::time::Duration;
 
 use odac_protocol::{AppSpec, AppState, AppStatus, Fallback, GpuStatus, ImageFailure};
 use tokio::time::Instant;
 
-use super::binds::HostUse;
-use super::build::Builds;
-use super::clip::clip;
-use super::crashloop::CrashGuard;
-use super::diagnosis::{LastExit, wall_ms_of};
-use super::events::EventTx;
+use super::crash::crashloop::CrashGuard;
+use super::crash::diagnosis::{LastExit, wall_ms_of};
+use super::gpu::refusals::Refusals;
+use super::images::build::Builds;
+use super::images::pull::Pulls;
 use super::labels::{self, Identity};
-use super::pull::Pulls;
-use super::refusals::Refusals;
+use super::policy::binds::HostUse;
 use super::settings::AppManagerConfig;
+use super::state::clip::clip;
+use super::state::events::EventTx;
 use odac_host::engine::{ContainerDetails, ContainerEngine, EngineError};
 use odac_host::gpu::{Allocations, Plan};
 use odac_host::inventory::Assessment;
@@ -35,7 +36,7 @@ pub(super) struct Hold {
 }
 
 /// How this pass replaces an app's container (`update.order`); set by the rollout for each
-/// pass, see [`hand_over`](super::hand_over).
+/// pass, see [`hand_over`](super::rollout::hand_over).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(super) enum HandOver {
     /// Stop first: an outdated container goes before the new one is made.

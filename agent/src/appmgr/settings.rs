@@ -64,9 +64,10 @@ pub struct AppManagerConfig {
     pub log_max_size_bytes: u64,
     /// Log files kept per container; an app spec may ask for fewer, never more.
     pub log_max_files: u32,
-    /// How long an engine refusal of a device set is remembered ([`refusals`](super::refusals)),
-    /// in seconds: until then, or until the inventory changes, creates asking for the same
-    /// devices go straight to the CPU (optional) or fail (required). 0: never remembered.
+    /// How long an engine refusal of a device set is remembered
+    /// ([`refusals`](super::gpu::refusals)), in seconds: until then, or until the inventory
+    /// changes, creates asking for the same devices go straight to the CPU (optional) or fail
+    /// (required). 0: never remembered.
     pub refusal_memory_secs: u64,
     /// The Docker client's `config.json` whose `auths` (`docker login`) are used for pulls
     /// when the control plane sent no credentials for a registry; a missing file is fine.
@@ -78,7 +79,7 @@ pub struct AppManagerConfig {
     /// it is cancelled and the app fails with `image_pull_failed` (a stalled registry).
     pub pull_stall_secs: u64,
     /// Seconds an image the agent pulled or built stays after no app of its instance uses it
-    /// (nor needs it to roll back to) before it is removed ([`image_gc`](super::image_gc)).
+    /// (nor needs it to roll back to) before it is removed ([`image_gc`](super::gc::image_gc)).
     pub image_gc_delay_secs: u64,
     /// Free space, in MB, below which the engine's data root has the agent remove its unused
     /// images at once, oldest unused first (0: no low-disk clean-up).

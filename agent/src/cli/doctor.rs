@@ -1,13 +1,13 @@
-//! `odac-agent doctor`: the host and engine checks of
-//! [`inventory::doctor`](odac_host::inventory::doctor) plus, against a live engine, the ownership
-//! checks of [`appmgr::doctor`](crate::appmgr::doctor). Exit 0 when nothing present is broken, 1
-//! when present hardware (or the asked engine) is unusable, 2 on usage errors, 78 for an unusable
+//! `odac-agent doctor`: the host and engine checks of [`inventory::doctor`](odac_host::inventory::doctor)
+//! plus, against a live engine, the ownership checks of
+//! [`appmgr::local::doctor`](crate::appmgr::local::doctor). Exit 0 when nothing present is broken,
+//! 1 when present hardware (or the asked engine) is unusable, 2 on usage errors, 78 for an unusable
 //! `--config`; ownership conflicts are warnings.
 
 use super::EXIT_CONFIG;
 use super::inventory::{CliError, ScanArgs, assess, usage_error};
 use super::output::emit;
-use crate::appmgr::doctor::{check, ownership_checks};
+use crate::appmgr::local::doctor::{check, ownership_checks};
 use crate::cli::target::{AgentSetArgs, TargetArgs};
 use odac_host::inventory::doctor::{CheckStatus, DoctorReport, doctor, render};
 

@@ -11,7 +11,7 @@ use odac_protocol::AppStatus;
 use super::output::{EXIT_CONFIG, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, emit, fail};
 use super::table::{print, render_with_engine};
 use crate::appmgr::local::engine_view;
-use crate::appmgr::store::Store;
+use crate::appmgr::state::store::Store;
 use crate::cli::target::TargetArgs;
 use crate::instance_lock::InstanceLock;
 use odac_host::engine::ContainerSummary;

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use odac_protocol::{AppState, AppStatus};
 use serde::{Deserialize, Serialize};
 
-use crate::appmgr::store::write_atomic;
+use crate::appmgr::state::store::write_atomic;
 
 /// File name of the log inside the state directory.
 pub const REMOVALS_FILE: &str = "unacked_removals.json";

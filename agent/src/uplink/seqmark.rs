@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::appmgr::store::write_atomic;
+use crate::appmgr::state::store::write_atomic;
 
 /// File name of the high-water mark inside the state directory.
 pub const SEQ_FILE: &str = "report_seq";

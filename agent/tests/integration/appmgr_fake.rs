@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use odac_agent::appmgr::{AppManager, AppManagerConfig, HostSource, labels, store};
+use odac_agent::appmgr::{AppManager, AppManagerConfig, HostSource, labels, state::store};
 use odac_agent::cli::inventory::engine_from_info_file;
 use odac_host::engine::{
     ContainerEngine, ContainerSpec, DeviceRequest, EngineCall, EngineError, FakeEngine, Op,

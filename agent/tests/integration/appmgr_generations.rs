@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use odac_agent::appmgr::{AppManager, AppManagerConfig, Applied, HostSource, store};
+use odac_agent::appmgr::{AppManager, AppManagerConfig, Applied, HostSource, state::store};
 use odac_host::engine::{EngineError, FakeEngine, Op};
 use odac_protocol::{AppSpec, AppState, AppStatus, DesiredState};
 use tokio::sync::broadcast;

@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use odac_agent::appmgr::doctor::events_check;
 use odac_agent::appmgr::local::Target;
-use odac_agent::appmgr::watch::StreamReport;
+use odac_agent::appmgr::local::doctor::events_check;
+use odac_agent::appmgr::manager::watch::StreamReport;
 use odac_agent::appmgr::{AppManager, AppManagerConfig};
 use odac_agent::liveness::Liveness;
 use odac_host::engine::{ContainerHealth, EngineEvent, FakeEngine, Op};

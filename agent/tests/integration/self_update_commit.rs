@@ -185,7 +185,8 @@ impl<F: std::future::Future> std::future::Future for Polls<F> {
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<F::Output> {
-        self.count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.count
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.inner.as_mut().poll(cx)
     }
 }

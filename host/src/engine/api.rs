@@ -26,7 +26,7 @@ fn cannot(operation: &str, subject: Option<&str>) -> EngineError {
 }
 
 /// A container engine. Create and start are separate calls because real engines refuse
-/// devices at either step; callers must handle both (as `appmgr::fallback` does).
+/// devices at either step; callers must handle both (as `appmgr::gpu::fallback` does).
 #[async_trait]
 pub trait ContainerEngine: Send + Sync {
     /// What the engine can do for GPUs (`GET /info`); never fails, an unreachable engine

@@ -1,7 +1,7 @@
 //! The engine's error type. Callers classify by variant, never by bollard's types: an
 //! unreachable engine is [`EngineError::Unavailable`], a refusal carries the engine's exact
 //! words in [`EngineError::Rejected`] so the app manager can match them against the device
-//! refusal texts real engines use (`appmgr::fallback::is_device_refusal`).
+//! refusal texts real engines use (`appmgr::gpu::fallback::is_device_refusal`).
 
 use thiserror::Error;
 

@@ -9,9 +9,9 @@ use backon::ExponentialBackoff;
 use odac_protocol::{AppState, AppStatus, DesiredState, Reason};
 use tokio::time::Instant;
 
+use super::watch::engine_backoff;
 use super::{AppManager, d_generation};
-use crate::appmgr::clip::clip;
-use crate::appmgr::watch::engine_backoff;
+use crate::appmgr::state::clip::clip;
 
 /// An engine outage under way: why, and when to try again.
 pub(super) struct Outage {

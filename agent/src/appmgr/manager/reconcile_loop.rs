@@ -1,5 +1,5 @@
 //! The app manager's reconcile loop: a pass on every desired-state change, at every
-//! scheduled restart or retry, on every relevant engine event ([`crate::appmgr::watch`]),
+//! scheduled restart or retry, on every relevant engine event ([`watch`](super::watch)),
 //! every `apps.backstop_secs` while the event stream is up and every poll interval while it
 //! is down; engine outages retried with backoff. The watch runs beside the loop.
 
@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::AppManager;
-use crate::appmgr::watch::WatchInput;
+use super::watch::WatchInput;
 use crate::liveness::{Heartbeat, STEP_BOUND};
 
 impl AppManager {

@@ -11,9 +11,9 @@ use tokio::time::Instant;
 use odac_protocol::{AppState, GitSource, PullPolicy};
 
 use super::*;
-use crate::appmgr::build::{BuildFailure, BuildKey};
+use crate::appmgr::images::build::{BuildFailure, BuildKey};
+use crate::appmgr::images::pull::PullKey;
 use crate::appmgr::labels::Identity;
-use crate::appmgr::pull::PullKey;
 use crate::appmgr::settings::CrashLoopConfig;
 use odac_host::engine::{FakeEngine, Op};
 

@@ -9,7 +9,7 @@ use odac_protocol::{
 
 use super::{Verdict, verdict};
 use crate::appmgr::labels::Identity;
-use crate::appmgr::rollout_book::Pending;
+use crate::appmgr::rollout::rollout_book::Pending;
 
 fn pending() -> Pending {
     Pending {

@@ -3,7 +3,7 @@
 
 use odac_protocol::{AppSpec, AppState, AppStatus, HealthState, UpdatePolicy};
 
-use crate::appmgr::rollout_book::Pending;
+use super::rollout_book::Pending;
 
 /// What a pass made of a rollout under way.
 #[derive(Debug, PartialEq, Eq)]
