@@ -20,17 +20,10 @@ return c ? { text: c.textContent, failed: !!c.querySelector('.reason') } : null;
 
 #[test]
 fn agent_update_state_shows_in_the_dashboard_and_follows_the_reports() {
-    let (browser_bin, driver_bin) = match browser::find_chromium() {
-        Ok(p) => p,
-        Err(e) => {
-            assert!(
-                std::env::var("ODAC_ALLOW_SKIP").as_deref() == Ok("1"),
-                "agent update browser test cannot run: {e} (apt-get install chromium \
-                 chromium-driver; or set ODAC_ALLOW_SKIP=1 to skip it)"
-            );
-            println!("skip: agent update browser test: {e} (ODAC_ALLOW_SKIP=1)");
-            return;
-        }
+    let Some((browser_bin, driver_bin)) =
+        browser::chromium_or_skip("agent update browser test", false)
+    else {
+        return;
     };
     let sim = Sim::start();
     let mut conn = sim.agent("h1", profile(3, "h1"));

@@ -30,19 +30,7 @@ impl Drop for FleetProc {
 }
 
 fn chromium() -> Option<(std::path::PathBuf, std::path::PathBuf)> {
-    match browser::find_chromium() {
-        Ok(p) => Some(p),
-        Err(e) => {
-            assert!(
-                std::env::var("ODAC_ALLOW_SKIP").as_deref() == Ok("1")
-                    && std::env::var("ODAC_REQUIRE_DOCKER").as_deref() != Ok("1"),
-                "dashboard fleet browser test cannot run: {e} (apt-get install chromium \
-                 chromium-driver; or set ODAC_ALLOW_SKIP=1 to skip it)"
-            );
-            println!("skip: dashboard fleet browser test: {e} (ODAC_ALLOW_SKIP=1)");
-            None
-        }
-    }
+    browser::chromium_or_skip("dashboard fleet browser test", true)
 }
 
 const PAGE_JS: &str = r##"

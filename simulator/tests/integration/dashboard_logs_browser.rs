@@ -61,16 +61,10 @@ fn chunk(id: &str, lines: &[&str], dropped: u64) -> AgentMessage {
 
 #[test]
 fn dashboard_logs_panel_follows_and_cancels() {
-    let (browser_bin, driver_bin) = match browser::find_chromium() {
-        Ok(b) => b,
-        Err(e) => {
-            assert!(
-                std::env::var("ODAC_ALLOW_SKIP").as_deref() == Ok("1"),
-                "dashboard logs browser test cannot run: {e} (or set ODAC_ALLOW_SKIP=1)"
-            );
-            println!("skip: dashboard logs browser test: {e}");
-            return;
-        }
+    let Some((browser_bin, driver_bin)) =
+        browser::chromium_or_skip("dashboard logs browser test", false)
+    else {
+        return;
     };
     let sim = Sim::start();
     let mut c = sim.agent(

@@ -49,16 +49,10 @@ struct Panel {
 
 #[test]
 fn dashboard_terminal_runs_a_shell_session() {
-    let (browser_bin, driver_bin) = match browser::find_chromium() {
-        Ok(b) => b,
-        Err(e) => {
-            assert!(
-                std::env::var("ODAC_ALLOW_SKIP").as_deref() == Ok("1"),
-                "dashboard terminal browser test cannot run: {e} (or set ODAC_ALLOW_SKIP=1)"
-            );
-            println!("skip: dashboard terminal browser test: {e}");
-            return;
-        }
+    let Some((browser_bin, driver_bin)) =
+        browser::chromium_or_skip("dashboard terminal browser test", false)
+    else {
+        return;
     };
     let sim = Sim::start();
     let mut c = sim.agent(

@@ -1,12 +1,12 @@
 //! Test harness: an in-process `odac-sim` on a loopback port with its own runtime, helpers to
 //! run the `odac` binary against it, and protocol-level fake agents to make hosts exist.
 
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-use odac_protocol::{AgentMessage, Inventory, InventoryReport};
+use odac_protocol::{AgentMessage, ControlMessage, Inventory, InventoryReport};
 use odac_simulator::cli::client::Client;
-use odac_simulator::fake_agent::agent_conn::{AgentConn, Incoming};
+use odac_simulator::fake_agent::agent_conn::{AgentConn, ConnError, Incoming};
 use odac_simulator::{ServeConfig, Server};
 use serde_json::Value;
 
@@ -91,6 +91,85 @@ impl Sim {
             .unwrap()
     }
 
+    /// Starts a simulated agent `id` (computes statuses like a real host) with inventory
+    /// profile `p` and waits until the API shows it connected; dropping the sender stops it.
+    pub fn sim_agent(&self, id: &str, p: usize) -> tokio::sync::watch::Sender<bool> {
+        use odac_simulator::sim_agent::{SimAgent, SimAgentConfig};
+        let (stop, rx) = tokio::sync::watch::channel(false);
+        let agent = SimAgent::new(
+            SimAgentConfig {
+                url: self.server().agents_url(),
+                ca_pem: self.server().ca_pem.clone().into_bytes(),
+                token: TOKEN.to_owned(),
+                agent_id: id.to_owned(),
+                inventory: odac_simulator::fake_agent::inventories::profile(p, id),
+                heartbeat: Duration::from_secs(20),
+            },
+            std::sync::Arc::default(),
+        );
+        self.rt.spawn(agent.run(rx));
+        self.wait_api("/api/hosts", |h| {
+            h.as_array()
+                .unwrap()
+                .iter()
+                .any(|h| h["id"] == id && h["connected"] == true && h["inventory"].is_object())
+        });
+        stop
+    }
+
+    /// A fake agent `id` (`profile(1, id)`) with the app `app` of `image` assigned to it.
+    pub fn agent_with_app(&self, id: &str, app: &str, image: &str) -> AgentConn {
+        let c = self.agent(id, odac_simulator::fake_agent::inventories::profile(1, id));
+        self.rt
+            .block_on(
+                self.server()
+                    .hub
+                    .create_app(Some(id), odac_protocol::AppSpec::new(app, image)),
+            )
+            .unwrap();
+        c
+    }
+
+    /// Sends the fake agent `c`'s `app_status` report `seq` with `status`.
+    pub fn send_status(&self, c: &mut AgentConn, seq: u64, status: odac_protocol::AppStatus) {
+        let report = AgentMessage::AppStatus(odac_protocol::AppStatusReport { seq, status });
+        self.rt.block_on(c.send(&report)).unwrap();
+    }
+
+    /// Creates an app through the API (`POST /api/apps` with `body`, answered 201); its spec.
+    pub fn create_app(&self, body: &Value) -> odac_protocol::AppSpec {
+        let (s, v) = self.call("POST", "/api/apps", Some(&body.to_string()));
+        assert_eq!(s, 201, "{v}");
+        serde_json::from_value(v["spec"].clone()).unwrap()
+    }
+
+    /// Starts `odac ARGS` against this simulator with `stdin` and piped stdout and stderr.
+    pub fn spawn_odac(&self, args: &[&str], stdin: Stdio) -> Child {
+        Command::new(env!("CARGO_BIN_EXE_odac"))
+            .args(args)
+            .env("ODAC_API", self.api())
+            .env("ODAC_CA_FILE", self.ca_path())
+            .env_remove("ODAC_TOKEN")
+            .stdin(stdin)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// The first control message to the fake agent `c` within 10 s that `pick` maps to a value.
+    pub fn recv_control<T>(
+        &self,
+        c: &mut AgentConn,
+        pick: impl Fn(&ControlMessage) -> Option<T>,
+    ) -> Result<T, ConnError> {
+        self.rt
+            .block_on(c.recv_until(Duration::from_secs(10), |m| match m {
+                Incoming::Message(msg) => pick(msg),
+                _ => None,
+            }))
+    }
+
     /// Connects a fake agent, does the handshake and sends `inv` (seq 1); returns the
     /// connection with the welcome's desired state and the inventory's ack consumed.
     pub fn agent(&self, id: &str, inv: Inventory) -> AgentConn {
@@ -161,11 +240,11 @@ pub fn stderr(o: &Output) -> String {
 }
 
 impl Sim {
-    /// `GET path` as text: (status, content type, body).
-    pub fn get_text(&self, path: &str) -> (u16, String, String) {
+    /// An HTTP client that trusts this simulator's CA and returns error statuses as answers.
+    fn http_agent(&self) -> ureq::Agent {
         use ureq::tls::{Certificate, RootCerts, TlsConfig};
         let ca = Certificate::from_pem(self.server().ca_pem.as_bytes()).unwrap();
-        let agent: ureq::Agent = ureq::Agent::config_builder()
+        ureq::Agent::config_builder()
             .http_status_as_error(false)
             .tls_config(
                 TlsConfig::builder()
@@ -173,7 +252,12 @@ impl Sim {
                     .build(),
             )
             .build()
-            .into();
+            .into()
+    }
+
+    /// `GET path` as text: (status, content type, body).
+    pub fn get_text(&self, path: &str) -> (u16, String, String) {
+        let agent = self.http_agent();
         let mut resp = agent.get(&format!("{}{path}", self.api())).call().unwrap();
         let ct = resp
             .headers()
@@ -208,17 +292,7 @@ impl Sim {
         body: Option<&str>,
         token: Option<&str>,
     ) -> Result<(u16, Value), ureq::Error> {
-        use ureq::tls::{Certificate, RootCerts, TlsConfig};
-        let ca = Certificate::from_pem(self.server().ca_pem.as_bytes()).unwrap();
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .tls_config(
-                TlsConfig::builder()
-                    .root_certs(RootCerts::new_with_certs(&[ca]))
-                    .build(),
-            )
-            .build()
-            .into();
+        let agent = self.http_agent();
         let url = format!("{}{path}", self.api());
         let auth = token.map(|t| format!("Bearer {t}"));
         let resp = match (method, body) {
