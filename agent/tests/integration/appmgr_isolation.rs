@@ -21,11 +21,7 @@ const IMAGE: &str = "odac/busybox:test";
 
 use crate::fixture_hosts::no_gpu as fixture;
 
-fn sleeper(name: &str, image: &str) -> AppSpec {
-    let mut spec = AppSpec::new(name, image);
-    spec.command = vec!["sleep".into(), "3600".into()];
-    spec
-}
+use crate::appmgr_support::{open_fake, sleeper};
 
 use crate::appmgr_support::status;
 
@@ -50,29 +46,16 @@ fn assert_isolated(manager: &AppManager, statuses: &[AppStatus], bad: &str, word
     assert_eq!(manager.engine_problem(), None);
 }
 
-fn open_fake(fake: &Arc<FakeEngine>, dir: &Path) -> AppManager {
-    let config = AppManagerConfig {
-        state_dir: dir.to_path_buf(),
-        stop_timeout_secs: 0,
-        ..AppManagerConfig::default()
-    };
-    AppManager::open(config, fake.clone(), fixture()).unwrap()
-}
-
 #[tokio::test]
 async fn a_4xx_about_one_app_fails_that_app_alone_and_the_others_start_in_the_same_pass() {
     let dir = tempfile::tempdir().unwrap();
-    let fake = Arc::new(FakeEngine::new());
-    fake.add_image(IMAGE);
+    let fake = crate::appmgr_support::fake_with_images(&[IMAGE]);
     let manager = open_fake(&fake, dir.path());
     let apps = ["a-bad", "b-web", "c-web"]
         .map(|n| sleeper(n, IMAGE))
         .to_vec();
     manager
-        .set_desired(DesiredState {
-            generation: 1,
-            apps,
-        })
+        .set_desired(crate::appmgr_support::desired(1, apps))
         .await
         .unwrap();
     // the first image check is the first app's (apps go by name)
@@ -113,8 +96,7 @@ async fn a_malformed_image_reference_from_any_control_plane_fails_that_app_alone
         other => panic!("{other:?}"),
     };
     let dir = tempfile::tempdir().unwrap();
-    let fake = Arc::new(FakeEngine::new());
-    fake.add_image(IMAGE);
+    let fake = crate::appmgr_support::fake_with_images(&[IMAGE]);
     let manager = open_fake(&fake, dir.path());
     manager
         .set_desired(DesiredState {
@@ -140,15 +122,11 @@ async fn a_malformed_image_reference_from_any_control_plane_fails_that_app_alone
 #[tokio::test]
 async fn a_5xx_of_an_engine_that_still_answers_is_the_app_s_failure_not_an_outage() {
     let dir = tempfile::tempdir().unwrap();
-    let fake = Arc::new(FakeEngine::new());
-    fake.add_image(IMAGE);
+    let fake = crate::appmgr_support::fake_with_images(&[IMAGE]);
     let manager = open_fake(&fake, dir.path());
     let apps = ["a-bad", "b-web"].map(|n| sleeper(n, IMAGE)).to_vec();
     manager
-        .set_desired(DesiredState {
-            generation: 1,
-            apps,
-        })
+        .set_desired(crate::appmgr_support::desired(1, apps))
         .await
         .unwrap();
     fake.fail_next(
@@ -205,10 +183,7 @@ async fn on_the_real_engine_an_image_the_engine_refuses_blocks_no_other_app() {
     ];
     let body = async {
         manager
-            .set_desired(DesiredState {
-                generation: 1,
-                apps,
-            })
+            .set_desired(crate::appmgr_support::desired(1, apps))
             .await
             .unwrap();
         let statuses = manager.reconcile_once().await;

@@ -16,7 +16,7 @@ use docker_support::{engine_with_test_image, then_clean_up, unique_suffix};
 use odac_agent::appmgr::{AppManager, AppManagerConfig, CrashLoopConfig, labels};
 use odac_agent::engine::ContainerEngine;
 use odac_agent::engine::test_image::BUSYBOX_TEST_IMAGE;
-use odac_protocol::{AppSpec, AppState, DesiredState};
+use odac_protocol::{AppSpec, AppState};
 
 /// Runs to see crash; each prints three lines and exits 3 after a short life.
 const RUNS: u32 = 4;
@@ -78,12 +78,7 @@ async fn each_crash_tail_holds_only_its_own_run_and_running_never_carries_a_cras
             let m = AppManager::open(config, engine.clone(), fixture()).unwrap();
             let mut spec = AppSpec::new("runs", BUSYBOX_TEST_IMAGE);
             spec.command = vec!["sh".into(), "-c".into(), SCRIPT.into()];
-            m.set_desired(DesiredState {
-                generation: 1,
-                apps: vec![spec],
-            })
-            .await
-            .unwrap();
+            crate::appmgr_support::set_one(&m, 1, spec).await;
             // every crash seen, by the run its tail names; every running status
             let mut tails: BTreeMap<u32, String> = BTreeMap::new();
             let mut running = 0;

@@ -20,9 +20,7 @@ use odac_protocol::{AppSpec, AppState, AppStatus, RolloutState};
 const OLD: &str = "example.test/web:1";
 const NEW: &str = "example.test/web:2";
 
-fn open(fake: &Arc<FakeEngine>, dir: &Path) -> AppManager {
-    open_on(fake, fake_config(dir))
-}
+use crate::appmgr_support::open_fake as open;
 
 fn app(image: &str) -> AppSpec {
     let mut spec = AppSpec::new("web", image);
@@ -38,9 +36,7 @@ async fn until(m: &AppManager, pred: impl Fn(&AppStatus) -> bool) -> AppStatus {
 #[tokio::test(start_paused = true)]
 async fn a_version_that_exits_is_rolled_back_and_not_retried() {
     let dir = tempfile::tempdir().unwrap();
-    let fake = Arc::new(FakeEngine::new());
-    fake.add_image(OLD);
-    fake.add_image(NEW);
+    let fake = crate::appmgr_support::fake_with_images(&[OLD, NEW]);
     let m = open(&fake, dir.path());
     set_one(&m, 1, app(OLD)).await;
     let first = until(&m, |s| s.state == AppState::Running).await;
@@ -127,9 +123,7 @@ async fn a_version_that_exits_is_rolled_back_and_not_retried() {
 #[tokio::test(start_paused = true)]
 async fn a_version_the_engine_will_not_start_is_rolled_back_in_the_same_pass() {
     let dir = tempfile::tempdir().unwrap();
-    let fake = Arc::new(FakeEngine::new());
-    fake.add_image(OLD);
-    fake.add_image(NEW);
+    let fake = crate::appmgr_support::fake_with_images(&[OLD, NEW]);
     let m = open(&fake, dir.path());
     set_one(&m, 1, app(OLD)).await;
     until(&m, |s| s.state == AppState::Running).await;

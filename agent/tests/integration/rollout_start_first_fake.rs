@@ -27,9 +27,7 @@ const NEW: &str = "example.test/web:2";
 const OWN: &str = "odac_web";
 const NEXT: &str = "odac_web_next";
 
-fn open(fake: &Arc<FakeEngine>, dir: &Path) -> AppManager {
-    open_on(fake, fake_config(dir))
-}
+use crate::appmgr_support::open_fake as open;
 
 fn app(image: &str) -> AppSpec {
     let mut spec = AppSpec::new("web", image);
@@ -96,9 +94,7 @@ fn health(status: &str) -> Option<ContainerHealth> {
 #[tokio::test(start_paused = true)]
 async fn the_previous_version_serves_until_the_new_one_is_healthy() {
     let dir = tempfile::tempdir().unwrap();
-    let fake = Arc::new(FakeEngine::new());
-    fake.add_image(OLD);
-    fake.add_image(NEW);
+    let fake = crate::appmgr_support::fake_with_images(&[OLD, NEW]);
     let m = open(&fake, dir.path());
     let old = proven_v1(&fake, &m).await;
     fake.clear_calls();
@@ -140,9 +136,7 @@ async fn the_previous_version_serves_until_the_new_one_is_healthy() {
 #[tokio::test(start_paused = true)]
 async fn a_new_version_that_fails_goes_alone_and_the_previous_never_stopped() {
     let dir = tempfile::tempdir().unwrap();
-    let fake = Arc::new(FakeEngine::new());
-    fake.add_image(OLD);
-    fake.add_image(NEW);
+    let fake = crate::appmgr_support::fake_with_images(&[OLD, NEW]);
     let m = open(&fake, dir.path());
     let old = proven_v1(&fake, &m).await;
     fake.clear_calls();
@@ -176,9 +170,7 @@ async fn a_new_version_that_fails_goes_alone_and_the_previous_never_stopped() {
 #[tokio::test(start_paused = true)]
 async fn a_restarted_agent_carries_a_hand_over_on_and_never_leaks_a_temporary_container() {
     let dir = tempfile::tempdir().unwrap();
-    let fake = Arc::new(FakeEngine::new());
-    fake.add_image(OLD);
-    fake.add_image(NEW);
+    let fake = crate::appmgr_support::fake_with_images(&[OLD, NEW]);
     let m = open(&fake, dir.path());
     let old = proven_v1(&fake, &m).await;
     set_one(&m, 2, app(NEW)).await;
@@ -235,8 +227,7 @@ async fn start_beside(fake: &FakeEngine, like: &str, name: &str) -> String {
 #[tokio::test(start_paused = true)]
 async fn start_first_is_refused_with_a_host_port_or_gpus_the_host_cannot_give_twice() {
     let dir = tempfile::tempdir().unwrap();
-    let fake = Arc::new(FakeEngine::new());
-    fake.add_image(OLD);
+    let fake = crate::appmgr_support::fake_with_images(&[OLD]);
     let m = open(&fake, dir.path());
     let mut ported = app(OLD);
     ported.ports = vec![PortMapping {
@@ -267,9 +258,7 @@ async fn start_first_is_refused_with_a_host_port_or_gpus_the_host_cannot_give_tw
 #[tokio::test(start_paused = true)]
 async fn a_new_version_the_engine_will_not_start_leaves_the_previous_running_and_no_leftover() {
     let dir = tempfile::tempdir().unwrap();
-    let fake = Arc::new(FakeEngine::new());
-    fake.add_image(OLD);
-    fake.add_image(NEW);
+    let fake = crate::appmgr_support::fake_with_images(&[OLD, NEW]);
     let m = open(&fake, dir.path());
     let old = proven_v1(&fake, &m).await;
     fake.clear_calls();

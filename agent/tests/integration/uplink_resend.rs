@@ -41,12 +41,7 @@ async fn a_killed_and_restarted_control_plane_gets_every_final_status() {
         inv_rx,
     );
     let outbox = uplink.outbox();
-    let shutdown = CancellationToken::new();
-    let task = tokio::spawn(uplink.run(shutdown.clone()));
-    wait_for(&server.log, Duration::from_secs(5), "welcome", |l| {
-        !l.welcomed.is_empty()
-    })
-    .await;
+    let (shutdown, task) = spawn_welcomed(uplink, &server, Duration::from_secs(5)).await;
 
     // 50 changes over 10 apps while connected; the control plane acks none of them
     for round in 0..5u32 {
