@@ -101,6 +101,25 @@ pub async fn planted(
     id
 }
 
+/// A container health of engine status `status` (`starting`, `healthy`, `unhealthy`).
+pub fn health(status: &str) -> Option<odac_agent::engine::ContainerHealth> {
+    Some(odac_agent::engine::ContainerHealth {
+        status: status.into(),
+        last_failure: None,
+    })
+}
+
+/// Makes `fake`'s next start fail as the engine refuses a command it cannot find (`serve`).
+pub fn next_start_lacks_its_command(fake: &FakeEngine) {
+    fake.fail_next(
+        Op::Start,
+        odac_agent::engine::EngineError::Rejected {
+            status: 400,
+            message: "exec: \"serve\": executable file not found in $PATH".into(),
+        },
+    );
+}
+
 /// Generation `generation` of the desired state, holding `apps`.
 pub fn desired(generation: u64, apps: Vec<AppSpec>) -> DesiredState {
     DesiredState { generation, apps }

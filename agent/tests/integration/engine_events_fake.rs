@@ -123,12 +123,7 @@ fn healthy_app() -> AppSpec {
     spec
 }
 
-fn health(status: &str) -> Option<ContainerHealth> {
-    Some(ContainerHealth {
-        status: status.into(),
-        last_failure: None,
-    })
-}
+use crate::appmgr_support::health;
 
 #[tokio::test(start_paused = true)]
 async fn a_crash_is_seen_through_its_event_not_the_poll() {

@@ -98,14 +98,7 @@ async fn an_unacked_removal_is_resent_with_its_seq_after_a_restart() {
     let fake = crate::appmgr_support::fake_with_images(&["busybox:1.36"]);
     let pki = Pki::new();
     // the control plane never acks a report on its own
-    let server = TestServer::start(
-        &pki,
-        Behaviour {
-            auto_ack: false,
-            ..Behaviour::default()
-        },
-    )
-    .await;
+    let server = unacking_server(&pki).await;
 
     let agent = start(dir.path(), &fake, &pki, &server);
     welcomed(&server, 1).await;

@@ -29,6 +29,18 @@ fn app(image: &str) -> AppSpec {
     spec
 }
 
+/// The next pass's status, rolled back with the previous version running, and its rollout.
+async fn rolled_back(m: &AppManager) -> (AppStatus, odac_protocol::RolloutReport) {
+    let s = m.reconcile_once().await.remove(0);
+    let r = s.rollout.clone().expect("a rollout part");
+    assert_eq!(
+        (s.state, r.state),
+        (AppState::Running, RolloutState::RolledBack),
+        "{s:#?}"
+    );
+    (s, r)
+}
+
 async fn until(m: &AppManager, pred: impl Fn(&AppStatus) -> bool) -> AppStatus {
     pass_until(m, 100, pred).await
 }
@@ -59,13 +71,7 @@ async fn a_version_that_exits_is_rolled_back_and_not_retried() {
     fake.push_log(&new_id, "starting v2\nbroken config\n");
     fake.exit_container(&new_id, 3);
 
-    let s = m.reconcile_once().await.remove(0);
-    let r = s.rollout.clone().expect("a rollout part");
-    assert_eq!(
-        (s.state, r.state),
-        (AppState::Running, RolloutState::RolledBack),
-        "{s:#?}"
-    );
+    let (s, r) = rolled_back(&m).await;
     assert_eq!(
         (s.generation, r.generation, s.running_generation),
         (2, 2, Some(1))
@@ -131,21 +137,9 @@ async fn a_version_the_engine_will_not_start_is_rolled_back_in_the_same_pass() {
         m.reconcile_once().await;
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-    fake.fail_next(
-        Op::Start,
-        odac_agent::engine::EngineError::Rejected {
-            status: 400,
-            message: "exec: \"serve\": executable file not found in $PATH".into(),
-        },
-    );
+    crate::appmgr_support::next_start_lacks_its_command(&fake);
     set_one(&m, 2, app(NEW)).await;
-    let s = m.reconcile_once().await.remove(0);
-    let r = s.rollout.clone().expect("a rollout part");
-    assert_eq!(
-        (s.state, r.state),
-        (AppState::Running, RolloutState::RolledBack),
-        "{s:#?}"
-    );
+    let (s, r) = rolled_back(&m).await;
     assert!(
         r.error
             .as_deref()

@@ -84,12 +84,7 @@ fn checked(image: &str) -> AppSpec {
     spec
 }
 
-fn health(status: &str) -> Option<ContainerHealth> {
-    Some(ContainerHealth {
-        status: status.into(),
-        last_failure: None,
-    })
-}
+use crate::appmgr_support::health;
 
 #[tokio::test(start_paused = true)]
 async fn the_previous_version_serves_until_the_new_one_is_healthy() {
@@ -262,13 +257,7 @@ async fn a_new_version_the_engine_will_not_start_leaves_the_previous_running_and
     let m = open(&fake, dir.path());
     let old = proven_v1(&fake, &m).await;
     fake.clear_calls();
-    fake.fail_next(
-        Op::Start,
-        odac_agent::engine::EngineError::Rejected {
-            status: 400,
-            message: "exec: \"serve\": executable file not found in $PATH".into(),
-        },
-    );
+    crate::appmgr_support::next_start_lacks_its_command(&fake);
     set_one(&m, 2, app(NEW)).await;
     let s = m.reconcile_once().await.remove(0);
     assert_eq!(rollout_state(&s), Some(RolloutState::RolledBack), "{s:#?}");

@@ -24,14 +24,7 @@ const STATES: [AppState; 5] = [
 #[tokio::test(start_paused = true)]
 async fn a_killed_and_restarted_control_plane_gets_every_final_status() {
     let pki = Pki::new();
-    let server = TestServer::start(
-        &pki,
-        Behaviour {
-            auto_ack: false,
-            ..Behaviour::default()
-        },
-    )
-    .await;
+    let server = unacking_server(&pki).await;
     let addr = server.addr;
     let apps = FakeApps::new();
     let (_inv_tx, inv_rx) = watch::channel(Some(Arc::new(inventory(4))));

@@ -104,3 +104,12 @@ pub async fn spawn_welcomed(
     super::wait_for(&server.log, within, "welcome", |l| !l.welcomed.is_empty()).await;
     (shutdown, task)
 }
+
+/// A [`TestServer`] that never acks a report on its own.
+pub async fn unacking_server(pki: &Pki) -> TestServer {
+    let behaviour = Behaviour {
+        auto_ack: false,
+        ..Behaviour::default()
+    };
+    TestServer::start(pki, behaviour).await
+}
