@@ -18,6 +18,18 @@ const CELL_JS: &str = r#"
 const c = document.querySelector('tr[data-host="h1"] td.agent');
 return c ? { text: c.textContent, failed: !!c.querySelector('.reason') } : null;"#;
 
+/// The Agent cell once its text contains `needle` (20 s at most).
+async fn cell_with(d: &Driver, what: &str, needle: &str, failure_png: &std::path::Path) -> Value {
+    d.wait_for(
+        what,
+        Duration::from_secs(20),
+        failure_png,
+        || d.eval::<Value>(CELL_JS, vec![]),
+        |v| v["text"].as_str().is_some_and(|t| t.contains(needle)),
+    )
+    .await
+}
+
 #[test]
 fn agent_update_state_shows_in_the_dashboard_and_follows_the_reports() {
     let Some((browser_bin, driver_bin)) =
@@ -50,19 +62,13 @@ fn agent_update_state_shows_in_the_dashboard_and_follows_the_reports() {
         let d = Driver::start(&browser_bin, &driver_bin).await;
         d.open(&sim.server().dashboard_url(), "ODAC fleet", &failure_png)
             .await;
-        let v = d
-            .wait_for(
-                "the failed update in the Agent cell",
-                Duration::from_secs(20),
-                &failure_png,
-                || d.eval::<Value>(CELL_JS, vec![]),
-                |v| {
-                    v["text"]
-                        .as_str()
-                        .is_some_and(|t| t.contains("update_failed"))
-                },
-            )
-            .await;
+        let v = cell_with(
+            &d,
+            "the failed update in the Agent cell",
+            "update_failed",
+            &failure_png,
+        )
+        .await;
         let text = v["text"].as_str().unwrap();
         assert!(
             text.starts_with("sim-"),
@@ -79,19 +85,13 @@ fn agent_update_state_shows_in_the_dashboard_and_follows_the_reports() {
         conn.send(&report(3, UpdatePhase::Committed, "0.4.0", None))
             .await
             .unwrap();
-        let v = d
-            .wait_for(
-                "the committed update, live",
-                Duration::from_secs(20),
-                &failure_png,
-                || d.eval::<Value>(CELL_JS, vec![]),
-                |v| {
-                    v["text"]
-                        .as_str()
-                        .is_some_and(|t| t.contains("update 0.4.0 committed"))
-                },
-            )
-            .await;
+        let v = cell_with(
+            &d,
+            "the committed update, live",
+            "update 0.4.0 committed",
+            &failure_png,
+        )
+        .await;
         assert_eq!(v["failed"], json!(false), "{v}");
         d.close().await;
     });

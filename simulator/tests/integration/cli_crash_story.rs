@@ -106,12 +106,7 @@ fn following_the_logs_of_an_app_that_is_not_running_says_so() {
         .unwrap();
     assert!(req.follow);
     // the agent's stream of a stopped container ends at once
-    let end = AgentMessage::LogsEnd(LogsEnd {
-        request_id: req.request_id,
-        reason: LogsEndReason::Complete,
-        dropped: 0,
-        message: String::new(),
-    });
+    let end = common::logs_complete(req.request_id);
     sim.rt.block_on(c.send(&end)).unwrap();
     // it waits for the agent's next run and says so, with when that is, instead of ending
     // without a word (it follows the new run once it comes: tests/tests/e2e/logs_follow.rs)

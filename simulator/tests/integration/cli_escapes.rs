@@ -41,12 +41,7 @@ fn logs_through(sim: &Sim, c: &mut AgentConn, args: &[&str], lines: &[&str]) -> 
         lines: lines.iter().map(|l| (*l).to_owned()).collect(),
         dropped: 0,
     });
-    let end = AgentMessage::LogsEnd(LogsEnd {
-        request_id: req.request_id,
-        reason: LogsEndReason::Complete,
-        dropped: 0,
-        message: String::new(),
-    });
+    let end = common::logs_complete(req.request_id);
     sim.rt.block_on(c.send(&chunk)).unwrap();
     sim.rt.block_on(c.send(&end)).unwrap();
     let out = child.wait_with_output().unwrap();

@@ -13,9 +13,7 @@ use std::time::Duration;
 
 use browser::Driver;
 use common::Sim;
-use odac_protocol::{
-    AppState, CrashInfo, CrashReason, Fallback, FallbackTier, HealthReport, HealthState, Reason,
-};
+use odac_protocol::{AppState, HealthReport, HealthState};
 use odac_simulator::fake_agent::inventories::profile;
 use serde::Deserialize;
 
@@ -58,30 +56,14 @@ fn the_dashboard_says_why_an_app_is_down_and_how_healthy_it_is() {
     };
     let sim = Sim::start();
     let mut agent = sim.agent("agt_a", profile(3, "a"));
-    let (s, _) = sim.call(
-        "POST",
-        "/api/apps",
-        Some(r#"{"name":"boom","image":"busybox"}"#),
-    );
-    assert_eq!(s, 201);
+    sim.create_app_text(r#"{"name":"boom","image":"busybox"}"#);
     let mut st = odac_simulator::sim_agent::status_for(
         &odac_protocol::AppSpec::new("boom", "busybox"),
         &profile(3, "a"),
         2,
     );
     st.state = AppState::CrashLoop;
-    st.gpu.fallback = Some(Fallback {
-        tier: FallbackTier::Engine,
-        reason: Reason::EngineRejected,
-        detail: Some("an old refusal".into()),
-    });
-    st.crash = Some(CrashInfo {
-        reason: CrashReason::CrashLoop,
-        exit_code: Some(3),
-        oom_killed: false,
-        next_retry_at_ms: Some(4_102_444_800_000),
-        output_tail: Some("loading\nboom\n".into()),
-    });
+    common::crash_loop_after_an_old_refusal(&mut st);
     sim.send_status(&mut agent, 2, st.clone());
     sim.wait_api("/api/apps/boom", |v| v["state"] == "crash_loop");
 

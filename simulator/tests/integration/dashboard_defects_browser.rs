@@ -97,24 +97,12 @@ fn gpu_failures_reach_the_header_one_line_per_app_no_overflow_and_the_switch_kee
     );
 
     let mut st = odac_simulator::sim_agent::status_for(&vision, &inv, 2);
-    st.state = AppState::Failed;
-    st.gpu.attached = None;
-    st.gpu.fallback = Some(Fallback {
-        tier: FallbackTier::Engine,
-        reason: Reason::EngineRejected,
-        detail: Some(refusal()),
-    });
+    common::engine_refused(&mut st, AppState::Failed, &refusal());
     st.last_error = Some(refusal());
     sim.send_status(&mut agent, 2, st);
     let mut lp = odac_simulator::sim_agent::status_for(&looper, &inv, 2);
     lp.state = AppState::CrashLoop;
-    lp.crash = Some(CrashInfo {
-        reason: CrashReason::CrashLoop,
-        exit_code: Some(3),
-        oom_killed: false,
-        next_retry_at_ms: Some(4_102_444_800_000),
-        output_tail: Some(format!("boom {}\n", "y".repeat(300))),
-    });
+    lp.crash = common::crash_info(&format!("boom {}\n", "y".repeat(300)));
     sim.send_status(&mut agent, 3, lp);
     let mut cu = odac_simulator::sim_agent::status_for(&cuda, &inv, 2);
     cu.state = AppState::Failed;

@@ -145,9 +145,9 @@ fn dashboard_over_a_fleet_desktop_and_phone() {
     let failure_png = shots.join("dashboard-fleet-failure.png");
     sim.rt.block_on(async {
         let d = Driver::start(&browser_bin, &driver_bin).await;
-        d.client.set_window_size(1400, 1000).await.unwrap();
-        d.open(&sim.server().dashboard_url(), "ODAC fleet", &failure_png)
-            .await;
+d.client.set_window_size(1400, 1000).await.unwrap();
+d.open(&sim.server().dashboard_url(), "ODAC fleet", &failure_png)
+    .await;
         let v = d
             .wait_for(
                 "every host and app rendered, live",

@@ -134,34 +134,16 @@ fn at_390_px_nothing_scrolls_sideways_each_error_is_one_line_with_its_fix_and_ac
     );
     // an optional GPU the engine refused: running on the CPU
     let mut st = odac_simulator::sim_agent::status_for(&vision, &inv, 2);
-    st.state = AppState::Running;
-    st.gpu.attached = None;
-    st.gpu.fallback = Some(Fallback {
-        tier: FallbackTier::Engine,
-        reason: Reason::EngineRejected,
-        detail: Some(refusal("VISION-WORDS")),
-    });
+    common::engine_refused(&mut st, AppState::Running, &refusal("VISION-WORDS"));
     sim.send_status(&mut agent, 3, st);
     // a required one: failed, the same words as its last error
     let mut st = odac_simulator::sim_agent::status_for(&cuda, &inv, 2);
-    st.state = AppState::Failed;
-    st.gpu.attached = None;
-    st.gpu.fallback = Some(Fallback {
-        tier: FallbackTier::Engine,
-        reason: Reason::EngineRejected,
-        detail: Some(refusal("CUDA-WORDS")),
-    });
+    common::engine_refused(&mut st, AppState::Failed, &refusal("CUDA-WORDS"));
     st.last_error = Some(refusal("CUDA-WORDS"));
     sim.send_status(&mut agent, 4, st);
     let mut st = odac_simulator::sim_agent::status_for(&looper, &inv, 2);
     st.state = AppState::CrashLoop;
-    st.crash = Some(CrashInfo {
-        reason: CrashReason::CrashLoop,
-        exit_code: Some(3),
-        oom_killed: false,
-        next_retry_at_ms: Some(4_102_444_800_000),
-        output_tail: Some(format!("LOOPER-TAIL {}\n", "y".repeat(300))),
-    });
+    st.crash = common::crash_info(&format!("LOOPER-TAIL {}\n", "y".repeat(300)));
     sim.send_status(&mut agent, 5, st);
     sim.wait_api("/api/apps/web", |v| v["state"] == "running");
     sim.wait_api("/api/apps/vision", |v| !v["fallback"].is_null());

@@ -17,7 +17,7 @@ use common::{Sim, TOKEN};
 use futures_util::{SinkExt, StreamExt};
 use odac_agent::uplink::{Dialer, Endpoint, Token};
 use odac_protocol::{
-    AppSpec, ControlMessage, ExecEndReason, ExecExit, ExecFrame, STREAM_STDIN, STREAM_STDOUT,
+    ControlMessage, ExecEndReason, ExecExit, ExecFrame, STREAM_STDIN, STREAM_STDOUT,
 };
 use odac_simulator::fake_agent::agent_conn::Incoming;
 use tokio_tungstenite::tungstenite::Message;
@@ -55,20 +55,7 @@ fn dashboard_terminal_runs_a_shell_session() {
         return;
     };
     let sim = Sim::start();
-    let mut c = sim.agent(
-        "agt_term",
-        odac_simulator::fake_agent::inventories::profile(1, "term-host"),
-    );
-    sim.rt
-        .block_on(sim.server().hub.create_app(
-            Some("agt_term"),
-            AppSpec {
-                name: APP.to_owned(),
-                image: Some("busybox".to_owned()),
-                ..AppSpec::default()
-            },
-        ))
-        .unwrap();
+    let mut c = sim.agent_on_with_app("agt_term", "term-host", APP, "busybox");
     let tls = odac_simulator::server::tls::client_config(sim.server().ca_pem.as_bytes()).unwrap();
     let dialer = Dialer::new(
         Endpoint::parse(&sim.server().agents_url()).unwrap(),

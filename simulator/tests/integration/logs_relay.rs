@@ -69,12 +69,7 @@ fn the_cli_prints_relayed_chunks_and_dropped_counts() {
     send(
         &sim,
         &mut c,
-        AgentMessage::LogsEnd(LogsEnd {
-            request_id: id,
-            reason: LogsEndReason::Complete,
-            dropped: 0,
-            message: String::new(),
-        }),
+        common::logs_complete(id),
     );
     let (code, stdout, stderr) = wait_output(child);
     assert_eq!(code, 0, "{stdout}{stderr}");

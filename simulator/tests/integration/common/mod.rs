@@ -119,7 +119,15 @@ impl Sim {
 
     /// A fake agent `id` (`profile(1, id)`) with the app `app` of `image` assigned to it.
     pub fn agent_with_app(&self, id: &str, app: &str, image: &str) -> AgentConn {
-        let c = self.agent(id, odac_simulator::fake_agent::inventories::profile(1, id));
+        self.agent_on_with_app(id, id, app, image)
+    }
+
+    /// [`agent_with_app`](Self::agent_with_app) on a host named `hostname`.
+    pub fn agent_on_with_app(&self, id: &str, hostname: &str, app: &str, image: &str) -> AgentConn {
+        let c = self.agent(
+            id,
+            odac_simulator::fake_agent::inventories::profile(1, hostname),
+        );
         self.rt
             .block_on(
                 self.server()
@@ -138,9 +146,26 @@ impl Sim {
 
     /// Creates an app through the API (`POST /api/apps` with `body`, answered 201); its spec.
     pub fn create_app(&self, body: &Value) -> odac_protocol::AppSpec {
-        let (s, v) = self.call("POST", "/api/apps", Some(&body.to_string()));
+        self.create_app_text(&body.to_string())
+    }
+
+    /// [`create_app`](Self::create_app) with the body as JSON text.
+    pub fn create_app_text(&self, body: &str) -> odac_protocol::AppSpec {
+        let (s, v) = self.call("POST", "/api/apps", Some(body));
         assert_eq!(s, 201, "{v}");
         serde_json::from_value(v["spec"].clone()).unwrap()
+    }
+
+    /// A connection to the agents endpoint with the test token, nothing sent on it yet (await
+    /// it on [`rt`](Self::rt)).
+    pub fn raw_conn(&self) -> impl std::future::Future<Output = AgentConn> + 'static {
+        let url = self.server().agents_url();
+        let ca = self.server().ca_pem.clone();
+        async move {
+            AgentConn::connect(&url, ca.as_bytes(), TOKEN)
+                .await
+                .unwrap()
+        }
     }
 
     /// Starts `odac ARGS` against this simulator with `stdin` and piped stdout and stderr.
@@ -328,4 +353,52 @@ impl Sim {
         let text = resp.body_mut().read_to_string()?;
         Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null)))
     }
+}
+
+/// Makes `st` a crash loop (exit code 3, next retry in 2100, output "loading", "boom") that
+/// still carries an engine refusal of an earlier run.
+pub fn crash_loop_after_an_old_refusal(st: &mut odac_protocol::AppStatus) {
+    st.gpu.fallback = Some(engine_refusal("an old refusal"));
+    st.crash = crash_info("loading\nboom\n");
+}
+
+/// The engine's refusal of a GPU device with `words`.
+pub fn engine_refusal(words: &str) -> odac_protocol::Fallback {
+    odac_protocol::Fallback {
+        tier: odac_protocol::FallbackTier::Engine,
+        reason: odac_protocol::Reason::EngineRejected,
+        detail: Some(words.to_owned()),
+    }
+}
+
+/// Makes `st` an app in `state` with no GPU attached because the engine refused it (`words`).
+pub fn engine_refused(
+    st: &mut odac_protocol::AppStatus,
+    state: odac_protocol::AppState,
+    words: &str,
+) {
+    st.state = state;
+    st.gpu.attached = None;
+    st.gpu.fallback = Some(engine_refusal(words));
+}
+
+/// A crash loop's crash: exit code 3, not OOM-killed, next retry in 2100, output `tail`.
+pub fn crash_info(tail: &str) -> Option<odac_protocol::CrashInfo> {
+    Some(odac_protocol::CrashInfo {
+        reason: odac_protocol::CrashReason::CrashLoop,
+        exit_code: Some(3),
+        oom_killed: false,
+        next_retry_at_ms: Some(4_102_444_800_000),
+        output_tail: Some(tail.to_owned()),
+    })
+}
+
+/// The agent's end of the log stream `request_id`: complete, nothing dropped.
+pub fn logs_complete(request_id: String) -> AgentMessage {
+    AgentMessage::LogsEnd(odac_protocol::LogsEnd {
+        request_id,
+        reason: odac_protocol::LogsEndReason::Complete,
+        dropped: 0,
+        message: String::new(),
+    })
 }
