@@ -245,6 +245,24 @@ impl Agent {
     }
 }
 
+/// `odac-agent run --config CONFIG` with none of this process's agent settings: no token,
+/// systemd notify socket, watchdog or `ODAC_AGENT__…` variable reaches it.
+pub fn run_command(config: &Path) -> Result<Command> {
+    let mut cmd = Command::new(bin(AGENT)?);
+    cmd.arg("run")
+        .arg("--config")
+        .arg(config)
+        .env_remove("ODAC_AGENT_TOKEN")
+        .env_remove("NOTIFY_SOCKET")
+        .env_remove("WATCHDOG_USEC");
+    for (k, _) in std::env::vars() {
+        if k.starts_with("ODAC_AGENT__") {
+            cmd.env_remove(k);
+        }
+    }
+    Ok(cmd)
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -275,22 +293,4 @@ mod tests {
             Some(PathBuf::from("/tmp/ca \"x\".pem"))
         );
     }
-}
-
-/// `odac-agent run --config CONFIG` with none of this process's agent settings: no token,
-/// systemd notify socket, watchdog or `ODAC_AGENT__…` variable reaches it.
-pub fn run_command(config: &Path) -> Result<Command> {
-    let mut cmd = Command::new(bin(AGENT)?);
-    cmd.arg("run")
-        .arg("--config")
-        .arg(config)
-        .env_remove("ODAC_AGENT_TOKEN")
-        .env_remove("NOTIFY_SOCKET")
-        .env_remove("WATCHDOG_USEC");
-    for (k, _) in std::env::vars() {
-        if k.starts_with("ODAC_AGENT__") {
-            cmd.env_remove(k);
-        }
-    }
-    Ok(cmd)
 }

@@ -16,11 +16,19 @@ use crate::relay::{LinkState, Relay};
 pub const DOCKER_SOCKET: &str = "/var/run/docker.sock";
 
 /// A unix-socket proxy listening at a path, forwarding to another socket.
-#[derive(Debug)]
 pub struct UnixProxy {
     path: PathBuf,
     upstream: PathBuf,
     relay: Arc<Relay>,
+}
+
+impl std::fmt::Debug for UnixProxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UnixProxy")
+            .field("path", &self.path)
+            .field("upstream", &self.upstream)
+            .finish()
+    }
 }
 
 impl UnixProxy {

@@ -4,7 +4,6 @@
 //! capped by the agent), and the crash counters and backoff surviving an agent restart, over
 //! paused time.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

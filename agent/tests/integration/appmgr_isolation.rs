@@ -8,14 +8,13 @@
 use crate::docker_support;
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::Arc;
 
 use docker_support::{engine_with_test_image, then_clean_up, unique_suffix};
 use odac_agent::appmgr::{AppManager, AppManagerConfig};
 use odac_agent::engine::test_image::BUSYBOX_TEST_IMAGE;
-use odac_agent::engine::{ContainerEngine, EngineError, FakeEngine, Op};
-use odac_protocol::{AppSpec, AppState, AppStatus, DesiredState, Reason};
+use odac_agent::engine::{ContainerEngine, EngineError, Op};
+use odac_protocol::{AppState, AppStatus, DesiredState, Reason};
 
 const IMAGE: &str = "odac/busybox:test";
 

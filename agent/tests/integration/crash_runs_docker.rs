@@ -8,13 +8,9 @@
 use crate::docker_support;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use docker_support::{InstanceRun, then_clean_up};
-use odac_agent::appmgr::{AppManager, AppManagerConfig, CrashLoopConfig, labels};
-use odac_agent::engine::ContainerEngine;
 use odac_agent::engine::test_image::BUSYBOX_TEST_IMAGE;
 use odac_protocol::{AppSpec, AppState};
 

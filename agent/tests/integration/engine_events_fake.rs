@@ -14,7 +14,7 @@ use odac_agent::appmgr::doctor::events_check;
 use odac_agent::appmgr::local::Target;
 use odac_agent::appmgr::watch::StreamReport;
 use odac_agent::appmgr::{AppManager, AppManagerConfig};
-use odac_agent::engine::{ContainerHealth, EngineEvent, FakeEngine, Op};
+use odac_agent::engine::{EngineEvent, FakeEngine, Op};
 use odac_agent::inventory::doctor::CheckStatus;
 use odac_agent::liveness::Liveness;
 use odac_protocol::{AppSpec, AppState, AppStatus, DesiredState, HealthCheck, HealthState};

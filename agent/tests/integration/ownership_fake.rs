@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use odac_agent::appmgr::{AppManager, AppManagerConfig, container, labels};
-use odac_agent::engine::{ContainerEngine, ContainerSpec, EngineCall, FakeEngine, Op};
+use odac_agent::appmgr::{AppManager, container, labels};
+use odac_agent::engine::{ContainerEngine, EngineCall, FakeEngine, Op};
 use odac_protocol::{AppSpec, AppState, EventLevel, VolumeMount};
 
 const IMAGE: &str = "odac/busybox:test";

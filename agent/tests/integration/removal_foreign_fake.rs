@@ -3,16 +3,13 @@
 //! `odac.owner`) still gets its one `removed` status once it leaves the desired state, since
 //! only this agent's containers count, and the other agent's container is left running.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use odac_agent::appmgr::{AppManager, AppManagerConfig, labels};
-use odac_agent::engine::{ContainerEngine, ContainerSpec, FakeEngine};
+use odac_agent::appmgr::AppManager;
+use odac_agent::engine::{ContainerEngine, FakeEngine};
 use odac_protocol::{AppSpec, AppState, AppStatus, DesiredState};
 use tokio::sync::broadcast;
-
-use crate::appmgr_support::{fake_config, open_on};
 
 const IMAGE: &str = "odac/busybox:test";
 const ME: &str = "agent-me";

@@ -27,7 +27,7 @@ struct Agent {
 }
 
 fn start(dir: &Path, fake: &Arc<FakeEngine>, pki: &Pki, server: &TestServer) -> Agent {
-    let manager = manager_on(&fake, dir, "rmrestart");
+    let manager = manager_on(fake, dir, "rmrestart");
     let (inv_tx, inv_rx) = watch::channel(Some(Arc::new(inventory(8))));
     let mut config = uplink_config(pki, &server.url(), TOKEN);
     config.agent_id = "agt_removal".into();

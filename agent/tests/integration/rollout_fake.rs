@@ -7,14 +7,12 @@
 //! the same pass, its container removed first.
 
 use crate::appmgr_support::set_one;
-use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use odac_agent::appmgr::AppManager;
-use odac_agent::engine::{FakeEngine, Op};
+use odac_agent::engine::Op;
 
-use crate::appmgr_support::{fake_config, open_on, pass_until};
+use crate::appmgr_support::pass_until;
 use odac_protocol::{AppSpec, AppState, AppStatus, RolloutState};
 
 const OLD: &str = "example.test/web:1";

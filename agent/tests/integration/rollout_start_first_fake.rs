@@ -9,18 +9,17 @@
 //! or asks for GPUs the host cannot give twice is refused with the reason.
 
 use crate::appmgr_support::set_one;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use odac_agent::appmgr::AppManager;
-use odac_agent::engine::{ContainerEngine, ContainerHealth, EngineCall, FakeEngine, Op};
+use odac_agent::engine::{ContainerEngine, EngineCall, FakeEngine, Op};
 use odac_protocol::{
     AppSpec, AppState, AppStatus, GpuRequest, GpuRuntime, HealthCheck, PortMapping, RolloutState,
     UpdateOrder, UpdatePolicy,
 };
 
-use crate::appmgr_support::{fake_config, open_on, pass_until};
+use crate::appmgr_support::pass_until;
 
 const OLD: &str = "example.test/web:1";
 const NEW: &str = "example.test/web:2";

@@ -12,7 +12,6 @@ use std::time::Duration;
 use odac_agent::uplink::Uplink;
 use odac_protocol::{AgentMessage, ErrorCode};
 use tokio::sync::watch;
-use tokio_util::sync::CancellationToken;
 use uplink_support::*;
 
 fn resyncs(log: &ServerLog) -> usize {

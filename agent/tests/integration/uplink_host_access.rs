@@ -14,7 +14,6 @@ use odac_agent::uplink::Uplink;
 use odac_protocol::{AgentMessage, AppState, Reason};
 use serde_json::json;
 use tokio::sync::watch;
-use tokio_util::sync::CancellationToken;
 use uplink_support::*;
 
 #[tokio::test]

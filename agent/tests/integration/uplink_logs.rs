@@ -10,7 +10,6 @@ use std::time::Duration;
 use odac_agent::uplink::{AppControl, LinkEvent, Uplink};
 use odac_protocol::{AppSpec, ControlMessage, DesiredStateMessage};
 use tokio::sync::watch;
-use tokio_util::sync::CancellationToken;
 use uplink_support::*;
 
 #[tokio::test(start_paused = true)]

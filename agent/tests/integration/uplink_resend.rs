@@ -10,7 +10,6 @@ use std::time::Duration;
 use odac_agent::uplink::{AppControl, Uplink};
 use odac_protocol::{AgentMessage, AppState};
 use tokio::sync::watch;
-use tokio_util::sync::CancellationToken;
 use uplink_support::*;
 
 const STATES: [AppState; 5] = [

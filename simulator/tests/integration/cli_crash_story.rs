@@ -10,10 +10,7 @@ use crate::common;
 use std::process::Stdio;
 
 use common::{Sim, stdout};
-use odac_protocol::{
-    AgentMessage, AppSpec, AppState, AppStatus, ControlMessage, CrashInfo, CrashReason, LogsEnd,
-    LogsEndReason,
-};
+use odac_protocol::{AppSpec, AppState, AppStatus, ControlMessage, CrashInfo, CrashReason};
 use odac_simulator::fake_agent::agent_conn::AgentConn;
 use odac_simulator::fake_agent::inventories::profile;
 

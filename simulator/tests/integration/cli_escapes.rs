@@ -10,8 +10,7 @@ use std::process::Stdio;
 
 use common::{Sim, stdout};
 use odac_protocol::{
-    AgentMessage, AppSpec, AppState, ControlMessage, CrashInfo, CrashReason, LogsChunk, LogsEnd,
-    LogsEndReason,
+    AgentMessage, AppSpec, AppState, ControlMessage, CrashInfo, CrashReason, LogsChunk,
 };
 use odac_simulator::fake_agent::agent_conn::AgentConn;
 use odac_simulator::fake_agent::inventories::profile;

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use browser::Driver;
 use common::Sim;
-use odac_protocol::{AppState, CrashInfo, CrashReason, Fallback, FallbackTier, Reason};
+use odac_protocol::{AppState, Fallback, FallbackTier, Reason};
 use odac_simulator::fake_agent::inventories::profile;
 use serde::Deserialize;
 use serde_json::{Value, json};

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use browser::Driver;
 use common::Sim;
-use odac_protocol::{AppState, CrashInfo, CrashReason, Fallback, FallbackTier, Reason};
+use odac_protocol::AppState;
 use odac_simulator::fake_agent::inventories::profile;
 use serde::Deserialize;
 use serde_json::json;

@@ -10,7 +10,7 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use common::Sim;
-use odac_protocol::{AgentMessage, ControlMessage, LogsChunk, LogsEnd, LogsEndReason, LogsRequest};
+use odac_protocol::{AgentMessage, ControlMessage, LogsChunk, LogsRequest};
 use odac_simulator::fake_agent::agent_conn::{AgentConn, Incoming};
 
 fn odac_logs(sim: &Sim, args: &[&str]) -> Child {
@@ -66,11 +66,7 @@ fn the_cli_prints_relayed_chunks_and_dropped_counts() {
             dropped: 3,
         }),
     );
-    send(
-        &sim,
-        &mut c,
-        common::logs_complete(id),
-    );
+    send(&sim, &mut c, common::logs_complete(id));
     let (code, stdout, stderr) = wait_output(child);
     assert_eq!(code, 0, "{stdout}{stderr}");
     assert_eq!(stdout, "boom\nsecond line\n");

@@ -6,7 +6,7 @@
 //! gone. `promtool check metrics` passes on the agent's and the simulator's output. A
 //! missing `prometheus`/`promtool` fails the tests unless `ODAC_ALLOW_SKIP=1`.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;

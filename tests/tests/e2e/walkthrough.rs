@@ -10,7 +10,7 @@ use odac_e2e::docker::{has_runtime, inspect};
 use odac_e2e::figures::{figure, secs};
 use odac_e2e::image::SLEEPER_IMAGE;
 use odac_e2e::require_docker;
-use odac_e2e::stack::{Stack, fixture_host};
+use odac_e2e::stack::Stack;
 use serde_json::{Value, json};
 
 const SCENARIO: &str = "walkthrough";
