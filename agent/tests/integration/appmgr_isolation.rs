@@ -8,12 +8,13 @@
 use crate::docker_support;
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::Arc;
 
 use docker_support::{engine_with_test_image, then_clean_up, unique_suffix};
 use odac_agent::appmgr::{AppManager, AppManagerConfig};
 use odac_agent::engine::test_image::BUSYBOX_TEST_IMAGE;
-use odac_agent::engine::{ContainerEngine, EngineError, Op};
+use odac_agent::engine::{ContainerEngine, EngineError, FakeEngine, Op};
 use odac_protocol::{AppState, AppStatus, DesiredState, Reason};
 
 const IMAGE: &str = "odac/busybox:test";
@@ -45,18 +46,23 @@ fn assert_isolated(manager: &AppManager, statuses: &[AppStatus], bad: &str, word
     assert_eq!(manager.engine_problem(), None);
 }
 
-#[tokio::test]
-async fn a_4xx_about_one_app_fails_that_app_alone_and_the_others_start_in_the_same_pass() {
-    let dir = tempfile::tempdir().unwrap();
+/// A manager on a fake engine with the test image, its state in `dir`, and the desired state
+/// (generation 1) of one sleeper app per name.
+async fn sleepers(names: &[&str], dir: &Path) -> (Arc<FakeEngine>, AppManager) {
     let fake = crate::appmgr_support::fake_with_images(&[IMAGE]);
-    let manager = open_fake(&fake, dir.path());
-    let apps = ["a-bad", "b-web", "c-web"]
-        .map(|n| sleeper(n, IMAGE))
-        .to_vec();
+    let manager = open_fake(&fake, dir);
+    let apps = names.iter().map(|n| sleeper(n, IMAGE)).collect();
     manager
         .set_desired(crate::appmgr_support::desired(1, apps))
         .await
         .unwrap();
+    (fake, manager)
+}
+
+#[tokio::test]
+async fn a_4xx_about_one_app_fails_that_app_alone_and_the_others_start_in_the_same_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let (fake, manager) = sleepers(&["a-bad", "b-web", "c-web"], dir.path()).await;
     // the first image check is the first app's (apps go by name)
     fake.fail_next(
         Op::ImageExists,
@@ -121,13 +127,7 @@ async fn a_malformed_image_reference_from_any_control_plane_fails_that_app_alone
 #[tokio::test]
 async fn a_5xx_of_an_engine_that_still_answers_is_the_app_s_failure_not_an_outage() {
     let dir = tempfile::tempdir().unwrap();
-    let fake = crate::appmgr_support::fake_with_images(&[IMAGE]);
-    let manager = open_fake(&fake, dir.path());
-    let apps = ["a-bad", "b-web"].map(|n| sleeper(n, IMAGE)).to_vec();
-    manager
-        .set_desired(crate::appmgr_support::desired(1, apps))
-        .await
-        .unwrap();
+    let (fake, manager) = sleepers(&["a-bad", "b-web"], dir.path()).await;
     fake.fail_next(
         Op::ImageExists,
         EngineError::Rejected {
