@@ -9,13 +9,11 @@
 use crate::browser;
 use crate::common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use browser::Driver;
-use common::{Sim, TOKEN};
+use common::Sim;
 use futures_util::{SinkExt, StreamExt};
-use odac_agent::uplink::{Dialer, Endpoint, Token};
 use odac_protocol::{
     ControlMessage, ExecEndReason, ExecExit, ExecFrame, STREAM_STDIN, STREAM_STDOUT,
 };
@@ -56,14 +54,7 @@ fn dashboard_terminal_runs_a_shell_session() {
     };
     let sim = Sim::start();
     let mut c = sim.agent_on_with_app("agt_term", "term-host", APP, "busybox");
-    let tls = odac_simulator::server::tls::client_config(sim.server().ca_pem.as_bytes()).unwrap();
-    let dialer = Dialer::new(
-        Endpoint::parse(&sim.server().agents_url()).unwrap(),
-        Arc::clone(&tls),
-        Token::new(TOKEN).unwrap(),
-        Duration::from_secs(5),
-    )
-    .with_agent_id("agt_term");
+    let dialer = crate::exec_tickets::dialer(&sim, "agt_term");
     let failure_png = browser::target_dir().join("dashboard-terminal-failure.png");
     sim.rt.block_on(async {
         let d = Driver::start(&browser_bin, &driver_bin).await;

@@ -41,7 +41,8 @@ fn exec_request(sim: &Sim, c: &mut AgentConn, cli: &mut Child) -> ExecRequest {
     })
 }
 
-fn dialer(sim: &Sim, agent_id: &str) -> Dialer {
+/// The real agent's session dialer for `agent_id`, trusting this simulator's CA.
+pub(crate) fn dialer(sim: &Sim, agent_id: &str) -> Dialer {
     let tls = odac_simulator::server::tls::client_config(sim.server().ca_pem.as_bytes()).unwrap();
     Dialer::new(
         Endpoint::parse(&sim.server().agents_url()).unwrap(),
