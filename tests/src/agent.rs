@@ -180,18 +180,7 @@ impl Agent {
         self.write_files()?;
         self.starts += 1;
         let name = format!("odac-agent-{}", self.starts);
-        let mut cmd = Command::new(bin(AGENT)?);
-        cmd.arg("run")
-            .arg("--config")
-            .arg(self.config_path())
-            .env_remove("ODAC_AGENT_TOKEN")
-            .env_remove("NOTIFY_SOCKET")
-            .env_remove("WATCHDOG_USEC");
-        for (k, _) in std::env::vars() {
-            if k.starts_with("ODAC_AGENT__") {
-                cmd.env_remove(k);
-            }
-        }
+        let mut cmd = run_command(&self.config_path())?;
         cmd.envs(self.options.env.iter().map(|(k, v)| (k, v)));
         self.process = Some(Process::spawn(&name, &mut cmd, &self.dir.join("logs"))?);
         Ok(())
@@ -254,6 +243,24 @@ impl Agent {
             Err(e) => Err(Error::io("read", &path, e)),
         }
     }
+}
+
+/// `odac-agent run --config CONFIG` with none of this process's agent settings: no token,
+/// systemd notify socket, watchdog or `ODAC_AGENT__…` variable reaches it.
+pub fn run_command(config: &Path) -> Result<Command> {
+    let mut cmd = Command::new(bin(AGENT)?);
+    cmd.arg("run")
+        .arg("--config")
+        .arg(config)
+        .env_remove("ODAC_AGENT_TOKEN")
+        .env_remove("NOTIFY_SOCKET")
+        .env_remove("WATCHDOG_USEC");
+    for (k, _) in std::env::vars() {
+        if k.starts_with("ODAC_AGENT__") {
+            cmd.env_remove(k);
+        }
+    }
+    Ok(cmd)
 }
 
 #[cfg(test)]

@@ -8,6 +8,18 @@ use std::process::Command;
 
 use crate::error::{Error, Result};
 
+/// The PCI addresses of the eight GPUs of the fixture host `amd-kfd-mi210-8gpu`, in order.
+pub const MI210_GPUS: [&str; 8] = [
+    "0000:03:00.0",
+    "0000:26:00.0",
+    "0000:43:00.0",
+    "0000:63:00.0",
+    "0000:83:00.0",
+    "0000:a3:00.0",
+    "0000:c3:00.0",
+    "0000:e3:00.0",
+];
+
 /// A copy of `fixture` under `into/host`, for a test to change.
 pub fn copy_fixture(fixture: &Path, into: &Path) -> Result<PathBuf> {
     let dest = into.join("host");

@@ -69,6 +69,15 @@ fn list(field: Option<&str>) -> Vec<String> {
 }
 
 impl Lab {
+    /// [`start`](Self::start) in `stack`'s directory, and points the stack's agent (started
+    /// later) at the lab's engine and host root.
+    pub fn start_for(stack: &mut crate::stack::Stack, gpus: &str, extra: &[&str]) -> Result<Lab> {
+        let lab = Lab::start(stack.dir(), gpus, extra)?;
+        stack.options.docker_host = Some(lab.docker_host.clone());
+        stack.options.host_root = lab.host_root.clone();
+        Ok(lab)
+    }
+
     /// Starts a lab under `parent/lab` with `--gpus gpus` and the `extra` arguments.
     pub fn start(parent: &Path, gpus: &str, extra: &[&str]) -> Result<Lab> {
         let dir = parent.join("lab");

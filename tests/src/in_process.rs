@@ -75,6 +75,21 @@ impl InProcessAgent {
         })
     }
 
+    /// [`start`](Self::start) with no extra settings on a fake engine that has `image`, then
+    /// [`wait_connected`](Self::wait_connected); also returns the engine.
+    pub fn start_connected(
+        sim: &Sim,
+        home: &Path,
+        token_and_name: (&str, &str),
+        image: &str,
+    ) -> Result<(InProcessAgent, Arc<FakeEngine>)> {
+        let engine = Arc::new(FakeEngine::new());
+        engine.add_image(image);
+        let agent = InProcessAgent::start(sim, home, token_and_name, engine.clone(), &[])?;
+        agent.wait_connected(sim)?;
+        Ok((agent, engine))
+    }
+
     /// Waits until `sim` lists exactly one host and it is connected; an agent that ended
     /// meanwhile is an error naming how it ended.
     pub fn wait_connected(&self, sim: &Sim) -> Result<()> {

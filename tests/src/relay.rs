@@ -42,29 +42,24 @@ pub(crate) trait Conn: Read + Write + Send + Sized + 'static {
     fn set_read_tick(&self, tick: Option<Duration>);
 }
 
-impl Conn for std::net::TcpStream {
-    fn try_clone_conn(&self) -> std::io::Result<Self> {
-        self.try_clone()
-    }
-    fn shutdown_conn(&self, how: Shutdown) {
-        let _ = self.shutdown(how);
-    }
-    fn set_read_tick(&self, tick: Option<Duration>) {
-        let _ = self.set_read_timeout(tick);
-    }
+/// [`Conn`] for stream types whose own methods have these names (TCP and Unix sockets).
+macro_rules! conn_for_stream {
+    ($($stream:ty),*) => {$(
+        impl Conn for $stream {
+            fn try_clone_conn(&self) -> std::io::Result<Self> {
+                self.try_clone()
+            }
+            fn shutdown_conn(&self, how: Shutdown) {
+                let _ = self.shutdown(how);
+            }
+            fn set_read_tick(&self, tick: Option<Duration>) {
+                let _ = self.set_read_timeout(tick);
+            }
+        }
+    )*};
 }
 
-impl Conn for std::os::unix::net::UnixStream {
-    fn try_clone_conn(&self) -> std::io::Result<Self> {
-        self.try_clone()
-    }
-    fn shutdown_conn(&self, how: Shutdown) {
-        let _ = self.shutdown(how);
-    }
-    fn set_read_tick(&self, tick: Option<Duration>) {
-        let _ = self.set_read_timeout(tick);
-    }
-}
+conn_for_stream!(std::net::TcpStream, std::os::unix::net::UnixStream);
 
 type Closer = Box<dyn Fn() + Send>;
 
@@ -83,6 +78,13 @@ pub(crate) struct Relay {
     /// HTTP/1.1 requests seen going up (request lines), for links that carry HTTP.
     pub(crate) requests_up: AtomicUsize,
     pub(crate) stopped: AtomicBool,
+}
+
+/// Opaque (`Relay { .. }`): its state is read through the proxy, never under a debug print.
+impl std::fmt::Debug for Relay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Relay").finish_non_exhaustive()
+    }
 }
 
 impl Relay {

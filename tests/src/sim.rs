@@ -249,17 +249,25 @@ impl Sim {
         self.call("GET /api/events/log", |c| c.get("/api/events/log"))
     }
 
-    /// Runs the `odac` CLI against this simulator (`--api`, `--ca-file` set).
-    pub fn odac(&self, args: &[&str]) -> Result<CliOutput> {
-        let out = Command::new(bin(CLI)?)
-            .arg("--api")
+    /// The `odac` CLI against this simulator (`--api`, `--ca-file` set; none of this
+    /// process's `ODAC_API`, `ODAC_CA_FILE`, `ODAC_TOKEN`), for a test to add arguments to.
+    pub fn odac_command(&self) -> Result<Command> {
+        let mut cmd = Command::new(bin(CLI)?);
+        cmd.arg("--api")
             .arg(self.api_url())
             .arg("--ca-file")
             .arg(self.ca_path())
-            .args(args)
             .env_remove("ODAC_API")
             .env_remove("ODAC_CA_FILE")
-            .env_remove("ODAC_TOKEN")
+            .env_remove("ODAC_TOKEN");
+        Ok(cmd)
+    }
+
+    /// Runs the `odac` CLI against this simulator (`--api`, `--ca-file` set).
+    pub fn odac(&self, args: &[&str]) -> Result<CliOutput> {
+        let out = self
+            .odac_command()?
+            .args(args)
             .stdin(Stdio::null())
             .output()
             .map_err(|e| Error::command(format!("odac {}", args.join(" ")), e.to_string()))?;
@@ -310,5 +318,20 @@ impl Sim {
                 format!("exit {}: {}{}", out.code, out.stdout, out.stderr),
             ))
         }
+    }
+}
+
+/// The one host of `hosts` where it is the only one and its `connected` is `connected`;
+/// otherwise, for a poll's error, each host's name and whether it is connected.
+pub fn only_host(hosts: &[HostView], connected: bool) -> std::result::Result<HostView, String> {
+    match hosts {
+        [h] if h.connected == connected => Ok(h.clone()),
+        other => Err(format!(
+            "hosts: {:?}",
+            other
+                .iter()
+                .map(|h| (&h.hostname, h.connected))
+                .collect::<Vec<_>>()
+        )),
     }
 }

@@ -15,19 +15,11 @@ use crate::relay::{LinkState, Relay};
 const UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A TCP proxy on `127.0.0.1:<free port>` in front of `upstream`.
+#[derive(Debug)]
 pub struct TcpProxy {
     addr: SocketAddr,
     upstream: SocketAddr,
     relay: Arc<Relay>,
-}
-
-impl std::fmt::Debug for TcpProxy {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TcpProxy")
-            .field("addr", &self.addr)
-            .field("upstream", &self.upstream)
-            .finish()
-    }
 }
 
 impl TcpProxy {

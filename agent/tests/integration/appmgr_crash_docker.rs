@@ -16,8 +16,8 @@ use odac_agent::appmgr::AppManager;
 use odac_host::engine::ContainerEngine;
 use odac_host::engine::test_image::BUSYBOX_TEST_IMAGE;
 use odac_protocol::{
-    AppSpec, AppState, AppStatus, CrashReason, DesiredState, HealthCheck, HealthState, LogLimits,
-    Resources, RestartPolicy,
+    AppSpec, AppState, AppStatus, CrashReason, HealthCheck, HealthState, LogLimits, Resources,
+    RestartPolicy,
 };
 
 /// One test's own instance on the real engine.
@@ -35,12 +35,7 @@ fn app(name: &str, script: &str, restart: Option<RestartPolicy>) -> AppSpec {
 }
 
 async fn set(m: &AppManager, spec: AppSpec) {
-    m.set_desired(DesiredState {
-        generation: 1,
-        apps: vec![spec],
-    })
-    .await
-    .unwrap();
+    crate::appmgr_support::set_one(m, 1, spec).await;
 }
 
 /// `docker inspect --format <format> <id>`.

@@ -4,11 +4,10 @@
 //! capped by the agent), and the crash counters and backoff surviving an agent restart, over
 //! paused time.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use odac_agent::appmgr::{AppManager, AppManagerConfig};
+use odac_agent::appmgr::AppManager;
 use odac_host::engine::{
     ContainerEngine, ContainerHealth, EngineCall, FakeEngine, LogRotation, Op,
 };
@@ -19,20 +18,11 @@ use odac_protocol::{
 
 const IMAGE: &str = "odac/busybox:test";
 
-use crate::fixture_hosts::no_gpu as fixture;
-
 fn fake() -> Arc<FakeEngine> {
     crate::appmgr_support::fake_with(IMAGE)
 }
 
-fn open(fake: &Arc<FakeEngine>, dir: &Path) -> AppManager {
-    let config = AppManagerConfig {
-        state_dir: dir.to_path_buf(),
-        stop_timeout_secs: 0,
-        ..AppManagerConfig::default()
-    };
-    AppManager::open(config, fake.clone(), fixture()).unwrap()
-}
+use crate::appmgr_support::open_fake as open;
 
 fn app(name: &str, restart: Option<RestartPolicy>) -> AppSpec {
     let mut spec = AppSpec::new(name, IMAGE);

@@ -6,7 +6,7 @@
 
 use crate::docker_support;
 
-use docker_support::{engine_with_test_image, logs_with, then_clean_up, unique_suffix};
+use docker_support::{logs_with, remove_run_objects, run_containers, run_labels, with_run};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -129,10 +129,7 @@ impl Run {
             instance: self.instance(),
             stop_timeout_secs: 0,
             poll_interval_ms: 200,
-            extra_labels: BTreeMap::from([
-                ("odac.test".to_owned(), "1".to_owned()),
-                ("odac.test.run".to_owned(), self.id.clone()),
-            ]),
+            extra_labels: run_labels(&self.id),
             ..AppManagerConfig::default()
         }
     }
@@ -149,16 +146,11 @@ impl Run {
 
     /// Containers of this run (any app).
     async fn containers(&self) -> Vec<ContainerSummary> {
-        self.real
-            .list_by_label(&format!("odac.test.run={}", self.id))
-            .await
-            .unwrap()
+        run_containers(self.real.as_ref(), &self.id).await
     }
 
     async fn cleanup(&self) {
-        for c in self.containers().await {
-            let _ = self.real.remove(&c.id, true).await;
-        }
+        remove_run_objects(self.real.as_ref(), &self.id, false).await;
         let volumes = self.volumes.lock().unwrap().clone();
         for v in volumes {
             let _ = self.real.remove_volume(&v).await;
@@ -191,21 +183,20 @@ where
     F: FnOnce(&'static Run) -> Fut,
     Fut: Future<Output = ()>,
 {
-    let Some(real) = engine_with_test_image(test).await else {
-        return;
+    let make = |real: DockerEngine, id| {
+        let real = Arc::new(real);
+        Run {
+            id,
+            real: real.clone(),
+            engine: Arc::new(TestEngine {
+                current: RwLock::new(real),
+                creates: Mutex::new(Vec::new()),
+            }),
+            tmp: tempfile::tempdir().unwrap(),
+            volumes: Mutex::new(Vec::new()),
+        }
     };
-    let real = Arc::new(real);
-    let run: &'static Run = Box::leak(Box::new(Run {
-        id: format!("{}-{test}", unique_suffix()).replace('_', "-"),
-        real: real.clone(),
-        engine: Arc::new(TestEngine {
-            current: RwLock::new(real),
-            creates: Mutex::new(Vec::new()),
-        }),
-        tmp: tempfile::tempdir().unwrap(),
-        volumes: Mutex::new(Vec::new()),
-    }));
-    then_clean_up(body(run), run.cleanup()).await;
+    with_run(test, make, |run| run.cleanup(), body).await;
 }
 
 fn gpu(json: &str) -> Option<GpuRequest> {

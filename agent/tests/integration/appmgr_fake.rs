@@ -8,8 +8,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use odac_agent::appmgr::{AppManager, AppManagerConfig, HostSource, labels, state::store};
-use odac_agent::cli::inventory::engine_from_info_file;
+use odac_agent::appmgr::state::store;
+use odac_agent::appmgr::{AppManager, HostSource, labels};
 use odac_host::engine::{
     ContainerEngine, ContainerSpec, DeviceRequest, EngineCall, EngineError, FakeEngine, Op,
 };
@@ -22,26 +22,14 @@ const IMAGE: &str = "odac/busybox:test";
 
 use crate::fixture_hosts::host as fixture;
 
-/// A fake engine answering like the fixture host's own engine (its docker-info.json), with
-/// the nvidia device driver registered when that engine lists the nvidia runtime.
+/// A fake engine like the fixture host's own (`engine_like`), holding the test image.
 fn fake_for(host: &str) -> Arc<FakeEngine> {
-    let fake = FakeEngine::new();
-    let caps = engine_from_info_file(&fixture(host).join("docker-info.json")).unwrap();
-    if caps.has_runtime("nvidia") {
-        fake.add_device_driver("nvidia");
-    }
-    fake.set_capabilities(caps);
+    let fake = engine_like(host);
     fake.add_image(IMAGE);
     Arc::new(fake)
 }
 
-fn config(dir: &Path) -> AppManagerConfig {
-    AppManagerConfig {
-        state_dir: dir.to_path_buf(),
-        stop_timeout_secs: 0,
-        ..AppManagerConfig::default()
-    }
-}
+use crate::appmgr_support::fake_config as config;
 
 fn open(fake: &Arc<FakeEngine>, host: &str, dir: &Path) -> AppManager {
     AppManager::open(config(dir), fake.clone(), fixture(host)).unwrap()
@@ -62,15 +50,7 @@ use crate::appmgr_support::desired;
 
 use crate::appmgr_support::status;
 
-fn created_specs(fake: &FakeEngine) -> Vec<ContainerSpec> {
-    fake.calls_of(Op::Create)
-        .into_iter()
-        .map(|c| match c {
-            EngineCall::Create(spec) => *spec,
-            other => panic!("{other:?}"),
-        })
-        .collect()
-}
+use crate::appmgr_support::{created_specs, engine_like};
 
 #[tokio::test]
 async fn optional_gpu_on_a_host_without_gpu_runs_on_the_cpu_with_a_preflight_reason() {
@@ -567,14 +547,7 @@ async fn desired_state_is_validated_and_persisted() {
     assert_eq!(m.desired().unwrap().apps.len(), 1);
     m.upsert(4, app("db", None)).await.unwrap();
     m.delete(5, "web").await.unwrap();
-    let names: Vec<String> = m
-        .desired()
-        .unwrap()
-        .apps
-        .into_iter()
-        .map(|a| a.name)
-        .collect();
-    assert_eq!(names, vec!["db"]);
+    assert_eq!(crate::appmgr_generations::names(&m), vec!["db"]);
 }
 
 #[tokio::test]

@@ -15,8 +15,7 @@ use tokio::sync::broadcast;
 const IMAGE: &str = "odac/busybox:test";
 
 fn open(dir: &Path) -> (Arc<FakeEngine>, AppManager) {
-    let fake = Arc::new(FakeEngine::new());
-    fake.add_image(IMAGE);
+    let fake = crate::appmgr_support::fake_with_images(&[IMAGE]);
     let config = AppManagerConfig {
         state_dir: dir.to_path_buf(),
         stop_timeout_secs: 0,
@@ -31,9 +30,7 @@ fn open(dir: &Path) -> (Arc<FakeEngine>, AppManager) {
 }
 
 fn app(name: &str) -> AppSpec {
-    let mut spec = AppSpec::new(name, IMAGE);
-    spec.command = vec!["sleep".into(), "3600".into()];
-    spec
+    crate::appmgr_support::sleeper(name, IMAGE)
 }
 
 fn desired(generation: u64, names: &[&str]) -> DesiredState {
@@ -43,7 +40,8 @@ fn desired(generation: u64, names: &[&str]) -> DesiredState {
     }
 }
 
-fn names(m: &AppManager) -> Vec<String> {
+/// The names of the apps in `m`'s desired state, sorted.
+pub(crate) fn names(m: &AppManager) -> Vec<String> {
     let mut v: Vec<String> = m
         .desired()
         .unwrap()

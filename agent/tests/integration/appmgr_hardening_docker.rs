@@ -8,8 +8,7 @@
 
 use crate::docker_support;
 
-use docker_support::{engine_with_test_image, logs_with, then_clean_up, unique_suffix};
-use std::collections::BTreeMap;
+use docker_support::{logs_with, remove_run_objects, run_containers, run_labels, with_run};
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -42,26 +41,18 @@ impl Run {
                 allowed_bind_prefixes: vec![self.prefix()],
                 ..PolicyConfig::default()
             },
-            extra_labels: BTreeMap::from([
-                ("odac.test".to_owned(), "1".to_owned()),
-                ("odac.test.run".to_owned(), self.id.clone()),
-            ]),
+            extra_labels: run_labels(&self.id),
             ..AppManagerConfig::default()
         };
         AppManager::open_with_host(config, self.real.clone(), HostSource::Root("/".into())).unwrap()
     }
 
     async fn containers(&self) -> Vec<ContainerSummary> {
-        self.real
-            .list_by_label(&format!("odac.test.run={}", self.id))
-            .await
-            .unwrap()
+        run_containers(self.real.as_ref(), &self.id).await
     }
 
     async fn cleanup(&self) {
-        for c in self.containers().await {
-            let _ = self.real.remove(&c.id, true).await;
-        }
+        remove_run_objects(self.real.as_ref(), &self.id, false).await;
     }
 }
 
@@ -70,16 +61,16 @@ where
     F: FnOnce(&'static Run) -> Fut,
     Fut: Future<Output = ()>,
 {
-    let Some(real) = engine_with_test_image(test).await else {
-        return;
+    let make = |real, id| {
+        let run = Run {
+            id,
+            real: Arc::new(real),
+            tmp: tempfile::tempdir().unwrap(),
+        };
+        std::fs::create_dir_all(run.prefix().join("d")).unwrap();
+        run
     };
-    let run: &'static Run = Box::leak(Box::new(Run {
-        id: format!("{}-{test}", unique_suffix()).replace('_', "-"),
-        real: Arc::new(real),
-        tmp: tempfile::tempdir().unwrap(),
-    }));
-    std::fs::create_dir_all(run.prefix().join("d")).unwrap();
-    then_clean_up(body(run), run.cleanup()).await;
+    with_run(test, make, |run| run.cleanup(), body).await;
 }
 
 fn app(name: &str, script: &str, binds: &[(&PathBuf, &str, bool)]) -> AppSpec {
@@ -293,12 +284,7 @@ async fn stubborn_removals_do_not_hold_up_a_new_app() {
             .await;
         }
         let fresh = app("fresh", "sleep 3600", &[]);
-        m.set_desired(DesiredState {
-            generation: 2,
-            apps: vec![fresh],
-        })
-        .await
-        .unwrap();
+        crate::appmgr_support::set_one(&m, 2, fresh).await;
         let started = Instant::now();
         let pass = tokio::spawn({
             let m = m.clone();
@@ -385,12 +371,7 @@ async fn an_endless_manifest_is_never_pulled_by_the_engine() {
         let m = run.open(0);
         let mut spec = AppSpec::new("endless", &image);
         spec.command = vec!["sleep".into(), "3600".into()];
-        m.set_desired(DesiredState {
-            generation: 1,
-            apps: vec![spec],
-        })
-        .await
-        .unwrap();
+        crate::appmgr_support::set_one(&m, 1, spec).await;
         let deadline = Instant::now() + Duration::from_secs(30);
         let failed = loop {
             let statuses = m.reconcile_once().await;

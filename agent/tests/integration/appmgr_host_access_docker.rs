@@ -7,8 +7,7 @@
 
 use crate::docker_support;
 
-use docker_support::{engine_with_test_image, logs_with, then_clean_up, unique_suffix};
-use std::collections::BTreeMap;
+use docker_support::{logs_with, remove_run_objects, run_containers, run_labels, with_run};
 use std::future::Future;
 use std::sync::Arc;
 
@@ -35,26 +34,18 @@ impl Run {
                 allowed_device_prefixes: allowed_device_prefixes.iter().map(Into::into).collect(),
                 ..PolicyConfig::default()
             },
-            extra_labels: BTreeMap::from([
-                ("odac.test".to_owned(), "1".to_owned()),
-                ("odac.test.run".to_owned(), self.id.clone()),
-            ]),
+            extra_labels: run_labels(&self.id),
             ..AppManagerConfig::default()
         };
         AppManager::open_with_host(config, self.real.clone(), HostSource::Root("/".into())).unwrap()
     }
 
     async fn containers(&self) -> Vec<ContainerSummary> {
-        self.real
-            .list_by_label(&format!("odac.test.run={}", self.id))
-            .await
-            .unwrap()
+        run_containers(self.real.as_ref(), &self.id).await
     }
 
     async fn cleanup(&self) {
-        for c in self.containers().await {
-            let _ = self.real.remove(&c.id, true).await;
-        }
+        remove_run_objects(self.real.as_ref(), &self.id, false).await;
     }
 
     async fn inspect(&self, status: &AppStatus) -> ContainerDetails {
@@ -68,15 +59,12 @@ where
     F: FnOnce(&'static Run) -> Fut,
     Fut: Future<Output = ()>,
 {
-    let Some(real) = engine_with_test_image(test).await else {
-        return;
-    };
-    let run: &'static Run = Box::leak(Box::new(Run {
-        id: format!("{}-{test}", unique_suffix()).replace('_', "-"),
+    let make = |real, id| Run {
+        id,
         real: Arc::new(real),
         tmp: tempfile::tempdir().unwrap(),
-    }));
-    then_clean_up(body(run), run.cleanup()).await;
+    };
+    with_run(test, make, |run| run.cleanup(), body).await;
 }
 
 /// An app of the busybox test image running `script`, with `extra` fields, as JSON.

@@ -15,17 +15,13 @@ use docker_support::{engine_with_test_image, then_clean_up, unique_suffix};
 use odac_agent::appmgr::{AppManager, AppManagerConfig};
 use odac_host::engine::test_image::BUSYBOX_TEST_IMAGE;
 use odac_host::engine::{ContainerEngine, EngineError, FakeEngine, Op};
-use odac_protocol::{AppSpec, AppState, AppStatus, DesiredState, Reason};
+use odac_protocol::{AppState, AppStatus, DesiredState, Reason};
 
 const IMAGE: &str = "odac/busybox:test";
 
 use crate::fixture_hosts::no_gpu as fixture;
 
-fn sleeper(name: &str, image: &str) -> AppSpec {
-    let mut spec = AppSpec::new(name, image);
-    spec.command = vec!["sleep".into(), "3600".into()];
-    spec
-}
+use crate::appmgr_support::{open_fake, sleeper};
 
 use crate::appmgr_support::status;
 
@@ -50,31 +46,23 @@ fn assert_isolated(manager: &AppManager, statuses: &[AppStatus], bad: &str, word
     assert_eq!(manager.engine_problem(), None);
 }
 
-fn open_fake(fake: &Arc<FakeEngine>, dir: &Path) -> AppManager {
-    let config = AppManagerConfig {
-        state_dir: dir.to_path_buf(),
-        stop_timeout_secs: 0,
-        ..AppManagerConfig::default()
-    };
-    AppManager::open(config, fake.clone(), fixture()).unwrap()
+/// A manager on a fake engine with the test image, its state in `dir`, and the desired state
+/// (generation 1) of one sleeper app per name.
+async fn sleepers(names: &[&str], dir: &Path) -> (Arc<FakeEngine>, AppManager) {
+    let fake = crate::appmgr_support::fake_with_images(&[IMAGE]);
+    let manager = open_fake(&fake, dir);
+    let apps = names.iter().map(|n| sleeper(n, IMAGE)).collect();
+    manager
+        .set_desired(crate::appmgr_support::desired(1, apps))
+        .await
+        .unwrap();
+    (fake, manager)
 }
 
 #[tokio::test]
 async fn a_4xx_about_one_app_fails_that_app_alone_and_the_others_start_in_the_same_pass() {
     let dir = tempfile::tempdir().unwrap();
-    let fake = Arc::new(FakeEngine::new());
-    fake.add_image(IMAGE);
-    let manager = open_fake(&fake, dir.path());
-    let apps = ["a-bad", "b-web", "c-web"]
-        .map(|n| sleeper(n, IMAGE))
-        .to_vec();
-    manager
-        .set_desired(DesiredState {
-            generation: 1,
-            apps,
-        })
-        .await
-        .unwrap();
+    let (fake, manager) = sleepers(&["a-bad", "b-web", "c-web"], dir.path()).await;
     // the first image check is the first app's (apps go by name)
     fake.fail_next(
         Op::ImageExists,
@@ -113,8 +101,7 @@ async fn a_malformed_image_reference_from_any_control_plane_fails_that_app_alone
         other => panic!("{other:?}"),
     };
     let dir = tempfile::tempdir().unwrap();
-    let fake = Arc::new(FakeEngine::new());
-    fake.add_image(IMAGE);
+    let fake = crate::appmgr_support::fake_with_images(&[IMAGE]);
     let manager = open_fake(&fake, dir.path());
     manager
         .set_desired(DesiredState {
@@ -140,17 +127,7 @@ async fn a_malformed_image_reference_from_any_control_plane_fails_that_app_alone
 #[tokio::test]
 async fn a_5xx_of_an_engine_that_still_answers_is_the_app_s_failure_not_an_outage() {
     let dir = tempfile::tempdir().unwrap();
-    let fake = Arc::new(FakeEngine::new());
-    fake.add_image(IMAGE);
-    let manager = open_fake(&fake, dir.path());
-    let apps = ["a-bad", "b-web"].map(|n| sleeper(n, IMAGE)).to_vec();
-    manager
-        .set_desired(DesiredState {
-            generation: 1,
-            apps,
-        })
-        .await
-        .unwrap();
+    let (fake, manager) = sleepers(&["a-bad", "b-web"], dir.path()).await;
     fake.fail_next(
         Op::ImageExists,
         EngineError::Rejected {
@@ -205,10 +182,7 @@ async fn on_the_real_engine_an_image_the_engine_refuses_blocks_no_other_app() {
     ];
     let body = async {
         manager
-            .set_desired(DesiredState {
-                generation: 1,
-                apps,
-            })
+            .set_desired(crate::appmgr_support::desired(1, apps))
             .await
             .unwrap();
         let statuses = manager.reconcile_once().await;

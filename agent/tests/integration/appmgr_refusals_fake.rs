@@ -4,7 +4,7 @@
 //! `engine_rejected` with the engine's words and when they were learned, and ask the engine
 //! again after `apps.refusal_memory_secs` or when the inventory changes; 0 turns it off.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -20,9 +20,7 @@ const WORDS: &str =
     "error gathering device information while adding custom device \"/dev/dri/card1\"";
 
 fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/fixtures/hosts")
-        .join(HOST)
+    crate::fixture_hosts::host(HOST)
 }
 
 /// The Intel fixture host whose card node the fake engine cannot open, with a host scan the

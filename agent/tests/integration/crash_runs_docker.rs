@@ -8,15 +8,11 @@
 use crate::docker_support;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use docker_support::{engine_with_test_image, then_clean_up, unique_suffix};
-use odac_agent::appmgr::{AppManager, AppManagerConfig, CrashLoopConfig};
-use odac_host::engine::ContainerEngine;
+use docker_support::{InstanceRun, then_clean_up};
 use odac_host::engine::test_image::BUSYBOX_TEST_IMAGE;
-use odac_protocol::{AppSpec, AppState, DesiredState};
+use odac_protocol::{AppSpec, AppState};
 
 /// Runs to see crash; each prints three lines and exits 3 after a short life.
 const RUNS: u32 = 4;
@@ -24,10 +20,6 @@ const RUNS: u32 = 4;
 /// Numbers its run, prints three lines naming it (stdout and stderr), lives 1.5 s, exits 3.
 const SCRIPT: &str = "n=$(cat /runs 2>/dev/null || echo 0); n=$((n+1)); echo $n > /runs; \
      echo \"run $n starting\"; echo \"run $n boom\" >&2; sleep 1.5; echo \"run $n ends\"; exit 3";
-
-fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/hosts/no-gpu")
-}
 
 /// Which runs the lines of `tail` name (`run N …`); lines naming none count as run 0.
 fn runs_named(tail: &str) -> Vec<u32> {
@@ -46,44 +38,15 @@ fn runs_named(tail: &str) -> Vec<u32> {
 
 #[tokio::test]
 async fn each_crash_tail_holds_only_its_own_run_and_running_never_carries_a_crash() {
-    let Some(engine) = engine_with_test_image("crash_runs").await else {
+    let Some(run) = InstanceRun::new("crash_runs", "odac-runs").await else {
         return;
-    };
-    let engine = Arc::new(engine);
-    let instance = format!("odac-runs{}", unique_suffix());
-    let tmp = tempfile::tempdir().unwrap();
-    let clean_up = {
-        let (engine, instance) = (engine.clone(), instance.clone());
-        async move {
-            let filter = format!("{}={}", odac_host::names::INSTANCE, instance);
-            for c in engine.list_by_label(&filter).await.unwrap_or_default() {
-                let _ = engine.remove(&c.id, true).await;
-            }
-        }
     };
     then_clean_up(
         async {
-            let config = AppManagerConfig {
-                state_dir: tmp.path().join("state"),
-                instance: instance.clone(),
-                lock_dir: tmp.path().join("locks"),
-                stop_timeout_secs: 1,
-                crash_loop: CrashLoopConfig {
-                    initial_backoff_ms: 200,
-                    ..CrashLoopConfig::default()
-                },
-                extra_labels: [("odac.test".to_owned(), "1".to_owned())].into(),
-                ..AppManagerConfig::default()
-            };
-            let m = AppManager::open(config, engine.clone(), fixture()).unwrap();
+            let m = run.open();
             let mut spec = AppSpec::new("runs", BUSYBOX_TEST_IMAGE);
             spec.command = vec!["sh".into(), "-c".into(), SCRIPT.into()];
-            m.set_desired(DesiredState {
-                generation: 1,
-                apps: vec![spec],
-            })
-            .await
-            .unwrap();
+            crate::appmgr_support::set_one(&m, 1, spec).await;
             // every crash seen, by the run its tail names; every running status
             let mut tails: BTreeMap<u32, String> = BTreeMap::new();
             let mut running = 0;
@@ -131,7 +94,7 @@ async fn each_crash_tail_holds_only_its_own_run_and_running_never_carries_a_cras
                 );
             }
         },
-        clean_up,
+        run.clean_up(),
     )
     .await;
 }

@@ -7,7 +7,7 @@
 
 use crate::docker_support;
 
-use docker_support::{engine_or_skip, engine_with_test_image, then_clean_up, unique_suffix};
+use docker_support::{engine_or_skip, remove_run_objects, run_labels, with_run};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -30,10 +30,7 @@ impl Run {
     }
 
     fn labels(&self) -> BTreeMap<String, String> {
-        BTreeMap::from([
-            ("odac.test".to_owned(), "1".to_owned()),
-            ("odac.test.run".to_owned(), self.id.clone()),
-        ])
+        run_labels(&self.id)
     }
 
     fn spec(&self, what: &str, command: &[&str]) -> ContainerSpec {
@@ -48,10 +45,7 @@ impl Run {
 
     /// Remove every container and volume carrying this run's label.
     async fn cleanup(&self) {
-        let label = format!("odac.test.run={}", self.id);
-        for c in self.engine.list_by_label(&label).await.unwrap_or_default() {
-            let _ = self.engine.remove(&c.id, true).await;
-        }
+        remove_run_objects(&self.engine, &self.id, false).await;
         for what in ["data"] {
             let _ = self.engine.remove_volume(&self.name(what)).await;
         }
@@ -77,14 +71,8 @@ where
     F: FnOnce(&'static Run) -> Fut,
     Fut: Future<Output = ()>,
 {
-    let Some(engine) = engine_with_test_image(test).await else {
-        return;
-    };
-    let run: &'static Run = Box::leak(Box::new(Run {
-        engine,
-        id: format!("{}-{test}", unique_suffix()).replace('_', "-"),
-    }));
-    then_clean_up(body(run), run.cleanup()).await;
+    let make = |engine, id| Run { engine, id };
+    with_run(test, make, |run| run.cleanup(), body).await;
 }
 
 #[tokio::test]

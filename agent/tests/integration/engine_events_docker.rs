@@ -18,7 +18,7 @@ use odac_agent::appmgr::{AppManager, AppManagerConfig, CrashLoopConfig};
 use odac_host::engine::test_image::BUSYBOX_TEST_IMAGE;
 use odac_host::engine::{ContainerEngine, ContainerSpec, EngineEvent, EventFilter, EventKind};
 use odac_protocol::{
-    AppSpec, AppState, AppStatus, DesiredState, HealthCheck, HealthState, Resources, RestartPolicy,
+    AppSpec, AppState, AppStatus, HealthCheck, HealthState, Resources, RestartPolicy,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -47,12 +47,7 @@ impl Run {
         };
         let m =
             AppManager::open(config, base.engine.clone(), crate::fixture_hosts::no_gpu()).unwrap();
-        m.set_desired(DesiredState {
-            generation: 1,
-            apps: vec![spec],
-        })
-        .await
-        .unwrap();
+        crate::appmgr_support::set_one(&m, 1, spec).await;
         let shutdown = CancellationToken::new();
         tokio::spawn(m.clone().run(shutdown.clone()));
         Some(Run { base, m, shutdown })

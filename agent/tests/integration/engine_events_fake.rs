@@ -15,7 +15,7 @@ use odac_agent::appmgr::local::doctor::events_check;
 use odac_agent::appmgr::manager::watch::StreamReport;
 use odac_agent::appmgr::{AppManager, AppManagerConfig};
 use odac_agent::liveness::Liveness;
-use odac_host::engine::{ContainerHealth, EngineEvent, FakeEngine, Op};
+use odac_host::engine::{EngineEvent, FakeEngine, Op};
 use odac_host::inventory::doctor::CheckStatus;
 use odac_protocol::{AppSpec, AppState, AppStatus, DesiredState, HealthCheck, HealthState};
 use tokio::time::Instant;
@@ -39,8 +39,7 @@ struct World {
 /// A manager on the fake with one app `web` running, its loop started.
 async fn world(poll_ms: u64, backstop_secs: u64, spec: AppSpec) -> World {
     let dir = tempfile::tempdir().unwrap();
-    let fake = Arc::new(FakeEngine::new());
-    fake.add_image(IMAGE);
+    let fake = crate::appmgr_support::fake_with_images(&[IMAGE]);
     let config = AppManagerConfig {
         state_dir: dir.path().to_path_buf(),
         stop_timeout_secs: 0,
@@ -49,12 +48,7 @@ async fn world(poll_ms: u64, backstop_secs: u64, spec: AppSpec) -> World {
         ..AppManagerConfig::default()
     };
     let m = AppManager::open(config, fake.clone(), fixture()).unwrap();
-    m.set_desired(DesiredState {
-        generation: 1,
-        apps: vec![spec],
-    })
-    .await
-    .unwrap();
+    crate::appmgr_support::set_one(&m, 1, spec).await;
     let shutdown = CancellationToken::new();
     let task = tokio::spawn(m.clone().run(shutdown.clone()));
     let w = World {
@@ -129,12 +123,7 @@ fn healthy_app() -> AppSpec {
     spec
 }
 
-fn health(status: &str) -> Option<ContainerHealth> {
-    Some(ContainerHealth {
-        status: status.into(),
-        last_failure: None,
-    })
-}
+use crate::appmgr_support::health;
 
 #[tokio::test(start_paused = true)]
 async fn a_crash_is_seen_through_its_event_not_the_poll() {
@@ -292,8 +281,7 @@ async fn a_hung_stream_is_renewed_and_the_health_verdict_it_missed_arrives() {
 #[tokio::test(start_paused = true)]
 async fn a_daemon_reload_signals_a_rescan_and_hours_of_nothing_keep_the_heartbeat_fresh() {
     let dir = tempfile::tempdir().unwrap();
-    let fake = Arc::new(FakeEngine::new());
-    fake.add_image(IMAGE);
+    let fake = crate::appmgr_support::fake_with_images(&[IMAGE]);
     let config = AppManagerConfig {
         state_dir: dir.path().to_path_buf(),
         ..AppManagerConfig::default()

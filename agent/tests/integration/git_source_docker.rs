@@ -11,8 +11,9 @@
 use crate::docker_support;
 use crate::git_source_support;
 
-use docker_support::{engine_with_test_image, logs_with, then_clean_up, unique_suffix};
-use std::collections::BTreeMap;
+use docker_support::{
+    engine_with_test_image, logs_with, remove_run_objects, run_labels, then_clean_up, unique_suffix,
+};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,7 +23,6 @@ use odac_agent::appmgr::{AppManager, AppManagerConfig, CrashLoopConfig};
 use odac_host::engine::test_image::BUSYBOX_TEST_IMAGE;
 use odac_host::engine::{ContainerEngine, DockerEngine};
 use odac_protocol::{AppSpec, AppState, AppStatus, Reason};
-use tokio_util::sync::CancellationToken;
 
 struct Run {
     id: String,
@@ -43,10 +43,7 @@ impl Run {
                 max_backoff_secs: 1,
                 healthy_reset_secs: 600,
             },
-            extra_labels: BTreeMap::from([
-                ("odac.test".to_owned(), "1".to_owned()),
-                ("odac.test.run".to_owned(), self.id.clone()),
-            ]),
+            extra_labels: run_labels(&self.id),
             ..AppManagerConfig::default()
         }
     }
@@ -62,18 +59,7 @@ impl Run {
     }
 
     async fn cleanup(&self) {
-        let label = format!("odac.test.run={}", self.id);
-        for c in self.real.list_by_label(&label).await.unwrap_or_default() {
-            let _ = self.real.remove(&c.id, true).await;
-        }
-        for i in self
-            .real
-            .list_images_by_label(&label)
-            .await
-            .unwrap_or_default()
-        {
-            let _ = self.real.remove_image(&i.id, true).await;
-        }
+        remove_run_objects(self.real.as_ref(), &self.id, true).await;
     }
 
     async fn logs_with(&self, id: &str, needle: &str) -> String {
@@ -221,11 +207,7 @@ async fn bad_url_missing_branch_and_failing_dockerfile_end_build_failed_without_
             .unwrap();
         // The first failure of each, then a bounded window of the loop running on its own.
         until(&manager, &bad_build, BUILD_WAIT, build_failed).await;
-        let shutdown = CancellationToken::new();
-        let task = tokio::spawn(manager.clone().run(shutdown.clone()));
-        tokio::time::sleep(Duration::from_secs(6)).await;
-        shutdown.cancel();
-        task.await.unwrap();
+        crate::appmgr_support::run_for(&manager, Duration::from_secs(6)).await;
 
         let statuses = manager.statuses();
         let mut events = Vec::new();

@@ -17,7 +17,6 @@ use git_source_support::{Repo, count, desired, drain, git_app, until};
 use odac_agent::appmgr::{AppManager, AppManagerConfig, CrashLoopConfig, labels};
 use odac_host::engine::{EngineCall, EngineError, FakeEngine, Op};
 use odac_protocol::{AppSpec, AppState, EventLevel, GitSecret, GpuRequest, Reason};
-use tokio_util::sync::CancellationToken;
 
 const IMAGE: &str = "odac/busybox:test";
 const DOCKERFILE: &str =
@@ -258,11 +257,7 @@ async fn failures_are_build_failed_and_retried_on_the_backoff_only() {
     manager.set_desired(desired(1, apps)).await.unwrap();
 
     // Let the loop run on its own for a bounded window: 50 ms polls, 200 ms..1 s backoff.
-    let shutdown = CancellationToken::new();
-    let task = tokio::spawn(manager.clone().run(shutdown.clone()));
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    shutdown.cancel();
-    task.await.unwrap();
+    crate::appmgr_support::run_for(&manager, Duration::from_secs(5)).await;
 
     let statuses = manager.statuses();
     let mut events = Vec::new();

@@ -5,36 +5,22 @@
 //! once the GPU is healthy again it is given out as before.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
-use odac_agent::appmgr::{AppManager, AppManagerConfig, labels};
-use odac_agent::cli::inventory::engine_from_info_file;
+use odac_agent::appmgr::{AppManager, labels};
 use odac_host::engine::{ContainerSpec, EngineCall, FakeEngine, Op};
 use odac_protocol::{AppSpec, AppState, AppStatus, DesiredState, FallbackTier, Reason};
 
 const IMAGE: &str = "odac/busybox:test";
 
-fn fixture(host: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/fixtures/hosts")
-        .join(host)
-}
+use crate::fixture_hosts::host as fixture;
 
 fn open(host: &str, dir: &Path) -> (Arc<FakeEngine>, AppManager) {
-    let fake = FakeEngine::new();
-    let caps = engine_from_info_file(&fixture(host).join("docker-info.json")).unwrap();
-    if caps.has_runtime("nvidia") {
-        fake.add_device_driver("nvidia");
-    }
-    fake.set_capabilities(caps);
+    let fake = crate::appmgr_support::engine_like(host);
     fake.add_image(IMAGE);
     let fake = Arc::new(fake);
-    let config = AppManagerConfig {
-        state_dir: dir.to_path_buf(),
-        stop_timeout_secs: 0,
-        ..AppManagerConfig::default()
-    };
+    let config = crate::appmgr_support::fake_config(dir);
     let m = AppManager::open(config, fake.clone(), fixture(host)).unwrap();
     (fake, m)
 }

@@ -19,9 +19,7 @@ const ALL_CAPS: &str = "odac/nvcaps-all:test";
 const CUDA_12_8: &str = "odac/cuda128:test";
 
 fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/fixtures/hosts")
-        .join(HOST)
+    crate::fixture_hosts::host(HOST)
 }
 
 fn setup(dir: &Path) -> (Arc<FakeEngine>, AppManager) {

@@ -3,30 +3,17 @@
 //! `restart_required`; a new restart token recreates it with the new host access. Against
 //! the fake engine, which records every create.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use odac_agent::appmgr::{AppManager, AppManagerConfig};
-use odac_host::engine::{ContainerSpec, EngineCall, FakeEngine, Op};
+use odac_host::engine::{FakeEngine, Op};
 use odac_protocol::{AppSpec, DesiredState};
 
 const IMAGE: &str = "odac/busybox:test";
 
-fn fixture(host: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/fixtures/hosts")
-        .join(host)
-}
+use crate::fixture_hosts::host as fixture;
 
-fn created(fake: &FakeEngine) -> Vec<ContainerSpec> {
-    fake.calls_of(Op::Create)
-        .into_iter()
-        .map(|c| match c {
-            EngineCall::Create(spec) => *spec,
-            other => panic!("{other:?}"),
-        })
-        .collect()
-}
+use crate::appmgr_support::created_specs as created;
 
 fn desired(generation: u64, spec: &AppSpec) -> DesiredState {
     DesiredState {

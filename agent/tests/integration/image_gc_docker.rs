@@ -11,11 +11,12 @@
 use crate::docker_support;
 use crate::git_source_support;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use docker_support::{engine_with_test_image, then_clean_up, unique_suffix};
+use docker_support::{
+    engine_with_test_image, remove_run_objects, run_labels, then_clean_up, unique_suffix,
+};
 use git_source_support::{Repo, git_app, until};
 use odac_agent::appmgr::{AppEvent, AppManager, AppManagerConfig, BuildConfig, RemovalReason};
 use odac_host::engine::test_image::BUSYBOX_TEST_IMAGE;
@@ -45,10 +46,7 @@ impl Run {
                 keep_images: 10,
                 ..BuildConfig::default()
             },
-            extra_labels: BTreeMap::from([
-                ("odac.test".to_owned(), "1".to_owned()),
-                ("odac.test.run".to_owned(), self.run.clone()),
-            ]),
+            extra_labels: run_labels(&self.run),
             ..AppManagerConfig::default()
         }
     }
@@ -64,18 +62,7 @@ impl Run {
     }
 
     async fn clean_up(&self) {
-        let label = format!("odac.test.run={}", self.run);
-        for c in self.engine.list_by_label(&label).await.unwrap_or_default() {
-            let _ = self.engine.remove(&c.id, true).await;
-        }
-        for i in self
-            .engine
-            .list_images_by_label(&label)
-            .await
-            .unwrap_or_default()
-        {
-            let _ = self.engine.remove_image(&i.id, true).await;
-        }
+        remove_run_objects(self.engine.as_ref(), &self.run, true).await;
         // the hand tag only: the busybox test image it names stays
         let _ = self.engine.remove_image(&self.hand_tag(), false).await;
     }

@@ -8,33 +8,23 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use odac_agent::appmgr::{AppManager, AppManagerConfig, container};
-use odac_host::engine::{ContainerEngine, ContainerSpec, EngineCall, FakeEngine, Op};
+use odac_agent::appmgr::{AppManager, container};
+use odac_host::engine::{ContainerEngine, EngineCall, FakeEngine, Op};
 use odac_protocol::{AppSpec, AppState, EventLevel, VolumeMount};
 
 const IMAGE: &str = "odac/busybox:test";
 const ME: &str = "agent-me";
-
-use crate::fixture_hosts::no_gpu as fixture;
 
 fn fake() -> Arc<FakeEngine> {
     crate::appmgr_support::fake_with(IMAGE)
 }
 
 fn open(fake: &Arc<FakeEngine>, dir: &Path) -> AppManager {
-    let config = AppManagerConfig {
-        state_dir: dir.to_path_buf(),
-        stop_timeout_secs: 0,
-        owner: ME.into(),
-        ..AppManagerConfig::default()
-    };
-    AppManager::open(config, fake.clone(), fixture()).unwrap()
+    crate::appmgr_support::open_as(fake, dir, ME)
 }
 
 fn app(name: &str) -> AppSpec {
-    let mut spec = AppSpec::new(name, IMAGE);
-    spec.command = vec!["sleep".into(), "3600".into()];
-    spec
+    crate::appmgr_support::sleeper(name, IMAGE)
 }
 
 fn with_volume(mut spec: AppSpec, source: &str) -> AppSpec {
@@ -50,24 +40,8 @@ use crate::appmgr_support::desired;
 
 /// A running container of instance `odac` and app `app`, owned by `owner` (none: unowned).
 async fn existing(fake: &FakeEngine, app: &str, owner: Option<&str>) -> String {
-    let mut l = BTreeMap::from([
-        (odac_host::names::INSTANCE.to_owned(), "odac".to_owned()),
-        (odac_host::names::APP.to_owned(), app.to_owned()),
-    ]);
-    if let Some(o) = owner {
-        l.insert(odac_host::names::OWNER.into(), o.into());
-    }
-    let id = fake
-        .create(&ContainerSpec {
-            name: format!("old-{app}-{}", owner.unwrap_or("none")),
-            image: IMAGE.into(),
-            labels: l,
-            ..ContainerSpec::default()
-        })
-        .await
-        .unwrap();
-    fake.start(&id).await.unwrap();
-    id
+    let name = format!("old-{app}-{}", owner.unwrap_or("none"));
+    crate::appmgr_support::planted(fake, IMAGE, &name, app, owner).await
 }
 
 #[tokio::test]

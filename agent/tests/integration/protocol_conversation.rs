@@ -7,14 +7,11 @@
 
 use crate::uplink_support;
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use odac_agent::appmgr::{AppManager, AppManagerConfig, HostSource};
 use odac_agent::run::ManagerControl;
 use odac_agent::uplink::Uplink;
-use odac_host::engine::FakeEngine;
 use odac_protocol::encode;
 use serde_json::Value;
 use tokio::sync::watch;
@@ -76,21 +73,8 @@ fn subset(expected: &Value, actual: &Value) -> bool {
 async fn the_example_conversation_is_what_the_agent_does() {
     let record = std::env::var_os("RECORD").is_some();
     let dir = tempfile::tempdir().unwrap();
-    let fake = Arc::new(FakeEngine::new());
-    fake.add_image("busybox:1.36");
-    let manager = AppManager::open_with_host(
-        AppManagerConfig {
-            state_dir: dir.path().to_path_buf(),
-            stop_timeout_secs: 0,
-            instance: format!("conv-{}", std::process::id()),
-            ..AppManagerConfig::default()
-        },
-        fake.clone(),
-        HostSource::Root(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/hosts/no-gpu"),
-        ),
-    )
-    .unwrap();
+    let fake = crate::appmgr_support::fake_with_images(&["busybox:1.36"]);
+    let manager = manager_on(&fake, dir.path(), "conv");
     let pki = Pki::new();
     let server = TestServer::start(
         &pki,

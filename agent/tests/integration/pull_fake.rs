@@ -12,9 +12,8 @@ use std::time::Duration;
 
 use odac_agent::appmgr::{AppEvent, AppManager, AppManagerConfig};
 use odac_host::engine::{EngineCall, FakeEngine, Op, RegistryAuth};
-use odac_protocol::{AppSpec, AppState, AppStatus, PullPolicy, Reason};
+use odac_protocol::{AppState, AppStatus, PullPolicy, Reason};
 use tokio::sync::broadcast;
-use tokio_util::sync::CancellationToken;
 
 const IMAGE: &str = "127.0.0.1:5999/odac/app:1";
 const DIGEST_1: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
@@ -32,11 +31,7 @@ fn open(fake: &Arc<FakeEngine>, dir: &Path) -> AppManager {
     AppManager::open(config, fake.clone(), fixture()).unwrap()
 }
 
-fn app(name: &str, image: &str) -> AppSpec {
-    let mut spec = AppSpec::new(name, image);
-    spec.command = vec!["sleep".into(), "3600".into()];
-    spec
-}
+use crate::appmgr_support::sleeper as app;
 
 use crate::appmgr_support::desired;
 
@@ -104,19 +99,14 @@ async fn a_missing_image_is_pulled_then_runs_with_its_digest() {
 #[tokio::test(start_paused = true)]
 async fn refused_pulls_fail_with_the_registry_words_and_back_off() {
     let dir = tempfile::tempdir().unwrap();
-    let fake = Arc::new(FakeEngine::new());
-    fake.add_image("odac/busybox:test");
+    let fake = crate::appmgr_support::fake_with_images(&["odac/busybox:test"]);
     let manager = open(&fake, dir.path());
     let other = app("other", "odac/busybox:test");
     manager
         .set_desired(desired(1, vec![app("ghost", IMAGE), other]))
         .await
         .unwrap();
-    let shutdown = CancellationToken::new();
-    let task = tokio::spawn(manager.clone().run(shutdown.clone()));
-    tokio::time::sleep(Duration::from_secs(60)).await;
-    shutdown.cancel();
-    task.await.unwrap();
+    crate::appmgr_support::run_for(&manager, Duration::from_secs(60)).await;
     let statuses = manager.statuses();
     let ghost = statuses.iter().find(|s| s.name == "ghost").unwrap();
     assert_eq!(ghost.state, AppState::Failed, "{ghost:#?}");

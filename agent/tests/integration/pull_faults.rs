@@ -13,7 +13,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use odac_agent::appmgr::{AppManager, AppManagerConfig};
 use odac_host::engine::{EngineError, FakeEngine, Op};
-use odac_protocol::{AppSpec, AppState, AppStatus, DesiredState, Reason};
+use odac_protocol::{AppState, AppStatus, DesiredState, Reason};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
@@ -31,11 +31,7 @@ fn open(fake: &Arc<FakeEngine>, dir: &Path, docker_config: PathBuf) -> AppManage
     AppManager::open(config, fake.clone(), fixture()).unwrap()
 }
 
-fn app(name: &str, image: &str) -> AppSpec {
-    let mut spec = AppSpec::new(name, image);
-    spec.command = vec!["sleep".into(), "3600".into()];
-    spec
-}
+use crate::appmgr_support::sleeper as app;
 
 fn find(statuses: &[AppStatus], name: &str) -> AppStatus {
     statuses

@@ -3,54 +3,28 @@
 //! `odac.owner`) still gets its one `removed` status once it leaves the desired state, since
 //! only this agent's containers count, and the other agent's container is left running.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use odac_agent::appmgr::{AppManager, AppManagerConfig};
-use odac_host::engine::{ContainerEngine, ContainerSpec, FakeEngine};
+use odac_agent::appmgr::AppManager;
+use odac_host::engine::{ContainerEngine, FakeEngine};
 use odac_protocol::{AppSpec, AppState, AppStatus, DesiredState};
 use tokio::sync::broadcast;
-
-use crate::appmgr_support::{fake_config, open_on};
 
 const IMAGE: &str = "odac/busybox:test";
 const ME: &str = "agent-me";
 
 fn open(fake: &Arc<FakeEngine>, dir: &Path) -> AppManager {
-    let config = AppManagerConfig {
-        owner: ME.into(),
-        ..fake_config(dir)
-    };
-    open_on(fake, config)
+    crate::appmgr_support::open_as(fake, dir, ME)
 }
 
 fn app(name: &str) -> AppSpec {
-    let mut spec = AppSpec::new(name, IMAGE);
-    spec.command = vec!["sleep".into(), "3600".into()];
-    spec
+    crate::appmgr_support::sleeper(name, IMAGE)
 }
 
 /// A running container of instance `odac`, app `app`, named `name`, owned by `owner`.
 async fn planted(fake: &FakeEngine, name: &str, app: &str, owner: Option<&str>) -> String {
-    let mut l = BTreeMap::from([
-        (odac_host::names::INSTANCE.to_owned(), "odac".to_owned()),
-        (odac_host::names::APP.to_owned(), app.to_owned()),
-    ]);
-    if let Some(o) = owner {
-        l.insert(odac_host::names::OWNER.into(), o.into());
-    }
-    let id = fake
-        .create(&ContainerSpec {
-            name: name.into(),
-            image: IMAGE.into(),
-            labels: l,
-            ..ContainerSpec::default()
-        })
-        .await
-        .unwrap();
-    fake.start(&id).await.unwrap();
-    id
+    crate::appmgr_support::planted(fake, IMAGE, name, app, owner).await
 }
 
 /// The `removed` statuses broadcast so far.
@@ -67,8 +41,7 @@ fn removed(rx: &mut broadcast::Receiver<std::sync::Arc<AppStatus>>) -> Vec<AppSt
 #[tokio::test]
 async fn another_agents_container_does_not_hold_back_removed() {
     let dir = tempfile::tempdir().unwrap();
-    let fake = Arc::new(FakeEngine::new());
-    fake.add_image(IMAGE);
+    let fake = crate::appmgr_support::fake_with_images(&[IMAGE]);
     let theirs = planted(&fake, "odac_web", "web", Some("agent-other")).await;
     let m = open(&fake, dir.path());
     let mut rx = m.subscribe();

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use odac_agent::appmgr::{AppManager, AppManagerConfig, HostSource};
+use odac_agent::appmgr::AppManager;
 use odac_agent::run::ManagerControl;
 use odac_agent::uplink::Uplink;
 use odac_host::engine::FakeEngine;
@@ -27,19 +27,7 @@ struct Agent {
 }
 
 fn start(dir: &Path, fake: &Arc<FakeEngine>, pki: &Pki, server: &TestServer) -> Agent {
-    let manager = AppManager::open_with_host(
-        AppManagerConfig {
-            state_dir: dir.to_path_buf(),
-            stop_timeout_secs: 0,
-            instance: format!("rmrestart-{}", std::process::id()),
-            ..AppManagerConfig::default()
-        },
-        fake.clone(),
-        HostSource::Root(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/hosts/no-gpu"),
-        ),
-    )
-    .unwrap();
+    let manager = manager_on(fake, dir, "rmrestart");
     let (inv_tx, inv_rx) = watch::channel(Some(Arc::new(inventory(8))));
     let mut config = uplink_config(pki, &server.url(), TOKEN);
     config.agent_id = "agt_removal".into();
@@ -107,18 +95,10 @@ async fn welcomed(server: &TestServer, n: usize) {
 #[tokio::test(start_paused = true)]
 async fn an_unacked_removal_is_resent_with_its_seq_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let fake = Arc::new(FakeEngine::new());
-    fake.add_image("busybox:1.36");
+    let fake = crate::appmgr_support::fake_with_images(&["busybox:1.36"]);
     let pki = Pki::new();
     // the control plane never acks a report on its own
-    let server = TestServer::start(
-        &pki,
-        Behaviour {
-            auto_ack: false,
-            ..Behaviour::default()
-        },
-    )
-    .await;
+    let server = unacking_server(&pki).await;
 
     let agent = start(dir.path(), &fake, &pki, &server);
     welcomed(&server, 1).await;

@@ -7,28 +7,36 @@
 //! the same pass, its container removed first.
 
 use crate::appmgr_support::set_one;
-use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use odac_agent::appmgr::AppManager;
-use odac_host::engine::{FakeEngine, Op};
+use odac_host::engine::Op;
 
-use crate::appmgr_support::{fake_config, open_on, pass_until};
+use crate::appmgr_support::pass_until;
 use odac_protocol::{AppSpec, AppState, AppStatus, RolloutState};
 
 const OLD: &str = "example.test/web:1";
 const NEW: &str = "example.test/web:2";
 
-fn open(fake: &Arc<FakeEngine>, dir: &Path) -> AppManager {
-    open_on(fake, fake_config(dir))
-}
+use crate::appmgr_support::open_fake as open;
 
 fn app(image: &str) -> AppSpec {
     let mut spec = AppSpec::new("web", image);
     spec.command = vec!["serve".into()];
     spec.env = [("VERSION".to_owned(), image.to_owned())].into();
     spec
+}
+
+/// The next pass's status, rolled back with the previous version running, and its rollout.
+async fn rolled_back(m: &AppManager) -> (AppStatus, odac_protocol::RolloutReport) {
+    let s = m.reconcile_once().await.remove(0);
+    let r = s.rollout.clone().expect("a rollout part");
+    assert_eq!(
+        (s.state, r.state),
+        (AppState::Running, RolloutState::RolledBack),
+        "{s:#?}"
+    );
+    (s, r)
 }
 
 async fn until(m: &AppManager, pred: impl Fn(&AppStatus) -> bool) -> AppStatus {
@@ -38,9 +46,7 @@ async fn until(m: &AppManager, pred: impl Fn(&AppStatus) -> bool) -> AppStatus {
 #[tokio::test(start_paused = true)]
 async fn a_version_that_exits_is_rolled_back_and_not_retried() {
     let dir = tempfile::tempdir().unwrap();
-    let fake = Arc::new(FakeEngine::new());
-    fake.add_image(OLD);
-    fake.add_image(NEW);
+    let fake = crate::appmgr_support::fake_with_images(&[OLD, NEW]);
     let m = open(&fake, dir.path());
     set_one(&m, 1, app(OLD)).await;
     let first = until(&m, |s| s.state == AppState::Running).await;
@@ -63,13 +69,7 @@ async fn a_version_that_exits_is_rolled_back_and_not_retried() {
     fake.push_log(&new_id, "starting v2\nbroken config\n");
     fake.exit_container(&new_id, 3);
 
-    let s = m.reconcile_once().await.remove(0);
-    let r = s.rollout.clone().expect("a rollout part");
-    assert_eq!(
-        (s.state, r.state),
-        (AppState::Running, RolloutState::RolledBack),
-        "{s:#?}"
-    );
+    let (s, r) = rolled_back(&m).await;
     assert_eq!(
         (s.generation, r.generation, s.running_generation),
         (2, 2, Some(1))
@@ -127,9 +127,7 @@ async fn a_version_that_exits_is_rolled_back_and_not_retried() {
 #[tokio::test(start_paused = true)]
 async fn a_version_the_engine_will_not_start_is_rolled_back_in_the_same_pass() {
     let dir = tempfile::tempdir().unwrap();
-    let fake = Arc::new(FakeEngine::new());
-    fake.add_image(OLD);
-    fake.add_image(NEW);
+    let fake = crate::appmgr_support::fake_with_images(&[OLD, NEW]);
     let m = open(&fake, dir.path());
     set_one(&m, 1, app(OLD)).await;
     until(&m, |s| s.state == AppState::Running).await;
@@ -137,21 +135,9 @@ async fn a_version_the_engine_will_not_start_is_rolled_back_in_the_same_pass() {
         m.reconcile_once().await;
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-    fake.fail_next(
-        Op::Start,
-        odac_host::engine::EngineError::Rejected {
-            status: 400,
-            message: "exec: \"serve\": executable file not found in $PATH".into(),
-        },
-    );
+    crate::appmgr_support::next_start_lacks_its_command(&fake);
     set_one(&m, 2, app(NEW)).await;
-    let s = m.reconcile_once().await.remove(0);
-    let r = s.rollout.clone().expect("a rollout part");
-    assert_eq!(
-        (s.state, r.state),
-        (AppState::Running, RolloutState::RolledBack),
-        "{s:#?}"
-    );
+    let (s, r) = rolled_back(&m).await;
     assert!(
         r.error
             .as_deref()

@@ -28,9 +28,7 @@ fn open(fake: &Arc<FakeEngine>, dir: &Path) -> AppManager {
 }
 
 fn app(image: &str) -> AppSpec {
-    let mut spec = AppSpec::new("web", image);
-    spec.command = vec!["sleep".into(), "3600".into()];
-    spec
+    crate::appmgr_support::sleeper("web", image)
 }
 
 async fn until(m: &AppManager, pred: impl Fn(&AppStatus) -> bool) -> AppStatus {

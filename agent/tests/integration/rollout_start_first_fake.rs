@@ -9,27 +9,24 @@
 //! or asks for GPUs the host cannot give twice is refused with the reason.
 
 use crate::appmgr_support::set_one;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use odac_agent::appmgr::AppManager;
-use odac_host::engine::{ContainerEngine, ContainerHealth, EngineCall, FakeEngine, Op};
+use odac_host::engine::{ContainerEngine, EngineCall, FakeEngine, Op};
 use odac_protocol::{
     AppSpec, AppState, AppStatus, GpuRequest, GpuRuntime, HealthCheck, PortMapping, RolloutState,
     UpdateOrder, UpdatePolicy,
 };
 
-use crate::appmgr_support::{fake_config, open_on, pass_until};
+use crate::appmgr_support::pass_until;
 
 const OLD: &str = "example.test/web:1";
 const NEW: &str = "example.test/web:2";
 const OWN: &str = "odac_web";
 const NEXT: &str = "odac_web_next";
 
-fn open(fake: &Arc<FakeEngine>, dir: &Path) -> AppManager {
-    open_on(fake, fake_config(dir))
-}
+use crate::appmgr_support::open_fake as open;
 
 fn app(image: &str) -> AppSpec {
     let mut spec = AppSpec::new("web", image);
@@ -86,19 +83,12 @@ fn checked(image: &str) -> AppSpec {
     spec
 }
 
-fn health(status: &str) -> Option<ContainerHealth> {
-    Some(ContainerHealth {
-        status: status.into(),
-        last_failure: None,
-    })
-}
+use crate::appmgr_support::health;
 
 #[tokio::test(start_paused = true)]
 async fn the_previous_version_serves_until_the_new_one_is_healthy() {
     let dir = tempfile::tempdir().unwrap();
-    let fake = Arc::new(FakeEngine::new());
-    fake.add_image(OLD);
-    fake.add_image(NEW);
+    let fake = crate::appmgr_support::fake_with_images(&[OLD, NEW]);
     let m = open(&fake, dir.path());
     let old = proven_v1(&fake, &m).await;
     fake.clear_calls();
@@ -140,9 +130,7 @@ async fn the_previous_version_serves_until_the_new_one_is_healthy() {
 #[tokio::test(start_paused = true)]
 async fn a_new_version_that_fails_goes_alone_and_the_previous_never_stopped() {
     let dir = tempfile::tempdir().unwrap();
-    let fake = Arc::new(FakeEngine::new());
-    fake.add_image(OLD);
-    fake.add_image(NEW);
+    let fake = crate::appmgr_support::fake_with_images(&[OLD, NEW]);
     let m = open(&fake, dir.path());
     let old = proven_v1(&fake, &m).await;
     fake.clear_calls();
@@ -176,9 +164,7 @@ async fn a_new_version_that_fails_goes_alone_and_the_previous_never_stopped() {
 #[tokio::test(start_paused = true)]
 async fn a_restarted_agent_carries_a_hand_over_on_and_never_leaks_a_temporary_container() {
     let dir = tempfile::tempdir().unwrap();
-    let fake = Arc::new(FakeEngine::new());
-    fake.add_image(OLD);
-    fake.add_image(NEW);
+    let fake = crate::appmgr_support::fake_with_images(&[OLD, NEW]);
     let m = open(&fake, dir.path());
     let old = proven_v1(&fake, &m).await;
     set_one(&m, 2, app(NEW)).await;
@@ -235,8 +221,7 @@ async fn start_beside(fake: &FakeEngine, like: &str, name: &str) -> String {
 #[tokio::test(start_paused = true)]
 async fn start_first_is_refused_with_a_host_port_or_gpus_the_host_cannot_give_twice() {
     let dir = tempfile::tempdir().unwrap();
-    let fake = Arc::new(FakeEngine::new());
-    fake.add_image(OLD);
+    let fake = crate::appmgr_support::fake_with_images(&[OLD]);
     let m = open(&fake, dir.path());
     let mut ported = app(OLD);
     ported.ports = vec![PortMapping {
@@ -267,19 +252,11 @@ async fn start_first_is_refused_with_a_host_port_or_gpus_the_host_cannot_give_tw
 #[tokio::test(start_paused = true)]
 async fn a_new_version_the_engine_will_not_start_leaves_the_previous_running_and_no_leftover() {
     let dir = tempfile::tempdir().unwrap();
-    let fake = Arc::new(FakeEngine::new());
-    fake.add_image(OLD);
-    fake.add_image(NEW);
+    let fake = crate::appmgr_support::fake_with_images(&[OLD, NEW]);
     let m = open(&fake, dir.path());
     let old = proven_v1(&fake, &m).await;
     fake.clear_calls();
-    fake.fail_next(
-        Op::Start,
-        odac_host::engine::EngineError::Rejected {
-            status: 400,
-            message: "exec: \"serve\": executable file not found in $PATH".into(),
-        },
-    );
+    crate::appmgr_support::next_start_lacks_its_command(&fake);
     set_one(&m, 2, app(NEW)).await;
     let s = m.reconcile_once().await.remove(0);
     assert_eq!(rollout_state(&s), Some(RolloutState::RolledBack), "{s:#?}");

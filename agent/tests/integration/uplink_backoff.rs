@@ -20,17 +20,19 @@ async fn next_backoff(link: &mut broadcast::Receiver<LinkEvent>) -> Delay {
     }
 }
 
+/// An uplink whose every upgrade is answered 503.
+async fn rejected_with_503() -> Running {
+    let behaviour = Behaviour {
+        reject_status: Some(503),
+        ..Behaviour::default()
+    };
+    run_uplink(behaviour, TOKEN).await
+}
+
 #[tokio::test(start_paused = true)]
 async fn delays_stay_inside_the_full_jitter_envelope_and_respect_the_cap() {
     let policy = BackoffPolicy::default();
-    let mut r = run_uplink(
-        Behaviour {
-            reject_status: Some(503),
-            ..Behaviour::default()
-        },
-        TOKEN,
-    )
-    .await;
+    let mut r = rejected_with_503().await;
     let mut delays = Vec::new();
     for n in 1..=14u32 {
         let d = next_backoff(&mut r.link).await;
@@ -65,14 +67,7 @@ async fn delays_stay_inside_the_full_jitter_envelope_and_respect_the_cap() {
 
 #[tokio::test(start_paused = true)]
 async fn the_schedule_resets_after_a_session_healthy_for_60_seconds() {
-    let mut r = run_uplink(
-        Behaviour {
-            reject_status: Some(503),
-            ..Behaviour::default()
-        },
-        TOKEN,
-    )
-    .await;
+    let mut r = rejected_with_503().await;
     for n in 1..=6u32 {
         assert_eq!(next_backoff(&mut r.link).await.attempt, n);
     }

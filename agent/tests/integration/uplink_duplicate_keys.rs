@@ -12,7 +12,6 @@ use std::time::Duration;
 use odac_agent::uplink::Uplink;
 use odac_protocol::{AgentMessage, ErrorCode};
 use tokio::sync::watch;
-use tokio_util::sync::CancellationToken;
 use uplink_support::*;
 
 fn resyncs(log: &ServerLog) -> usize {
@@ -39,12 +38,7 @@ async fn a_key_twice_is_refused_whole_and_the_agent_asks_for_a_snapshot_once() {
         apps.clone(),
         inv_rx,
     );
-    let shutdown = CancellationToken::new();
-    let task = tokio::spawn(uplink.run(shutdown.clone()));
-    wait_for(&server.log, Duration::from_secs(5), "welcome", |l| {
-        !l.welcomed.is_empty()
-    })
-    .await;
+    let (shutdown, task) = spawn_welcomed(uplink, &server, Duration::from_secs(5)).await;
     server.send_text(SNAPSHOT);
     wait_for(&server.log, Duration::from_secs(5), "ack 1", |l| {
         l.acks() == [1]

@@ -6,72 +6,29 @@
 
 use crate::uplink_support;
 
-use std::io::Write;
-use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use odac_agent::appmgr::{AppManager, AppManagerConfig, HostSource};
 use odac_agent::run::ManagerControl;
 use odac_agent::uplink::Uplink;
-use odac_host::engine::FakeEngine;
 use odac_protocol::{AgentMessage, AppState, Reason};
 use serde_json::json;
 use tokio::sync::watch;
-use tokio_util::sync::CancellationToken;
 use uplink_support::*;
-
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Capture {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 #[tokio::test]
 async fn a_bad_spec_over_the_wire_fails_that_app_alone() {
-    let capture = Capture::default();
-    let sink = capture.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::INFO)
-        .with_ansi(false)
-        .with_writer(move || sink.clone())
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let (capture, _guard) = capture_logs(tracing::Level::INFO);
 
     let dir = tempfile::tempdir().unwrap();
-    let fake = Arc::new(FakeEngine::new());
-    fake.add_image("busybox:1.36");
-    let manager = AppManager::open_with_host(
-        AppManagerConfig {
-            state_dir: dir.path().to_path_buf(),
-            stop_timeout_secs: 0,
-            instance: format!("hacc-{}", std::process::id()),
-            ..AppManagerConfig::default()
-        },
-        fake.clone(),
-        HostSource::Root(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/hosts/no-gpu"),
-        ),
-    )
-    .unwrap();
+    let fake = crate::appmgr_support::fake_with_images(&["busybox:1.36"]);
+    let manager = manager_on(&fake, dir.path(), "hacc");
     let pki = Pki::new();
     let server = TestServer::start(&pki, Behaviour::default()).await;
     let (_inv_tx, inv_rx) = watch::channel(Some(Arc::new(inventory(8))));
     let config = uplink_config(&pki, &server.url(), TOKEN);
     let uplink = Uplink::new(config, Arc::new(ManagerControl(manager.clone())), inv_rx);
-    let shutdown = CancellationToken::new();
-    let task = tokio::spawn(uplink.run(shutdown.clone()));
-    wait_for(&server.log, Duration::from_secs(10), "welcome", |l| {
-        !l.welcomed.is_empty()
-    })
-    .await;
+    let (shutdown, task) = spawn_welcomed(uplink, &server, Duration::from_secs(10)).await;
 
     let frame = json!({"type": "desired_state", "seq": 1, "generation": 1, "apps": [
         {"name": "web", "image": "busybox:1.36", "shm_size": "1g", "caps": ["cap_net_bind_service"],

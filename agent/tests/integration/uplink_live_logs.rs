@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use odac_agent::uplink::logs::LogSource;
 use odac_agent::uplink::{AppControl, Uplink};
-use odac_host::engine::{ContainerEngine, ContainerSpec, FakeEngine};
+use odac_host::engine::{ContainerEngine, ContainerSpec};
 use odac_protocol::{
     AgentMessage, AppState, ControlMessage, LogsCancel, LogsChunk, LogsEnd, LogsEndReason,
     LogsRequest,
@@ -40,8 +40,7 @@ async fn start(with_logs: bool) -> Harness {
         inv_rx,
     );
     if with_logs {
-        let engine = Arc::new(FakeEngine::new());
-        engine.add_image("img");
+        let engine = crate::appmgr_support::fake_with_images(&["img"]);
         let id = engine
             .create(&ContainerSpec {
                 name: "inst_web".into(),
@@ -53,12 +52,7 @@ async fn start(with_logs: bool) -> Harness {
         engine.push_log(&id, "line 1\nline 2\nline 3\n");
         uplink = uplink.with_logs(LogSource::new(engine, "inst"));
     }
-    let shutdown = CancellationToken::new();
-    let task = tokio::spawn(uplink.run(shutdown.clone()));
-    wait_for(&server.log, Duration::from_secs(5), "welcome", |l| {
-        !l.welcomed.is_empty()
-    })
-    .await;
+    let (shutdown, task) = spawn_welcomed(uplink, &server, Duration::from_secs(5)).await;
     Harness {
         server,
         apps,

@@ -4,39 +4,17 @@
 
 use crate::uplink_support;
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use odac_agent::uplink::{AppControl, LinkEvent, Uplink};
 use odac_protocol::{AppSpec, ControlMessage, DesiredStateMessage};
 use tokio::sync::watch;
-use tokio_util::sync::CancellationToken;
 use uplink_support::*;
-
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Capture {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 #[tokio::test(start_paused = true)]
 async fn captured_logs_never_contain_the_token() {
-    let capture = Capture::default();
-    let sink = capture.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_ansi(false)
-        .with_writer(move || sink.clone())
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let (capture, _guard) = capture_logs(tracing::Level::TRACE);
 
     let pki = Pki::new();
     let server = TestServer::start(&pki, Behaviour::default()).await;
@@ -48,12 +26,7 @@ async fn captured_logs_never_contain_the_token() {
     assert!(debug.contains("<redacted>"));
     let uplink = Uplink::new(config, apps.clone() as Arc<dyn AppControl>, inv_rx);
     let mut link = uplink.link_events();
-    let shutdown = CancellationToken::new();
-    let task = tokio::spawn(uplink.run(shutdown.clone()));
-    wait_for(&server.log, Duration::from_secs(5), "welcome", |l| {
-        !l.welcomed.is_empty()
-    })
-    .await;
+    let (shutdown, task) = spawn_welcomed(uplink, &server, Duration::from_secs(5)).await;
     server.send_control(&ControlMessage::DesiredState(DesiredStateMessage {
         seq: 1,
         generation: 1,

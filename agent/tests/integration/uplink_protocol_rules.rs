@@ -12,10 +12,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use odac_agent::appmgr::{AppManager, AppManagerConfig, HostSource};
 use odac_agent::run::ManagerControl;
 use odac_agent::uplink::{AppControl, Uplink};
-use odac_host::engine::FakeEngine;
 use odac_protocol::{
     AgentMessage, AppDelete, AppSpec, AppState, AppUpsert, ControlMessage, DesiredStateMessage,
     ErrorCode, EventLevel, Resync,
@@ -44,12 +42,7 @@ async fn start_with(
     config.state_dir = state_dir.map(Path::to_path_buf);
     let uplink = Uplink::new(config, apps, inv_rx);
     let uplink_events = uplink.events();
-    let shutdown = CancellationToken::new();
-    let task = tokio::spawn(uplink.run(shutdown.clone()));
-    wait_for(&server.log, Duration::from_secs(5), "welcome", |l| {
-        !l.welcomed.is_empty()
-    })
-    .await;
+    let (shutdown, task) = spawn_welcomed(uplink, &server, Duration::from_secs(5)).await;
     Harness {
         server,
         shutdown,
@@ -238,22 +231,9 @@ async fn an_invalid_change_also_puts_the_agent_out_of_step() {
 #[tokio::test(start_paused = true)]
 async fn unwritable_state_dir_view_and_engine_agree_after_one_resync() {
     let dir = tempfile::tempdir().unwrap();
-    let fake = Arc::new(FakeEngine::new());
-    fake.add_image("odac/busybox:test");
-    let instance = format!("resync-{}", std::process::id());
-    let manager = AppManager::open_with_host(
-        AppManagerConfig {
-            state_dir: dir.path().to_path_buf(),
-            stop_timeout_secs: 0,
-            instance: instance.clone(),
-            ..AppManagerConfig::default()
-        },
-        fake.clone(),
-        HostSource::Root(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/hosts/no-gpu"),
-        ),
-    )
-    .unwrap();
+    let fake = crate::appmgr_support::fake_with_images(&["odac/busybox:test"]);
+    let _instance = format!("resync-{}", std::process::id());
+    let manager = manager_on(&fake, dir.path(), "resync");
     let h = start(
         Behaviour::default(),
         Arc::new(ManagerControl(manager.clone())),

@@ -10,7 +10,6 @@ use std::time::Duration;
 use odac_agent::uplink::{AppControl, Uplink};
 use odac_protocol::{AgentMessage, AppState};
 use tokio::sync::watch;
-use tokio_util::sync::CancellationToken;
 use uplink_support::*;
 
 const STATES: [AppState; 5] = [
@@ -24,14 +23,7 @@ const STATES: [AppState; 5] = [
 #[tokio::test(start_paused = true)]
 async fn a_killed_and_restarted_control_plane_gets_every_final_status() {
     let pki = Pki::new();
-    let server = TestServer::start(
-        &pki,
-        Behaviour {
-            auto_ack: false,
-            ..Behaviour::default()
-        },
-    )
-    .await;
+    let server = unacking_server(&pki).await;
     let addr = server.addr;
     let apps = FakeApps::new();
     let (_inv_tx, inv_rx) = watch::channel(Some(Arc::new(inventory(4))));
@@ -41,12 +33,7 @@ async fn a_killed_and_restarted_control_plane_gets_every_final_status() {
         inv_rx,
     );
     let outbox = uplink.outbox();
-    let shutdown = CancellationToken::new();
-    let task = tokio::spawn(uplink.run(shutdown.clone()));
-    wait_for(&server.log, Duration::from_secs(5), "welcome", |l| {
-        !l.welcomed.is_empty()
-    })
-    .await;
+    let (shutdown, task) = spawn_welcomed(uplink, &server, Duration::from_secs(5)).await;
 
     // 50 changes over 10 apps while connected; the control plane acks none of them
     for round in 0..5u32 {

@@ -329,12 +329,7 @@ async fn status_changes_and_inventory_changes_are_pushed_while_connected() {
         inv_rx,
     );
     let events = uplink.events();
-    let shutdown = CancellationToken::new();
-    let task = tokio::spawn(uplink.run(shutdown.clone()));
-    wait_for(&server.log, Duration::from_secs(5), "welcome", |l| {
-        !l.welcomed.is_empty()
-    })
-    .await;
+    let (shutdown, task) = spawn_welcomed(uplink, &server, Duration::from_secs(5)).await;
     apps.set_status(status("web", AppState::Creating, 0));
     apps.set_status(status("web", AppState::Running, 0));
     // an identical inventory is not resent; a changed one is

@@ -4,7 +4,10 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use odac_protocol::{AGENT_TYPES, CONTROL_TYPES, decode_agent, decode_control, encode};
+use odac_protocol::{
+    AGENT_TYPES, AgentMessage, CONTROL_TYPES, ControlMessage, DecodeError, Encode, decode_agent,
+    decode_control, encode,
+};
 use serde_json::Value;
 
 const AGENT: [&str; 12] = [
@@ -45,31 +48,34 @@ fn read(name: &str) -> (Vec<u8>, Value) {
     (bytes, value)
 }
 
-#[test]
-fn agent_examples_round_trip() {
+/// Every example file `names` decodes with `decode`, encodes back to the same JSON and decodes
+/// again to the same message; returns the message types seen (`type_name` of each).
+fn round_trip_examples<M: Encode + PartialEq + std::fmt::Debug>(
+    names: &[&str],
+    decode: impl Fn(&[u8]) -> Result<M, DecodeError>,
+    type_name: impl Fn(&M) -> &'static str,
+) -> BTreeSet<&'static str> {
     let mut types = BTreeSet::new();
-    for name in AGENT {
+    for name in names {
         let (bytes, value) = read(name);
-        let msg = decode_agent(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
-        types.insert(msg.type_name());
+        let msg = decode(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+        types.insert(type_name(&msg));
         let back: Value = serde_json::from_str(&encode(&msg)).unwrap();
         assert_eq!(back, value, "{name} did not round-trip");
-        assert_eq!(decode_agent(encode(&msg).as_bytes()).unwrap(), msg);
+        assert_eq!(decode(encode(&msg).as_bytes()).unwrap(), msg);
     }
+    types
+}
+
+#[test]
+fn agent_examples_round_trip() {
+    let types = round_trip_examples(&AGENT, decode_agent, AgentMessage::type_name);
     assert_eq!(types, AGENT_TYPES.into_iter().collect());
 }
 
 #[test]
 fn control_examples_round_trip() {
-    let mut types = BTreeSet::new();
-    for name in CONTROL {
-        let (bytes, value) = read(name);
-        let msg = decode_control(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
-        types.insert(msg.type_name());
-        let back: Value = serde_json::from_str(&encode(&msg)).unwrap();
-        assert_eq!(back, value, "{name} did not round-trip");
-        assert_eq!(decode_control(encode(&msg).as_bytes()).unwrap(), msg);
-    }
+    let types = round_trip_examples(&CONTROL, decode_control, ControlMessage::type_name);
     assert_eq!(types, CONTROL_TYPES.into_iter().collect());
 }
 

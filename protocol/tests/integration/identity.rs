@@ -494,24 +494,33 @@ fn control_message() -> impl Strategy<Value = ControlMessage> {
     ]
 }
 
+/// `msg` encoded decodes with `decode` to itself, and plain serde agrees with the decoder.
+fn encode_decode_is_identity<M>(
+    msg: M,
+    decode: impl Fn(&[u8]) -> Result<M, DecodeError>,
+) -> Result<(), TestCaseError>
+where
+    M: Encode + serde::de::DeserializeOwned + PartialEq + Clone + std::fmt::Debug,
+{
+    let text = encode(&msg);
+    prop_assert_eq!(decode(text.as_bytes()), Ok(msg.clone()));
+    prop_assert_eq!(serde_json::from_str::<M>(&text).unwrap(), msg);
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(IDENTITY_CASES))]
 
     #[test]
     fn agent_encode_decode_is_identity(msg in agent_message()) {
         msg.validate().unwrap();
-        let text = encode(&msg);
-        prop_assert_eq!(decode_agent(text.as_bytes()), Ok(msg.clone()));
-        // plain serde agrees with the decoder
-        prop_assert_eq!(serde_json::from_str::<AgentMessage>(&text).unwrap(), msg);
+        encode_decode_is_identity(msg, decode_agent)?;
     }
 
     #[test]
     fn control_encode_decode_is_identity(msg in control_message()) {
         msg.validate().unwrap();
-        let text = encode(&msg);
-        prop_assert_eq!(decode_control(text.as_bytes()), Ok(msg.clone()));
-        prop_assert_eq!(serde_json::from_str::<ControlMessage>(&text).unwrap(), msg);
+        encode_decode_is_identity(msg, decode_control)?;
     }
 
     #[test]

@@ -18,19 +18,24 @@ const CELL_JS: &str = r#"
 const c = document.querySelector('tr[data-host="h1"] td.agent');
 return c ? { text: c.textContent, failed: !!c.querySelector('.reason') } : null;"#;
 
+/// The Agent cell once its text contains `needle` (20 s at most).
+async fn cell_with(d: &Driver, what: &str, needle: &str, failure_png: &std::path::Path) -> Value {
+    d.wait_for(
+        what,
+        Duration::from_secs(20),
+        failure_png,
+        || d.eval::<Value>(CELL_JS, vec![]),
+        |v| v["text"].as_str().is_some_and(|t| t.contains(needle)),
+    )
+    .await
+}
+
 #[test]
 fn agent_update_state_shows_in_the_dashboard_and_follows_the_reports() {
-    let (browser_bin, driver_bin) = match browser::find_chromium() {
-        Ok(p) => p,
-        Err(e) => {
-            assert!(
-                std::env::var("ODAC_ALLOW_SKIP").as_deref() == Ok("1"),
-                "agent update browser test cannot run: {e} (apt-get install chromium \
-                 chromium-driver; or set ODAC_ALLOW_SKIP=1 to skip it)"
-            );
-            println!("skip: agent update browser test: {e} (ODAC_ALLOW_SKIP=1)");
-            return;
-        }
+    let Some((browser_bin, driver_bin)) =
+        browser::chromium_or_skip("agent update browser test", false)
+    else {
+        return;
     };
     let sim = Sim::start();
     let mut conn = sim.agent("h1", profile(3, "h1"));
@@ -57,19 +62,13 @@ fn agent_update_state_shows_in_the_dashboard_and_follows_the_reports() {
         let d = Driver::start(&browser_bin, &driver_bin).await;
         d.open(&sim.server().dashboard_url(), "ODAC fleet", &failure_png)
             .await;
-        let v = d
-            .wait_for(
-                "the failed update in the Agent cell",
-                Duration::from_secs(20),
-                &failure_png,
-                || d.eval::<Value>(CELL_JS, vec![]),
-                |v| {
-                    v["text"]
-                        .as_str()
-                        .is_some_and(|t| t.contains("update_failed"))
-                },
-            )
-            .await;
+        let v = cell_with(
+            &d,
+            "the failed update in the Agent cell",
+            "update_failed",
+            &failure_png,
+        )
+        .await;
         let text = v["text"].as_str().unwrap();
         assert!(
             text.starts_with("sim-"),
@@ -86,19 +85,13 @@ fn agent_update_state_shows_in_the_dashboard_and_follows_the_reports() {
         conn.send(&report(3, UpdatePhase::Committed, "0.4.0", None))
             .await
             .unwrap();
-        let v = d
-            .wait_for(
-                "the committed update, live",
-                Duration::from_secs(20),
-                &failure_png,
-                || d.eval::<Value>(CELL_JS, vec![]),
-                |v| {
-                    v["text"]
-                        .as_str()
-                        .is_some_and(|t| t.contains("update 0.4.0 committed"))
-                },
-            )
-            .await;
+        let v = cell_with(
+            &d,
+            "the committed update, live",
+            "update 0.4.0 committed",
+            &failure_png,
+        )
+        .await;
         assert_eq!(v["failed"], json!(false), "{v}");
         d.close().await;
     });

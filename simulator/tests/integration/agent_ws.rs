@@ -65,16 +65,8 @@ fn wrong_token_and_missing_subprotocol_are_refused() {
 fn handshake_then_desired_state_with_the_hosts_apps() {
     let sim = Sim::start();
     let _first = sim.agent("agt_a", profile(3, "a"));
-    sim.call(
-        "POST",
-        "/api/apps",
-        Some(r#"{"name":"one","image":"busybox"}"#),
-    );
-    sim.call(
-        "POST",
-        "/api/apps",
-        Some(r#"{"name":"two","image":"busybox"}"#),
-    );
+    sim.create_app_text(r#"{"name":"one","image":"busybox"}"#);
+    sim.create_app_text(r#"{"name":"two","image":"busybox"}"#);
     // a second session of the same host replaces the first and gets the full snapshot
     let url = sim.server().agents_url();
     let ca = sim.server().ca_pem.clone();
@@ -107,11 +99,7 @@ fn handshake_then_desired_state_with_the_hosts_apps() {
 fn every_report_is_acked_and_recorded() {
     let sim = Sim::start();
     let mut c = sim.agent("agt_a", profile(3, "a"));
-    sim.call(
-        "POST",
-        "/api/apps",
-        Some(r#"{"name":"web","image":"busybox"}"#),
-    );
+    sim.create_app_text(r#"{"name":"web","image":"busybox"}"#);
     next(&sim, &mut c); // upsert
     let status = status_for(
         &odac_protocol::AppSpec::new("web", "busybox"),
@@ -215,21 +203,15 @@ fn bad_frames_get_error_messages_and_the_session_goes_on() {
 #[test]
 fn the_first_message_must_be_a_v1_hello() {
     let sim = Sim::start();
-    let url = sim.server().agents_url();
-    let ca = sim.server().ca_pem.clone();
     sim.rt.block_on(async {
-        let mut c = AgentConn::connect(&url, ca.as_bytes(), TOKEN)
-            .await
-            .unwrap();
+        let mut c = sim.raw_conn().await;
         c.send(&AgentMessage::Ack(odac_protocol::Ack { seq: 1 }))
             .await
             .unwrap();
         let m = c.recv_timeout(Duration::from_secs(5)).await.unwrap();
         assert_eq!(error_of(m).code, ErrorCode::Invalid);
 
-        let mut c = AgentConn::connect(&url, ca.as_bytes(), TOKEN)
-            .await
-            .unwrap();
+        let mut c = sim.raw_conn().await;
         let mut hello = AgentConn::hello("agt_v2", "v2");
         hello.protocol_version = 2;
         c.send(&AgentMessage::Hello(hello)).await.unwrap();

@@ -218,12 +218,7 @@ fn unknown_apps_are_404_everywhere() {
 fn gpu_restart_and_delete_reach_the_agent() {
     let sim = Sim::start();
     let mut agent = sim.agent("agt_a", profile(3, "a"));
-    let (s, _) = sim.call(
-        "POST",
-        "/api/apps",
-        Some(r#"{"name":"web","image":"busybox"}"#),
-    );
-    assert_eq!(s, 201);
+    sim.create_app_text(r#"{"name":"web","image":"busybox"}"#);
     let next = |agent: &mut odac_simulator::fake_agent::agent_conn::AgentConn| {
         sim.rt.block_on(async {
             match agent.recv_timeout(Duration::from_secs(5)).await.unwrap() {
@@ -344,11 +339,7 @@ fn gpu_restart_and_delete_reach_the_agent() {
 fn gpu_change_on_a_running_app_says_restart_required() {
     let sim = Sim::start();
     let mut agent = sim.agent("agt_a", profile(3, "a"));
-    sim.call(
-        "POST",
-        "/api/apps",
-        Some(r#"{"name":"web","image":"busybox"}"#),
-    );
+    sim.create_app_text(r#"{"name":"web","image":"busybox"}"#);
     sim.rt.block_on(async {
         agent.recv_timeout(Duration::from_secs(5)).await.unwrap();
         let mut st = odac_simulator::fake_agent::sim_agent::status_for(
@@ -399,12 +390,7 @@ fn sse_streams_fleet_changes() {
         line.clear();
     }
     assert!(seen_hello);
-    let (s, _) = sim.call(
-        "POST",
-        "/api/apps",
-        Some(r#"{"name":"web","image":"busybox"}"#),
-    );
-    assert_eq!(s, 201);
+    sim.create_app_text(r#"{"name":"web","image":"busybox"}"#);
     let mut app_event = None;
     let mut next_is_app = false;
     line.clear();
@@ -469,12 +455,7 @@ fn api_token_guards_the_api_but_not_the_dashboard() {
 fn fleet_state_survives_a_restart() {
     let mut sim = Sim::start();
     let agent = sim.agent("agt_a", profile(0, "box-a"));
-    let (s, _) = sim.call(
-        "POST",
-        "/api/apps",
-        Some(r#"{"name":"web","image":"busybox","gpu":{"runtime":"nvidia","count":1}}"#),
-    );
-    assert_eq!(s, 201);
+    sim.create_app_text(r#"{"name":"web","image":"busybox","gpu":{"runtime":"nvidia","count":1}}"#);
     let ca_before = sim.server().ca_pem.clone();
     drop(agent);
     sim.restart();

@@ -35,12 +35,7 @@ fn upsert(sim: &Sim, agent: &mut AgentConn) -> odac_protocol::AppUpsert {
 fn put_replaces_the_whole_spec_and_moves_the_generation_on() {
     let sim = Sim::start();
     let mut agent = sim.agent("agt_a", profile(3, "a"));
-    let (s, _) = sim.call(
-        "POST",
-        "/api/apps",
-        Some(r#"{"name":"web","image":"busybox:1","env":{"A":"1"}}"#),
-    );
-    assert_eq!(s, 201);
+    sim.create_app_text(r#"{"name":"web","image":"busybox:1","env":{"A":"1"}}"#);
     let g1 = upsert(&sim, &mut agent).generation;
     let (s, _) = sim.call("POST", "/api/apps/web/restart", None);
     assert_eq!(s, 200);
@@ -85,12 +80,7 @@ fn put_replaces_the_whole_spec_and_moves_the_generation_on() {
 fn put_refuses_what_create_refuses_and_loses_nothing() {
     let sim = Sim::start();
     let _agent = sim.agent("agt_a", profile(3, "a"));
-    let (s, _) = sim.call(
-        "POST",
-        "/api/apps",
-        Some(r#"{"name":"web","image":"busybox:1"}"#),
-    );
-    assert_eq!(s, 201);
+    sim.create_app_text(r#"{"name":"web","image":"busybox:1"}"#);
     for (body, field) in [
         (
             r#"{"image":"busybox:2","ports":[{"container":0}]}"#,
@@ -122,12 +112,9 @@ fn put_refuses_what_create_refuses_and_loses_nothing() {
 fn odac_app_update_changes_only_the_flags_fields() {
     let sim = Sim::start();
     let mut agent = sim.agent("agt_a", profile(3, "a"));
-    let (s, _) = sim.call(
-        "POST",
-        "/api/apps",
-        Some(r#"{"name":"web","image":"busybox:1","env":{"A":"1","B":"2"},"ports":[{"container":80}]}"#),
+    sim.create_app_text(
+        r#"{"name":"web","image":"busybox:1","env":{"A":"1","B":"2"},"ports":[{"container":80}]}"#,
     );
-    assert_eq!(s, 201);
     upsert(&sim, &mut agent);
 
     let o = sim.odac(&[

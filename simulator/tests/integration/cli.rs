@@ -6,46 +6,19 @@
 use crate::common;
 
 use std::process::Command;
-use std::sync::Arc;
-use std::time::Duration;
 
-use common::{Sim, TOKEN, stderr, stdout};
+use common::{Sim, stderr, stdout};
 use odac_simulator::fake_agent::inventories::profile;
-use odac_simulator::fake_agent::sim_agent::{SimAgent, SimAgentConfig};
 use serde_json::{Value, json};
 
 fn code(o: &std::process::Output) -> i32 {
     o.status.code().unwrap()
 }
 
-/// Starts a simulated agent (computes statuses like a real host) with inventory profile `p`.
-fn sim_agent(sim: &Sim, id: &str, p: usize) -> tokio::sync::watch::Sender<bool> {
-    let (stop, rx) = tokio::sync::watch::channel(false);
-    let agent = SimAgent::new(
-        SimAgentConfig {
-            url: sim.server().agents_url(),
-            ca_pem: sim.server().ca_pem.clone().into_bytes(),
-            token: TOKEN.to_owned(),
-            agent_id: id.to_owned(),
-            inventory: profile(p, id),
-            heartbeat: Duration::from_secs(20),
-        },
-        Arc::default(),
-    );
-    sim.rt.spawn(agent.run(rx));
-    sim.wait_api("/api/hosts", |h| {
-        h.as_array()
-            .unwrap()
-            .iter()
-            .any(|h| h["id"] == id && h["connected"] == true && h["inventory"].is_object())
-    });
-    stop
-}
-
 #[test]
 fn odac_walkthrough_gpu_optional_restart_required_then_cpu_fallback() {
     let sim = Sim::start();
-    let _agent = sim_agent(&sim, "cpu-box", 3);
+    let _agent = sim.sim_agent("cpu-box", 3);
 
     let o = sim.odac(&["app", "create", "-n", "web", "--image", "busybox"]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
@@ -119,7 +92,7 @@ fn odac_walkthrough_gpu_optional_restart_required_then_cpu_fallback() {
 #[test]
 fn create_with_gpu_flags_keeps_the_request_as_sent() {
     let sim = Sim::start();
-    let _agent = sim_agent(&sim, "nv-box", 0);
+    let _agent = sim.sim_agent("nv-box", 0);
     let o = sim.odac(&[
         "app",
         "create",
@@ -218,7 +191,7 @@ fn usage_errors_exit_2_naming_the_flag() {
 #[test]
 fn api_refusals_exit_1_with_the_apis_message() {
     let sim = Sim::start();
-    let _agent = sim_agent(&sim, "a", 3);
+    let _agent = sim.sim_agent("a", 3);
     for (args, msg) in [
         (
             vec!["app", "gpu", "nope", "--off"],
@@ -268,7 +241,7 @@ fn api_refusals_exit_1_with_the_apis_message() {
 #[test]
 fn gpu_off_restart_and_remove() {
     let sim = Sim::start();
-    let _agent = sim_agent(&sim, "amd-box", 1);
+    let _agent = sim.sim_agent("amd-box", 1);
     assert_eq!(
         code(&sim.odac(&["app", "create", "-n", "w", "--image", "x", "--gpu-amd"])),
         0
@@ -304,8 +277,8 @@ fn gpu_off_restart_and_remove() {
 #[test]
 fn host_list_table_and_json() {
     let sim = Sim::start();
-    let _a = sim_agent(&sim, "nv", 0);
-    let _b = sim_agent(&sim, "broken", 4);
+    let _a = sim.sim_agent("nv", 0);
+    let _b = sim.sim_agent("broken", 4);
     let o = sim.odac(&["host", "list"]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let t = stdout(&o);

@@ -7,22 +7,14 @@
 use crate::common;
 
 use common::{Sim, stdout};
-use odac_protocol::{AgentMessage, AppSpec, AppState, AppStatusReport, ImageFailure, Reason};
+use odac_protocol::{AppSpec, AppState, ImageFailure, Reason};
 use odac_simulator::fake_agent::agent_conn::AgentConn;
 use odac_simulator::fake_agent::inventories::profile;
 
 const IMAGE: &str = "registry.example:5000/team/web:1";
 
 fn setup(sim: &Sim) -> AgentConn {
-    let c = sim.agent("agt_fail", profile(1, "agt_fail"));
-    sim.rt
-        .block_on(
-            sim.server()
-                .hub
-                .create_app(Some("agt_fail"), AppSpec::new("web", IMAGE)),
-        )
-        .unwrap();
-    c
+    sim.agent_with_app("agt_fail", "web", IMAGE)
 }
 
 /// Report a failed pull of `web` with the registry's `words`; `odac app show web`.
@@ -40,12 +32,7 @@ fn show_failed(sim: &Sim, c: &mut AgentConn, seq: u64, reason: Reason, words: &s
     });
     st.next_retry_at_ms = Some(4_102_444_800_000);
     let error = st.last_error.clone().unwrap();
-    sim.rt
-        .block_on(c.send(&AgentMessage::AppStatus(AppStatusReport {
-            seq,
-            status: st,
-        })))
-        .unwrap();
+    sim.send_status(c, seq, st);
     sim.wait_api("/api/apps/web", |v| {
         v["status"]["last_error"] == error.as_str()
     });

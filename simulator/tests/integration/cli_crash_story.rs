@@ -7,27 +7,15 @@
 
 use crate::common;
 
-use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::process::Stdio;
 
 use common::{Sim, stdout};
-use odac_protocol::{
-    AgentMessage, AppSpec, AppState, AppStatus, AppStatusReport, ControlMessage, CrashInfo,
-    CrashReason, LogsEnd, LogsEndReason,
-};
-use odac_simulator::fake_agent::agent_conn::{AgentConn, Incoming};
+use odac_protocol::{AppSpec, AppState, AppStatus, ControlMessage, CrashInfo, CrashReason};
+use odac_simulator::fake_agent::agent_conn::AgentConn;
 use odac_simulator::fake_agent::inventories::profile;
 
 fn setup(sim: &Sim, id: &str, app: &str) -> AgentConn {
-    let c = sim.agent(id, profile(1, id));
-    sim.rt
-        .block_on(
-            sim.server()
-                .hub
-                .create_app(Some(id), AppSpec::new(app, "busybox")),
-        )
-        .unwrap();
-    c
+    sim.agent_with_app(id, app, "busybox")
 }
 
 fn report(sim: &Sim, c: &mut AgentConn, seq: u64, edit: impl FnOnce(&mut AppStatus)) {
@@ -39,12 +27,7 @@ fn report(sim: &Sim, c: &mut AgentConn, seq: u64, edit: impl FnOnce(&mut AppStat
     edit(&mut st);
     let want = st.state.as_str().to_owned();
     let restarts = st.restart_count;
-    sim.rt
-        .block_on(c.send(&AgentMessage::AppStatus(AppStatusReport {
-            seq,
-            status: st,
-        })))
-        .unwrap();
+    sim.send_status(c, seq, st);
     sim.wait_api("/api/apps/web", |v| {
         v["state"] == want.as_str() && v["status"]["restart_count"] == restarts
     });
@@ -111,31 +94,16 @@ fn following_the_logs_of_an_app_that_is_not_running_says_so() {
         st.restart_count = 2;
         st.crash = crash(CrashReason::CrashLoop, Some(4_102_444_800_000));
     });
-    let child = Command::new(env!("CARGO_BIN_EXE_odac"))
-        .args(["app", "logs", "--follow", "web"])
-        .env("ODAC_API", sim.api())
-        .env("ODAC_CA_FILE", sim.ca_path())
-        .env_remove("ODAC_TOKEN")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = sim.spawn_odac(&["app", "logs", "--follow", "web"], Stdio::null());
     let req = sim
-        .rt
-        .block_on(c.recv_until(Duration::from_secs(10), |m| match m {
-            Incoming::Message(ControlMessage::LogsRequest(r)) => Some(r.clone()),
+        .recv_control(&mut c, |m| match m {
+            ControlMessage::LogsRequest(r) => Some(r.clone()),
             _ => None,
-        }))
+        })
         .unwrap();
     assert!(req.follow);
     // the agent's stream of a stopped container ends at once
-    let end = AgentMessage::LogsEnd(LogsEnd {
-        request_id: req.request_id,
-        reason: LogsEndReason::Complete,
-        dropped: 0,
-        message: String::new(),
-    });
+    let end = common::logs_complete(req.request_id);
     sim.rt.block_on(c.send(&end)).unwrap();
     // it waits for the agent's next run and says so, with when that is, instead of ending
     // without a word (it follows the new run once it comes: tests/tests/e2e/logs_follow.rs)

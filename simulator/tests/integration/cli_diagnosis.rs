@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use common::{Sim, stdout};
 use odac_protocol::{
-    AgentMessage, AppState, AppStatusReport, ControlMessage, CrashInfo, CrashReason, Fallback,
-    FallbackTier, HealthReport, HealthState, Reason, RestartPolicy,
+    AgentMessage, AppState, AppStatusReport, ControlMessage, HealthReport, HealthState,
+    RestartPolicy,
 };
 use odac_simulator::fake_agent::agent_conn::Incoming;
 use odac_simulator::fake_agent::inventories::profile;
@@ -48,18 +48,7 @@ fn crash_and_health_reach_the_cli_and_survive_a_restart() {
     st.state = AppState::CrashLoop;
     st.restart_count = 4;
     st.last_exit_code = Some(3);
-    st.gpu.fallback = Some(Fallback {
-        tier: FallbackTier::Engine,
-        reason: Reason::EngineRejected,
-        detail: Some("an old refusal".into()),
-    });
-    st.crash = Some(CrashInfo {
-        reason: CrashReason::CrashLoop,
-        exit_code: Some(3),
-        oom_killed: false,
-        next_retry_at_ms: Some(4_102_444_800_000),
-        output_tail: Some("loading\nboom\n".into()),
-    });
+    common::crash_loop_after_an_old_refusal(&mut st);
     sim.rt.block_on(async {
         agent
             .send(&AgentMessage::AppStatus(AppStatusReport {

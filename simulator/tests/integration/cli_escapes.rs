@@ -6,15 +6,13 @@
 
 use crate::common;
 
-use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::process::Stdio;
 
 use common::{Sim, stdout};
 use odac_protocol::{
-    AgentMessage, AppSpec, AppState, AppStatusReport, ControlMessage, CrashInfo, CrashReason,
-    LogsChunk, LogsEnd, LogsEndReason,
+    AgentMessage, AppSpec, AppState, ControlMessage, CrashInfo, CrashReason, LogsChunk,
 };
-use odac_simulator::fake_agent::agent_conn::{AgentConn, Incoming};
+use odac_simulator::fake_agent::agent_conn::AgentConn;
 use odac_simulator::fake_agent::inventories::profile;
 
 /// A line that retitles the window, writes the clipboard, clears the screen and homes the
@@ -25,48 +23,24 @@ const SHOWN: &str =
     "boot \\x1b]0;pwned\\x07\\x1b]52;c;ZWNobyBvd25lZA==\\x07\\x1b[2J\\x1b[1;1H\\u{9b}0m\\x0d\tdone";
 
 fn setup(sim: &Sim, id: &str, app: &str) -> AgentConn {
-    let c = sim.agent(id, profile(1, id));
-    sim.rt
-        .block_on(
-            sim.server()
-                .hub
-                .create_app(Some(id), AppSpec::new(app, "busybox")),
-        )
-        .unwrap();
-    c
+    sim.agent_with_app(id, app, "busybox")
 }
 
 /// `odac app logs NAME ARGS` while the agent answers with one chunk of `lines`.
 fn logs_through(sim: &Sim, c: &mut AgentConn, args: &[&str], lines: &[&str]) -> Vec<u8> {
-    let child = Command::new(env!("CARGO_BIN_EXE_odac"))
-        .args(["app", "logs"])
-        .args(args)
-        .env("ODAC_API", sim.api())
-        .env("ODAC_CA_FILE", sim.ca_path())
-        .env_remove("ODAC_TOKEN")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = sim.spawn_odac(&[&["app", "logs"], args].concat(), Stdio::null());
     let req = sim
-        .rt
-        .block_on(c.recv_until(Duration::from_secs(10), |m| match m {
-            Incoming::Message(ControlMessage::LogsRequest(r)) => Some(r.clone()),
+        .recv_control(c, |m| match m {
+            ControlMessage::LogsRequest(r) => Some(r.clone()),
             _ => None,
-        }))
+        })
         .unwrap();
     let chunk = AgentMessage::LogsChunk(LogsChunk {
         request_id: req.request_id.clone(),
         lines: lines.iter().map(|l| (*l).to_owned()).collect(),
         dropped: 0,
     });
-    let end = AgentMessage::LogsEnd(LogsEnd {
-        request_id: req.request_id,
-        reason: LogsEndReason::Complete,
-        dropped: 0,
-        message: String::new(),
-    });
+    let end = common::logs_complete(req.request_id);
     sim.rt.block_on(c.send(&chunk)).unwrap();
     sim.rt.block_on(c.send(&end)).unwrap();
     let out = child.wait_with_output().unwrap();
@@ -112,12 +86,7 @@ fn show_and_list_print_the_app_s_output_and_errors_escaped() {
         next_retry_at_ms: None,
         output_tail: Some(format!("{HOSTILE}\nbye\n")),
     });
-    sim.rt
-        .block_on(c.send(&AgentMessage::AppStatus(AppStatusReport {
-            seq: 2,
-            status: st,
-        })))
-        .unwrap();
+    sim.send_status(&mut c, 2, st);
     sim.wait_api("/api/apps/web", |v| v["state"] == "crash_loop");
     let show = sim.odac(&["app", "show", "web"]);
     assert!(!has_control(&show.stdout), "{}", stdout(&show));

@@ -10,12 +10,8 @@ use crate::common;
 
 use std::io::Write;
 use std::process::{Command, Stdio};
-use std::sync::Arc;
-use std::time::Duration;
 
-use common::{Sim, TOKEN, stderr, stdout};
-use odac_simulator::fake_agent::inventories::profile;
-use odac_simulator::fake_agent::sim_agent::{SimAgent, SimAgentConfig};
+use common::{Sim, stderr, stdout};
 use serde_json::{Value, json};
 
 /// Inventory profiles of `odac_simulator::fake_agent::inventories::profile`.
@@ -28,29 +24,6 @@ fn code(o: &std::process::Output) -> i32 {
     o.status.code().unwrap()
 }
 
-fn sim_agent(sim: &Sim, id: &str, p: usize) -> tokio::sync::watch::Sender<bool> {
-    let (stop, rx) = tokio::sync::watch::channel(false);
-    let agent = SimAgent::new(
-        SimAgentConfig {
-            url: sim.server().agents_url(),
-            ca_pem: sim.server().ca_pem.clone().into_bytes(),
-            token: TOKEN.to_owned(),
-            agent_id: id.to_owned(),
-            inventory: profile(p, id),
-            heartbeat: Duration::from_secs(20),
-        },
-        Arc::default(),
-    );
-    sim.rt.spawn(agent.run(rx));
-    sim.wait_api("/api/hosts", |h| {
-        h.as_array()
-            .unwrap()
-            .iter()
-            .any(|h| h["id"] == id && h["connected"] == true && h["inventory"].is_object())
-    });
-    stop
-}
-
 fn requested(sim: &Sim, app: &str) -> Value {
     sim.call("GET", &format!("/api/apps/{app}"), None).1["requested"].clone()
 }
@@ -58,7 +31,7 @@ fn requested(sim: &Sim, app: &str) -> Value {
 #[test]
 fn gpu_without_a_vendor_flag_stores_the_hosts_vendor() {
     let sim = Sim::start();
-    let _a = sim_agent(&sim, "nv-box", NVIDIA);
+    let _a = sim.sim_agent("nv-box", NVIDIA);
     let o = sim.odac(&["app", "create", "-n", "my-app", "--image", "busybox"]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
 
@@ -113,8 +86,8 @@ fn gpu_without_a_vendor_flag_stores_the_hosts_vendor() {
 #[test]
 fn create_auto_and_count_alone_detect_on_the_chosen_host() {
     let sim = Sim::start();
-    let _a = sim_agent(&sim, "amd-box", AMD);
-    let _b = sim_agent(&sim, "cpu-box", CPU_ONLY);
+    let _a = sim.sim_agent("amd-box", AMD);
+    let _b = sim.sim_agent("cpu-box", CPU_ONLY);
     let o = sim.odac(&[
         "app", "create", "-n", "a1", "--image", "x", "--host", "amd-box", "--auto",
     ]);
@@ -198,7 +171,7 @@ fn create_auto_and_count_alone_detect_on_the_chosen_host() {
 #[test]
 fn a_present_but_unusable_vendor_is_chosen_and_the_agent_says_why() {
     let sim = Sim::start();
-    let _a = sim_agent(&sim, "broken", NVIDIA_NO_TOOLKIT);
+    let _a = sim.sim_agent("broken", NVIDIA_NO_TOOLKIT);
     let o = sim.odac(&["app", "create", "-n", "w", "--image", "x"]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let o = sim.odac(&["app", "gpu", "w"]);
@@ -227,7 +200,7 @@ fn a_present_but_unusable_vendor_is_chosen_and_the_agent_says_why() {
 #[test]
 fn api_put_gpu_auto_and_count_alone() {
     let sim = Sim::start();
-    let _a = sim_agent(&sim, "nv", NVIDIA);
+    let _a = sim.sim_agent("nv", NVIDIA);
     let (s, _) = sim.call("POST", "/api/apps", Some(r#"{"name":"w","image":"x"}"#));
     assert_eq!(s, 201);
     for (body, stored) in [
@@ -263,7 +236,7 @@ fn api_put_gpu_auto_and_count_alone() {
 #[test]
 fn seed_payload_from_a_file_and_from_stdin() {
     let sim = Sim::start();
-    let _a = sim_agent(&sim, "nv", NVIDIA);
+    let _a = sim.sim_agent("nv", NVIDIA);
     let payload = r#"{"name":"ollama-app","type":"app","app":"ollama","gpu":{"runtime":"nvidia","count":1,"optional":true}}"#;
     let file = sim.dir.path().join("payload.json");
     std::fs::write(&file, payload).unwrap();
@@ -278,16 +251,7 @@ fn seed_payload_from_a_file_and_from_stdin() {
         "kept as sent"
     );
 
-    let mut child = Command::new(env!("CARGO_BIN_EXE_odac"))
-        .args(["app", "create", "-f", "-"])
-        .env("ODAC_API", sim.api())
-        .env("ODAC_CA_FILE", sim.ca_path())
-        .env_remove("ODAC_TOKEN")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = sim.spawn_odac(&["app", "create", "-f", "-"], Stdio::piped());
     child
         .stdin
         .take()
@@ -326,7 +290,7 @@ fn seed_payload_from_a_file_and_from_stdin() {
 #[test]
 fn flag_refusals_name_flags_and_the_printed_api_url_works() {
     let sim = Sim::start();
-    let _a = sim_agent(&sim, "nv", NVIDIA);
+    let _a = sim.sim_agent("nv", NVIDIA);
     let o = sim.odac(&["app", "create", "-n", "Bad", "--image", "x"]);
     assert_eq!(code(&o), 1);
     assert!(
@@ -408,7 +372,7 @@ fn help_has_a_line_for_every_flag_and_no_dangling_env() {
 #[test]
 fn capabilities_flags_reach_the_request_and_the_attached_column() {
     let sim = Sim::start();
-    let _a = sim_agent(&sim, "nv-caps", NVIDIA);
+    let _a = sim.sim_agent("nv-caps", NVIDIA);
     let o = sim.odac(&["app", "create", "-n", "enc", "--image", "busybox"]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
 

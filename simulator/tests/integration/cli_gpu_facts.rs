@@ -6,9 +6,7 @@
 use crate::common;
 
 use common::{Sim, stderr, stdout};
-use odac_protocol::{
-    AgentMessage, AppSpec, AppState, AppStatusReport, Attached, GpuRequest, Mechanism, Vendor,
-};
+use odac_protocol::{AppSpec, AppState, Attached, GpuRequest, Mechanism, Vendor};
 use odac_simulator::fake_agent::inventories::profile;
 
 #[test]
@@ -32,12 +30,7 @@ fn host_show_lists_the_apps_per_gpu_and_app_show_the_devices() {
             devices: vec!["nvidia.com/gpu=0".into()],
             capabilities: vec!["compute".into(), "utility".into()],
         });
-        sim.rt
-            .block_on(c.send(&AgentMessage::AppStatus(AppStatusReport {
-                seq,
-                status: st,
-            })))
-            .unwrap();
+        sim.send_status(&mut c, seq, st);
         sim.wait_api(&format!("/api/apps/{name}"), |v| v["state"] == "running");
     }
     let out = sim.odac(&["host", "show", "agt_gpu"]);

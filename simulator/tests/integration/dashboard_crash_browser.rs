@@ -13,29 +13,12 @@ use std::time::Duration;
 
 use browser::Driver;
 use common::Sim;
-use odac_protocol::{
-    AgentMessage, AppState, AppStatus, AppStatusReport, CrashInfo, CrashReason, Fallback,
-    FallbackTier, HealthReport, HealthState, Reason,
-};
-use odac_simulator::fake_agent::agent_conn::AgentConn;
+use odac_protocol::{AppState, HealthReport, HealthState};
 use odac_simulator::fake_agent::inventories::profile;
 use serde::Deserialize;
 
-/// Chromium and chromedriver, or `None` when the developer opted out.
 fn chromium() -> Option<(std::path::PathBuf, std::path::PathBuf)> {
-    match browser::find_chromium() {
-        Ok(found) => Some(found),
-        Err(what) => {
-            assert!(
-                std::env::var("ODAC_ALLOW_SKIP").as_deref() == Ok("1")
-                    && std::env::var("ODAC_REQUIRE_DOCKER").as_deref() != Ok("1"),
-                "dashboard crash test cannot run: {what} (apt-get install chromium \
-                 chromium-driver; or set ODAC_ALLOW_SKIP=1 to skip it)"
-            );
-            println!("skip: dashboard crash test: {what} (ODAC_ALLOW_SKIP=1)");
-            None
-        }
-    }
+    browser::chromium_or_skip("dashboard crash test", true)
 }
 
 #[derive(Debug, Deserialize)]
@@ -66,15 +49,6 @@ async fn row(d: &Driver) -> Option<Row> {
     d.eval(ROW_JS, vec![]).await
 }
 
-fn send(sim: &Sim, agent: &mut AgentConn, seq: u64, status: AppStatus) {
-    sim.rt.block_on(async {
-        agent
-            .send(&AgentMessage::AppStatus(AppStatusReport { seq, status }))
-            .await
-            .unwrap();
-    });
-}
-
 #[test]
 fn the_dashboard_says_why_an_app_is_down_and_how_healthy_it_is() {
     let Some((browser_bin, driver_bin)) = chromium() else {
@@ -82,31 +56,15 @@ fn the_dashboard_says_why_an_app_is_down_and_how_healthy_it_is() {
     };
     let sim = Sim::start();
     let mut agent = sim.agent("agt_a", profile(3, "a"));
-    let (s, _) = sim.call(
-        "POST",
-        "/api/apps",
-        Some(r#"{"name":"boom","image":"busybox"}"#),
-    );
-    assert_eq!(s, 201);
+    sim.create_app_text(r#"{"name":"boom","image":"busybox"}"#);
     let mut st = odac_simulator::fake_agent::sim_agent::status_for(
         &odac_protocol::AppSpec::new("boom", "busybox"),
         &profile(3, "a"),
         2,
     );
     st.state = AppState::CrashLoop;
-    st.gpu.fallback = Some(Fallback {
-        tier: FallbackTier::Engine,
-        reason: Reason::EngineRejected,
-        detail: Some("an old refusal".into()),
-    });
-    st.crash = Some(CrashInfo {
-        reason: CrashReason::CrashLoop,
-        exit_code: Some(3),
-        oom_killed: false,
-        next_retry_at_ms: Some(4_102_444_800_000),
-        output_tail: Some("loading\nboom\n".into()),
-    });
-    send(&sim, &mut agent, 2, st.clone());
+    common::crash_loop_after_an_old_refusal(&mut st);
+    sim.send_status(&mut agent, 2, st.clone());
     sim.wait_api("/api/apps/boom", |v| v["state"] == "crash_loop");
 
     let failure_png = browser::target_dir().join("dashboard-crash-failure.png");
@@ -143,7 +101,7 @@ fn the_dashboard_says_why_an_app_is_down_and_how_healthy_it_is() {
         state: HealthState::Unhealthy,
         last_output: Some("model not loaded".into()),
     });
-    send(&sim, &mut agent, 3, st);
+    sim.send_status(&mut agent, 3, st);
     let r = sim.rt.block_on(d.wait_for(
         "the health badge",
         Duration::from_secs(10),

@@ -17,44 +17,13 @@ use std::time::Duration;
 
 use browser::Driver;
 use common::Sim;
-use odac_protocol::{
-    AgentMessage, AppSpec, AppState, AppStatus, AppStatusReport, CrashInfo, CrashReason, Fallback,
-    FallbackTier, Reason,
-};
-use odac_simulator::fake_agent::agent_conn::AgentConn;
+use odac_protocol::{AppState, Fallback, FallbackTier, Reason};
 use odac_simulator::fake_agent::inventories::profile;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 fn chromium() -> Option<(std::path::PathBuf, std::path::PathBuf)> {
-    match browser::find_chromium() {
-        Ok(found) => Some(found),
-        Err(what) => {
-            assert!(
-                std::env::var("ODAC_ALLOW_SKIP").as_deref() == Ok("1")
-                    && std::env::var("ODAC_REQUIRE_DOCKER").as_deref() != Ok("1"),
-                "dashboard defects test cannot run: {what} (apt-get install chromium \
-                 chromium-driver; or set ODAC_ALLOW_SKIP=1 to skip it)"
-            );
-            println!("skip: dashboard defects test: {what} (ODAC_ALLOW_SKIP=1)");
-            None
-        }
-    }
-}
-
-fn send(sim: &Sim, agent: &mut AgentConn, seq: u64, status: AppStatus) {
-    sim.rt.block_on(async {
-        agent
-            .send(&AgentMessage::AppStatus(AppStatusReport { seq, status }))
-            .await
-            .unwrap();
-    });
-}
-
-fn create(sim: &Sim, body: &Value) -> AppSpec {
-    let (s, v) = sim.call("POST", "/api/apps", Some(&body.to_string()));
-    assert_eq!(s, 201, "{v}");
-    serde_json::from_value(v["spec"].clone()).unwrap()
+    browser::chromium_or_skip("dashboard defects test", true)
 }
 
 /// The engine's words, long and without a space (the kind that pushed the Actions column off).
@@ -118,37 +87,23 @@ fn gpu_failures_reach_the_header_one_line_per_app_no_overflow_and_the_switch_kee
     let sim = Sim::start();
     let inv = profile(0, "gpu-host");
     let mut agent = sim.agent("agt_gpu", inv.clone());
-    let vision = create(
-        &sim,
+    let vision = sim.create_app(
         &json!({"name": "vision", "image": "busybox", "gpu": {"runtime": "nvidia", "count": 1}}),
     );
-    create(&sim, &json!({"name": "plain", "image": "busybox"}));
-    let looper = create(&sim, &json!({"name": "looper", "image": "busybox"}));
-    let cuda = create(
-        &sim,
+    sim.create_app(&json!({"name": "plain", "image": "busybox"}));
+    let looper = sim.create_app(&json!({"name": "looper", "image": "busybox"}));
+    let cuda = sim.create_app(
         &json!({"name": "cuda", "image": "busybox", "gpu": {"runtime": "nvidia", "count": 1}}),
     );
 
     let mut st = odac_simulator::fake_agent::sim_agent::status_for(&vision, &inv, 2);
-    st.state = AppState::Failed;
-    st.gpu.attached = None;
-    st.gpu.fallback = Some(Fallback {
-        tier: FallbackTier::Engine,
-        reason: Reason::EngineRejected,
-        detail: Some(refusal()),
-    });
+    common::engine_refused(&mut st, AppState::Failed, &refusal());
     st.last_error = Some(refusal());
-    send(&sim, &mut agent, 2, st);
+    sim.send_status(&mut agent, 2, st);
     let mut lp = odac_simulator::fake_agent::sim_agent::status_for(&looper, &inv, 2);
     lp.state = AppState::CrashLoop;
-    lp.crash = Some(CrashInfo {
-        reason: CrashReason::CrashLoop,
-        exit_code: Some(3),
-        oom_killed: false,
-        next_retry_at_ms: Some(4_102_444_800_000),
-        output_tail: Some(format!("boom {}\n", "y".repeat(300))),
-    });
-    send(&sim, &mut agent, 3, lp);
+    lp.crash = common::crash_info(&format!("boom {}\n", "y".repeat(300)));
+    sim.send_status(&mut agent, 3, lp);
     let mut cu = odac_simulator::fake_agent::sim_agent::status_for(&cuda, &inv, 2);
     cu.state = AppState::Failed;
     cu.gpu.attached = None;
@@ -157,7 +112,7 @@ fn gpu_failures_reach_the_header_one_line_per_app_no_overflow_and_the_switch_kee
         reason: Reason::DriverTooOld,
         detail: Some("the image requires cuda>=12.4; this host's driver supports CUDA 12.2".into()),
     });
-    send(&sim, &mut agent, 4, cu);
+    sim.send_status(&mut agent, 4, cu);
     sim.wait_api("/api/apps/cuda", |v| v["state"] == "failed");
     sim.wait_api("/api/apps/vision", |v| v["state"] == "failed");
     sim.wait_api("/api/apps/looper", |v| v["state"] == "crash_loop");

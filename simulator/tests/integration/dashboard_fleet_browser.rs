@@ -30,19 +30,7 @@ impl Drop for FleetProc {
 }
 
 fn chromium() -> Option<(std::path::PathBuf, std::path::PathBuf)> {
-    match browser::find_chromium() {
-        Ok(p) => Some(p),
-        Err(e) => {
-            assert!(
-                std::env::var("ODAC_ALLOW_SKIP").as_deref() == Ok("1")
-                    && std::env::var("ODAC_REQUIRE_DOCKER").as_deref() != Ok("1"),
-                "dashboard fleet browser test cannot run: {e} (apt-get install chromium \
-                 chromium-driver; or set ODAC_ALLOW_SKIP=1 to skip it)"
-            );
-            println!("skip: dashboard fleet browser test: {e} (ODAC_ALLOW_SKIP=1)");
-            None
-        }
-    }
+    browser::chromium_or_skip("dashboard fleet browser test", true)
 }
 
 const PAGE_JS: &str = r##"
@@ -157,9 +145,9 @@ fn dashboard_over_a_fleet_desktop_and_phone() {
     let failure_png = shots.join("dashboard-fleet-failure.png");
     sim.rt.block_on(async {
         let d = Driver::start(&browser_bin, &driver_bin).await;
-        d.client.set_window_size(1400, 1000).await.unwrap();
-        d.open(&sim.server().dashboard_url(), "ODAC fleet", &failure_png)
-            .await;
+d.client.set_window_size(1400, 1000).await.unwrap();
+d.open(&sim.server().dashboard_url(), "ODAC fleet", &failure_png)
+    .await;
         let v = d
             .wait_for(
                 "every host and app rendered, live",

@@ -26,19 +26,7 @@ const GPU0: &str = "0000:03:00.0";
 const GPU1: &str = "0000:26:00.0";
 
 fn chromium() -> Option<(std::path::PathBuf, std::path::PathBuf)> {
-    match browser::find_chromium() {
-        Ok(p) => Some(p),
-        Err(e) => {
-            assert!(
-                std::env::var("ODAC_ALLOW_SKIP").as_deref() == Ok("1")
-                    && std::env::var("ODAC_REQUIRE_DOCKER").as_deref() != Ok("1"),
-                "dashboard gpu browser test cannot run: {e} (apt-get install chromium \
-                 chromium-driver; or set ODAC_ALLOW_SKIP=1 to skip it)"
-            );
-            println!("skip: dashboard gpu browser test: {e} (ODAC_ALLOW_SKIP=1)");
-            None
-        }
-    }
+    browser::chromium_or_skip("dashboard gpu browser test", true)
 }
 
 fn gpu(id: &str) -> GpuInfo {

@@ -12,9 +12,7 @@ use std::time::{Duration, Instant};
 
 use browser::Driver;
 use common::Sim;
-use odac_protocol::{
-    AgentMessage, AppSpec, ControlMessage, LogsChunk, LogsEnd, LogsEndReason, LogsRequest,
-};
+use odac_protocol::{AgentMessage, ControlMessage, LogsChunk, LogsEnd, LogsEndReason, LogsRequest};
 use odac_simulator::fake_agent::agent_conn::{AgentConn, Incoming};
 use serde::Deserialize;
 
@@ -61,32 +59,13 @@ fn chunk(id: &str, lines: &[&str], dropped: u64) -> AgentMessage {
 
 #[test]
 fn dashboard_logs_panel_follows_and_cancels() {
-    let (browser_bin, driver_bin) = match browser::find_chromium() {
-        Ok(b) => b,
-        Err(e) => {
-            assert!(
-                std::env::var("ODAC_ALLOW_SKIP").as_deref() == Ok("1"),
-                "dashboard logs browser test cannot run: {e} (or set ODAC_ALLOW_SKIP=1)"
-            );
-            println!("skip: dashboard logs browser test: {e}");
-            return;
-        }
+    let Some((browser_bin, driver_bin)) =
+        browser::chromium_or_skip("dashboard logs browser test", false)
+    else {
+        return;
     };
     let sim = Sim::start();
-    let mut c = sim.agent(
-        "agt_logs",
-        odac_simulator::fake_agent::inventories::profile(1, "logs-host"),
-    );
-    sim.rt
-        .block_on(sim.server().hub.create_app(
-            Some("agt_logs"),
-            AppSpec {
-                name: APP.to_owned(),
-                image: Some("busybox".to_owned()),
-                ..AppSpec::default()
-            },
-        ))
-        .unwrap();
+    let mut c = sim.agent_on_with_app("agt_logs", "logs-host", APP, "busybox");
     let failure_png = browser::target_dir().join("dashboard-logs-failure.png");
     sim.rt.block_on(async {
         let d = Driver::start(&browser_bin, &driver_bin).await;

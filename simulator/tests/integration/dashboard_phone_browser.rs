@@ -14,29 +14,10 @@ use std::time::Duration;
 
 use browser::Driver;
 use common::Sim;
-use odac_protocol::{
-    AgentMessage, AppSpec, AppState, AppStatus, AppStatusReport, CrashInfo, CrashReason, Fallback,
-    FallbackTier, Reason,
-};
-use odac_simulator::fake_agent::agent_conn::AgentConn;
+use odac_protocol::AppState;
 use odac_simulator::fake_agent::inventories::profile;
 use serde::Deserialize;
-use serde_json::{Value, json};
-
-fn send(sim: &Sim, agent: &mut AgentConn, seq: u64, status: AppStatus) {
-    sim.rt.block_on(async {
-        agent
-            .send(&AgentMessage::AppStatus(AppStatusReport { seq, status }))
-            .await
-            .unwrap();
-    });
-}
-
-fn create(sim: &Sim, body: &Value) -> AppSpec {
-    let (s, v) = sim.call("POST", "/api/apps", Some(&body.to_string()));
-    assert_eq!(s, 201, "{v}");
-    serde_json::from_value(v["spec"].clone()).unwrap()
-}
+use serde_json::json;
 
 /// The engine's words: long, without a space, with a marker to count.
 fn refusal(marker: &str) -> String {
@@ -138,55 +119,32 @@ fn at_390_px_nothing_scrolls_sideways_each_error_is_one_line_with_its_fix_and_ac
     let sim = Sim::start();
     let inv = profile(0, "gpu-host");
     let mut agent = sim.agent("agt_phone", inv.clone());
-    let web = create(&sim, &json!({"name": "web", "image": "busybox"}));
-    let vision = create(
-        &sim,
-        &json!({"name": "vision", "image": "busybox",
-                "gpu": {"runtime": "nvidia", "count": 1, "optional": true}}),
-    );
-    let cuda = create(
-        &sim,
+    let web = sim.create_app(&json!({"name": "web", "image": "busybox"}));
+    let vision = sim.create_app(&json!({"name": "vision", "image": "busybox",
+                "gpu": {"runtime": "nvidia", "count": 1, "optional": true}}));
+    let cuda = sim.create_app(
         &json!({"name": "cuda", "image": "busybox", "gpu": {"runtime": "nvidia", "count": 1}}),
     );
-    let looper = create(&sim, &json!({"name": "looper", "image": "busybox"}));
+    let looper = sim.create_app(&json!({"name": "looper", "image": "busybox"}));
 
-    send(
-        &sim,
+    sim.send_status(
         &mut agent,
         2,
         odac_simulator::fake_agent::sim_agent::status_for(&web, &inv, 2),
     );
     // an optional GPU the engine refused: running on the CPU
     let mut st = odac_simulator::fake_agent::sim_agent::status_for(&vision, &inv, 2);
-    st.state = AppState::Running;
-    st.gpu.attached = None;
-    st.gpu.fallback = Some(Fallback {
-        tier: FallbackTier::Engine,
-        reason: Reason::EngineRejected,
-        detail: Some(refusal("VISION-WORDS")),
-    });
-    send(&sim, &mut agent, 3, st);
+    common::engine_refused(&mut st, AppState::Running, &refusal("VISION-WORDS"));
+    sim.send_status(&mut agent, 3, st);
     // a required one: failed, the same words as its last error
     let mut st = odac_simulator::fake_agent::sim_agent::status_for(&cuda, &inv, 2);
-    st.state = AppState::Failed;
-    st.gpu.attached = None;
-    st.gpu.fallback = Some(Fallback {
-        tier: FallbackTier::Engine,
-        reason: Reason::EngineRejected,
-        detail: Some(refusal("CUDA-WORDS")),
-    });
+    common::engine_refused(&mut st, AppState::Failed, &refusal("CUDA-WORDS"));
     st.last_error = Some(refusal("CUDA-WORDS"));
-    send(&sim, &mut agent, 4, st);
+    sim.send_status(&mut agent, 4, st);
     let mut st = odac_simulator::fake_agent::sim_agent::status_for(&looper, &inv, 2);
     st.state = AppState::CrashLoop;
-    st.crash = Some(CrashInfo {
-        reason: CrashReason::CrashLoop,
-        exit_code: Some(3),
-        oom_killed: false,
-        next_retry_at_ms: Some(4_102_444_800_000),
-        output_tail: Some(format!("LOOPER-TAIL {}\n", "y".repeat(300))),
-    });
-    send(&sim, &mut agent, 5, st);
+    st.crash = common::crash_info(&format!("LOOPER-TAIL {}\n", "y".repeat(300)));
+    sim.send_status(&mut agent, 5, st);
     sim.wait_api("/api/apps/web", |v| v["state"] == "running");
     sim.wait_api("/api/apps/vision", |v| !v["fallback"].is_null());
     sim.wait_api("/api/apps/cuda", |v| v["state"] == "failed");

@@ -25,12 +25,7 @@ fn field(v: &Value) -> &str {
 fn every_number_of_every_endpoint_is_bounded() {
     let sim = Sim::start_with(|c| c.enroll_codes = vec!["code-1".into()]);
     let _agent = sim.agent("agt_a", profile(3, "a"));
-    let (s, _) = sim.call(
-        "POST",
-        "/api/apps",
-        Some(r#"{"name":"web","image":"busybox","gpu":{"runtime":"nvidia","count":1}}"#),
-    );
-    assert_eq!(s, 201);
+    sim.create_app_text(r#"{"name":"web","image":"busybox","gpu":{"runtime":"nvidia","count":1}}"#);
     let app = |extra: &str| format!(r#"{{"name":"n","image":"busybox",{extra}}}"#);
     let cases: Vec<(&str, String, String, &str)> = vec![
         (
@@ -171,12 +166,7 @@ fn every_number_of_every_endpoint_is_bounded() {
 fn unknown_fields_are_refused_in_every_body() {
     let sim = Sim::start_with(|c| c.enroll_codes = vec!["code-1".into()]);
     let _agent = sim.agent("agt_a", profile(3, "a"));
-    let (s, _) = sim.call(
-        "POST",
-        "/api/apps",
-        Some(r#"{"name":"web","image":"busybox","gpu":{"runtime":"nvidia","count":2}}"#),
-    );
-    assert_eq!(s, 201);
+    sim.create_app_text(r#"{"name":"web","image":"busybox","gpu":{"runtime":"nvidia","count":2}}"#);
     for (method, path, body, want) in [
         (
             "PUT",

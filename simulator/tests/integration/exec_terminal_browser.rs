@@ -9,15 +9,13 @@
 use crate::browser;
 use crate::common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use browser::Driver;
-use common::{Sim, TOKEN};
+use common::Sim;
 use futures_util::{SinkExt, StreamExt};
-use odac_agent::uplink::{Dialer, Endpoint, Token};
 use odac_protocol::{
-    AppSpec, ControlMessage, ExecEndReason, ExecExit, ExecFrame, STREAM_STDIN, STREAM_STDOUT,
+    ControlMessage, ExecEndReason, ExecExit, ExecFrame, STREAM_STDIN, STREAM_STDOUT,
 };
 use odac_simulator::fake_agent::agent_conn::Incoming;
 use tokio_tungstenite::tungstenite::Message;
@@ -49,40 +47,14 @@ struct Panel {
 
 #[test]
 fn dashboard_terminal_runs_a_shell_session() {
-    let (browser_bin, driver_bin) = match browser::find_chromium() {
-        Ok(b) => b,
-        Err(e) => {
-            assert!(
-                std::env::var("ODAC_ALLOW_SKIP").as_deref() == Ok("1"),
-                "dashboard terminal browser test cannot run: {e} (or set ODAC_ALLOW_SKIP=1)"
-            );
-            println!("skip: dashboard terminal browser test: {e}");
-            return;
-        }
+    let Some((browser_bin, driver_bin)) =
+        browser::chromium_or_skip("dashboard terminal browser test", false)
+    else {
+        return;
     };
     let sim = Sim::start();
-    let mut c = sim.agent(
-        "agt_term",
-        odac_simulator::fake_agent::inventories::profile(1, "term-host"),
-    );
-    sim.rt
-        .block_on(sim.server().hub.create_app(
-            Some("agt_term"),
-            AppSpec {
-                name: APP.to_owned(),
-                image: Some("busybox".to_owned()),
-                ..AppSpec::default()
-            },
-        ))
-        .unwrap();
-    let tls = odac_simulator::server::tls::client_config(sim.server().ca_pem.as_bytes()).unwrap();
-    let dialer = Dialer::new(
-        Endpoint::parse(&sim.server().agents_url()).unwrap(),
-        Arc::clone(&tls),
-        Token::new(TOKEN).unwrap(),
-        Duration::from_secs(5),
-    )
-    .with_agent_id("agt_term");
+    let mut c = sim.agent_on_with_app("agt_term", "term-host", APP, "busybox");
+    let dialer = crate::exec_tickets::dialer(&sim, "agt_term");
     let failure_png = browser::target_dir().join("dashboard-terminal-failure.png");
     sim.rt.block_on(async {
         let d = Driver::start(&browser_bin, &driver_bin).await;

@@ -7,7 +7,7 @@
 
 use crate::common;
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,35 +15,22 @@ use common::{Sim, TOKEN};
 use futures_util::{SinkExt, StreamExt};
 use odac_agent::uplink::{ConnectError, Dialer, Endpoint, Token};
 use odac_protocol::{
-    AgentMessage, AppSpec, ControlMessage, ExecEndReason, ExecExit, ExecFrame, ExecRefused,
-    ExecRequest, STREAM_STDERR, STREAM_STDOUT,
+    AgentMessage, ControlMessage, ExecEndReason, ExecExit, ExecFrame, ExecRefused, ExecRequest,
+    STREAM_STDERR, STREAM_STDOUT,
 };
-use odac_simulator::fake_agent::agent_conn::{AgentConn, Incoming};
-use odac_simulator::fake_agent::inventories::profile;
+use odac_simulator::fake_agent::agent_conn::AgentConn;
 use tokio_tungstenite::tungstenite::Message;
 
 fn odac_exec(sim: &Sim, args: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_odac"))
-        .args(["app", "exec"])
-        .args(args)
-        .env("ODAC_API", sim.api())
-        .env("ODAC_CA_FILE", sim.ca_path())
-        .env_remove("ODAC_TOKEN")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+    sim.spawn_odac(&[&["app", "exec"], args].concat(), Stdio::null())
 }
 
 /// The `exec_request` the CLI's session sent (the CLI's output on failure).
 fn exec_request(sim: &Sim, c: &mut AgentConn, cli: &mut Child) -> ExecRequest {
-    let got = sim
-        .rt
-        .block_on(c.recv_until(Duration::from_secs(10), |m| match m {
-            Incoming::Message(ControlMessage::ExecRequest(r)) => Some(r.clone()),
-            _ => None,
-        }));
+    let got = sim.recv_control(c, |m| match m {
+        ControlMessage::ExecRequest(r) => Some(r.clone()),
+        _ => None,
+    });
     got.unwrap_or_else(|e| {
         let _ = cli.kill();
         let mut err = String::new();
@@ -54,7 +41,8 @@ fn exec_request(sim: &Sim, c: &mut AgentConn, cli: &mut Child) -> ExecRequest {
     })
 }
 
-fn dialer(sim: &Sim, agent_id: &str) -> Dialer {
+/// The real agent's session dialer for `agent_id`, trusting this simulator's CA.
+pub(crate) fn dialer(sim: &Sim, agent_id: &str) -> Dialer {
     let tls = odac_simulator::server::tls::client_config(sim.server().ca_pem.as_bytes()).unwrap();
     Dialer::new(
         Endpoint::parse(&sim.server().agents_url()).unwrap(),
@@ -77,18 +65,7 @@ fn refusal(result: Result<impl Sized, ConnectError>) -> String {
 }
 
 fn setup(sim: &Sim, id: &str) -> AgentConn {
-    let c = sim.agent(id, profile(1, id));
-    sim.rt
-        .block_on(sim.server().hub.create_app(
-            Some(id),
-            AppSpec {
-                name: "web".to_owned(),
-                image: Some("busybox".to_owned()),
-                ..AppSpec::default()
-            },
-        ))
-        .unwrap();
-    c
+    sim.agent_with_app(id, "web", "busybox")
 }
 
 #[test]

@@ -40,12 +40,9 @@ fn a_fleet_connects_reports_and_survives_a_reconnect_storm() {
     assert!(vendors.contains(&r#"["amd"]"#.to_owned()), "{vendors:?}");
     assert!(vendors.contains(&"[]".to_owned()), "{vendors:?}");
 
-    let (s, _) = sim.call(
-        "POST",
-        "/api/apps",
-        Some(r#"{"name":"llm","image":"x","host":"t-0001","gpu":{"runtime":"amd","count":2}}"#),
+    sim.create_app_text(
+        r#"{"name":"llm","image":"x","host":"t-0001","gpu":{"runtime":"amd","count":2}}"#,
     );
-    assert_eq!(s, 201);
     let app = sim.wait_api("/api/apps/llm", |a| a["state"] == "running");
     assert_eq!(app["attached"]["devices"][0], "/dev/kfd");
 

@@ -86,12 +86,7 @@ fn still_served(sim: &Sim, c: &mut AgentConn, seq: u64) {
 fn another_token_cannot_impersonate_a_connected_host() {
     let sim = sim_with_two_tokens(1);
     let mut real = sim.agent("agt_a", profile(3, "a"));
-    let (s, _) = sim.call(
-        "POST",
-        "/api/apps",
-        Some(r#"{"name":"private","source":{"url":"https://git.example/o/r.git","secret":"ghp_topsecret"},"host":"agt_a"}"#),
-    );
-    assert_eq!(s, 201);
+    sim.create_app_text(r#"{"name":"private","source":{"url":"https://git.example/o/r.git","secret":"ghp_topsecret"},"host":"agt_a"}"#);
 
     // with the header: 403 on the upgrade, before any frame
     for _ in 0..8 {

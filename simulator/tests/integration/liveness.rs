@@ -55,16 +55,8 @@ fn a_silent_agent_is_closed_with_4001_and_shown_disconnected() {
 #[test]
 fn no_hello_within_10_s_is_closed_with_1008() {
     let sim = Sim::start();
-    let url = sim.server().agents_url();
-    let ca = sim.server().ca_pem.clone();
     sim.rt.block_on(async {
-        let mut c = odac_simulator::fake_agent::agent_conn::AgentConn::connect(
-            &url,
-            ca.as_bytes(),
-            common::TOKEN,
-        )
-        .await
-        .unwrap();
+        let mut c = sim.raw_conn().await;
         let end = loop {
             match c.recv_timeout(Duration::from_secs(20)).await {
                 Ok(_) => {}

@@ -6,37 +6,23 @@
 
 use crate::common;
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use common::Sim;
-use odac_protocol::{
-    AgentMessage, AppSpec, ControlMessage, LogsChunk, LogsEnd, LogsEndReason, LogsRequest,
-};
+use odac_protocol::{AgentMessage, ControlMessage, LogsChunk, LogsRequest};
 use odac_simulator::fake_agent::agent_conn::{AgentConn, Incoming};
-use odac_simulator::fake_agent::inventories::profile;
 
 fn odac_logs(sim: &Sim, args: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_odac"))
-        .args(["app", "logs"])
-        .args(args)
-        .env("ODAC_API", sim.api())
-        .env("ODAC_CA_FILE", sim.ca_path())
-        .env_remove("ODAC_TOKEN")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+    sim.spawn_odac(&[&["app", "logs"], args].concat(), Stdio::null())
 }
 
 fn logs_request(sim: &Sim, c: &mut AgentConn) -> LogsRequest {
-    sim.rt
-        .block_on(c.recv_until(Duration::from_secs(10), |m| match m {
-            Incoming::Message(ControlMessage::LogsRequest(r)) => Some(r.clone()),
-            _ => None,
-        }))
-        .unwrap()
+    sim.recv_control(c, |m| match m {
+        ControlMessage::LogsRequest(r) => Some(r.clone()),
+        _ => None,
+    })
+    .unwrap()
 }
 
 fn send(sim: &Sim, c: &mut AgentConn, msg: AgentMessage) {
@@ -44,18 +30,7 @@ fn send(sim: &Sim, c: &mut AgentConn, msg: AgentMessage) {
 }
 
 fn setup(sim: &Sim, id: &str, app: &str) -> AgentConn {
-    let c = sim.agent(id, profile(1, id));
-    sim.rt
-        .block_on(sim.server().hub.create_app(
-            Some(id),
-            AppSpec {
-                name: app.to_owned(),
-                image: Some("busybox".to_owned()),
-                ..AppSpec::default()
-            },
-        ))
-        .unwrap();
-    c
+    sim.agent_with_app(id, app, "busybox")
 }
 
 fn wait_output(child: Child) -> (i32, String, String) {
@@ -91,16 +66,7 @@ fn the_cli_prints_relayed_chunks_and_dropped_counts() {
             dropped: 3,
         }),
     );
-    send(
-        &sim,
-        &mut c,
-        AgentMessage::LogsEnd(LogsEnd {
-            request_id: id,
-            reason: LogsEndReason::Complete,
-            dropped: 0,
-            message: String::new(),
-        }),
-    );
+    send(&sim, &mut c, common::logs_complete(id));
     let (code, stdout, stderr) = wait_output(child);
     assert_eq!(code, 0, "{stdout}{stderr}");
     assert_eq!(stdout, "boom\nsecond line\n");

@@ -80,11 +80,7 @@ fn a_resent_report_is_acked_again_and_recorded_once() {
 fn resync_is_answered_with_the_current_snapshot() {
     let sim = Sim::start();
     let mut c = sim.agent("agt_rs", profile(2, "rs"));
-    sim.call(
-        "POST",
-        "/api/apps",
-        Some(r#"{"name":"web","host":"agt_rs","image":"busybox"}"#),
-    );
+    sim.create_app_text(r#"{"name":"web","host":"agt_rs","image":"busybox"}"#);
     let Incoming::Message(ControlMessage::AppUpsert(up)) = next(&sim, &mut c) else {
         panic!("upsert expected")
     };
@@ -109,11 +105,7 @@ fn resync_is_answered_with_the_current_snapshot() {
 fn a_removed_status_forgets_the_app_on_that_host() {
     let sim = Sim::start();
     let mut c = sim.agent("agt_rm", profile(2, "rm"));
-    sim.call(
-        "POST",
-        "/api/apps",
-        Some(r#"{"name":"gone","host":"agt_rm","image":"busybox"}"#),
-    );
+    sim.create_app_text(r#"{"name":"gone","host":"agt_rm","image":"busybox"}"#);
     next(&sim, &mut c); // upsert, generation 1
     let running = AppStatus {
         name: "gone".into(),

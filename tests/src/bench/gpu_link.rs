@@ -15,16 +15,7 @@ use odac_e2e::{Error, Result};
 use super::{Opts, Row, Table, Target, Unit, production};
 
 /// The fixture's GPUs.
-const GPUS: [&str; 8] = [
-    "0000:03:00.0",
-    "0000:26:00.0",
-    "0000:43:00.0",
-    "0000:63:00.0",
-    "0000:83:00.0",
-    "0000:a3:00.0",
-    "0000:c3:00.0",
-    "0000:e3:00.0",
-];
+const GPUS: [&str; 8] = odac_e2e::gpu_counters::MI210_GPUS;
 /// The agent's default sampling interval, s.
 const DEFAULT_INTERVAL: f64 = 60.0;
 

@@ -47,16 +47,7 @@ pub fn run(opts: Opts) -> Result<Option<Table>> {
         tempfile::tempdir().map_err(|e| Error::Other(format!("cannot create a temp dir: {e}")))?;
     let root = copy_fixture(&fixture_host("amd-kfd-mi210-8gpu"), scratch.path())?;
     for i in 0..8u8 {
-        let id = [
-            "0000:03:00.0",
-            "0000:26:00.0",
-            "0000:43:00.0",
-            "0000:63:00.0",
-            "0000:83:00.0",
-            "0000:a3:00.0",
-            "0000:c3:00.0",
-            "0000:e3:00.0",
-        ][usize::from(i)];
+        let id = odac_e2e::gpu_counters::MI210_GPUS[usize::from(i)];
         set_amd(&root, id, 10 + i, 1024, 40, 100)?;
     }
     let port = free_port()?;

@@ -257,6 +257,25 @@ impl Stack {
         Ok(())
     }
 
+    /// [`start_agent`](Self::start_agent) with the extra settings `env` (`ODAC_AGENT__…`
+    /// pairs), then [`wait_connected`](Self::wait_connected) for 30 s; the host's id.
+    pub fn start_agent_connected(&mut self, env: &[(&str, &str)]) -> Result<String> {
+        for (k, v) in env {
+            self.options.env.push(((*k).to_owned(), (*v).to_owned()));
+        }
+        self.start_agent()?;
+        self.wait_connected(Duration::from_secs(30))
+    }
+
+    /// A stack whose agent sees the fixture host `fixture`, once its host is connected.
+    pub fn on_fixture_host(scenario: &str, fixture: &str) -> Result<Stack> {
+        let stack = Stack::builder(scenario)
+            .host_root(fixture_host(fixture))
+            .start()?;
+        stack.wait_connected(Duration::from_secs(30))?;
+        Ok(stack)
+    }
+
     /// The agent.
     pub fn agent(&self) -> Result<&Agent> {
         self.agent
@@ -282,16 +301,7 @@ impl Stack {
     pub fn wait_connected(&self, timeout: Duration) -> Result<String> {
         poll("the agent's host to be connected", timeout, || {
             let hosts = self.sim.hosts().map_err(|e| e.to_string())?;
-            match hosts.as_slice() {
-                [h] if h.connected => Ok(h.id.clone()),
-                other => Err(format!(
-                    "hosts: {:?}",
-                    other
-                        .iter()
-                        .map(|h| (&h.hostname, h.connected))
-                        .collect::<Vec<_>>()
-                )),
-            }
+            crate::sim::only_host(&hosts, true).map(|h| h.id)
         })
     }
 

@@ -82,15 +82,7 @@ fn short_idle(o: &mut AgentOptions) {
 }
 
 fn odac_cmd(stack: &Stack) -> Command {
-    let mut cmd = Command::new(bin(CLI).unwrap());
-    cmd.arg("--api")
-        .arg(stack.sim.api_url())
-        .arg("--ca-file")
-        .arg(stack.sim.ca_path())
-        .env_remove("ODAC_API")
-        .env_remove("ODAC_CA_FILE")
-        .env_remove("ODAC_TOKEN");
-    cmd
+    stack.sim.odac_command().unwrap()
 }
 
 /// A session that prints `tick` every second until killed; returns once it printed one.

@@ -5,26 +5,17 @@
 //! on: the agent keeps being heard (the host's `last_seen` moves, it stays connected) and a
 //! crash of another app is reported. The agent's peak RSS (`VmHWM`) grows by less than 10 MiB.
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use odac_e2e::bins::{CLI, bin};
 use odac_e2e::poll::poll;
 use odac_e2e::require_docker;
 use odac_e2e::stack::Stack;
 
+use crate::app_logs::agent_hwm_kib;
+
 const SCENARIO: &str = "app-exec-backpressure";
 const BURST_BYTES: u64 = 50 * 1000 * 1000;
-
-fn agent_hwm_kib(stack: &Stack) -> u64 {
-    stack
-        .agent()
-        .unwrap()
-        .process()
-        .unwrap()
-        .peak_rss_kib()
-        .unwrap()
-}
 
 fn last_seen(stack: &Stack) -> (bool, String) {
     let hosts = stack.sim.hosts().unwrap();
@@ -52,16 +43,12 @@ fn a_reader_that_stops_reading_closes_its_session_and_nothing_else() {
 
     // the CLI's stdout is a pipe nobody reads
     let started = Instant::now();
-    let mut stalled = Command::new(bin(CLI).unwrap())
-        .arg("--api")
-        .arg(stack.sim.api_url())
-        .arg("--ca-file")
-        .arg(stack.sim.ca_path())
+    let mut stalled = stack
+        .sim
+        .odac_command()
+        .unwrap()
         .args(["app", "exec", "burst", "--", "sh", "-c"])
         .arg(format!("head -c {BURST_BYTES} /dev/zero"))
-        .env_remove("ODAC_API")
-        .env_remove("ODAC_CA_FILE")
-        .env_remove("ODAC_TOKEN")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -15,7 +15,6 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use odac_e2e::bins::{CLI, bin};
 use odac_e2e::poll::poll;
 use odac_e2e::require_docker;
 use odac_e2e::stack::Stack;
@@ -45,16 +44,12 @@ fn read_into(pipe: impl std::io::Read + Send + 'static, into: Lines) -> JoinHand
 
 impl Viewer {
     fn start(stack: &Stack, args: &[&str]) -> Viewer {
-        let mut child = Command::new(bin(CLI).unwrap())
-            .arg("--api")
-            .arg(stack.sim.api_url())
-            .arg("--ca-file")
-            .arg(stack.sim.ca_path())
+        let mut child = stack
+            .sim
+            .odac_command()
+            .unwrap()
             .args(["app", "logs"])
             .args(args)
-            .env_remove("ODAC_API")
-            .env_remove("ODAC_CA_FILE")
-            .env_remove("ODAC_TOKEN")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -138,7 +133,8 @@ fn idle_after(body: &str) -> String {
     format!("trap 'exit 0' TERM INT; {body}; sleep 999999999 & wait")
 }
 
-fn agent_hwm_kib(stack: &Stack) -> u64 {
+/// The agent process's peak resident memory so far, KiB.
+pub(crate) fn agent_hwm_kib(stack: &Stack) -> u64 {
     stack
         .agent()
         .unwrap()

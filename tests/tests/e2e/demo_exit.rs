@@ -11,34 +11,14 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use odac_e2e::bins::{AGENT, CLI, SIM, bin};
-use odac_e2e::docker::containers;
 use odac_e2e::ports::free_port;
 use odac_e2e::process::Process;
 use odac_e2e::require_docker;
-use odac_simulator::demo::{DEMO_APP, DEMO_INSTANCE};
+use odac_simulator::demo::DEMO_APP;
+
+use crate::readme_demo::{Leftovers, demo_apps, interrupt};
 
 const EXTRA: &str = "walkthrough-extra";
-
-/// The demo's containers by app.
-fn demo_apps() -> Vec<String> {
-    containers(&format!("odac.instance={DEMO_INSTANCE}"))
-        .unwrap()
-        .into_iter()
-        .map(|c| c.app)
-        .collect()
-}
-
-/// Removes what the test made if it fails before the demo did.
-struct Leftovers;
-
-impl Drop for Leftovers {
-    fn drop(&mut self) {
-        for app in [DEMO_APP, EXTRA] {
-            let name = odac_host::names::container_name(DEMO_INSTANCE, app);
-            let _ = Command::new("docker").args(["rm", "-f", &name]).output();
-        }
-    }
-}
 
 fn start_demo(state: &Path, port: u16, extra: &[&str], logs: &Path) -> Process {
     let mut cmd = Command::new(bin(SIM).unwrap());
@@ -55,13 +35,7 @@ fn start_demo(state: &Path, port: u16, extra: &[&str], logs: &Path) -> Process {
 
 /// Ctrl-C, then the demo's whole output once it exited.
 fn ctrl_c(mut demo: Process) -> String {
-    assert!(
-        Command::new("kill")
-            .args(["-INT", &demo.pid().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
+    interrupt(&demo);
     demo.wait_exit(Duration::from_secs(90)).unwrap();
     demo.lines().join("\n")
 }
@@ -81,7 +55,7 @@ fn ctrl_c_names_what_the_demo_leaves_and_clean_removes_it() {
         demo_apps().is_empty(),
         "another odac-sim demo runs on this engine"
     );
-    let _left = Leftovers;
+    let _left = Leftovers(EXTRA);
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
     let port = free_port().unwrap();

@@ -26,11 +26,7 @@ fn render_node_the_engine_cannot_open_falls_back_to_cpu_with_engine_rejected() {
         "this scenario needs a machine without /dev/dri/renderD129"
     );
     let t0 = Instant::now();
-    let stack = Stack::builder(SCENARIO)
-        .host_root(fixture_host("intel-i915-igpu"))
-        .start()
-        .unwrap();
-    stack.wait_connected(Duration::from_secs(30)).unwrap();
+    let stack = Stack::on_fixture_host(SCENARIO, "intel-i915-igpu").unwrap();
     let hosts = stack.sim.hosts().unwrap();
     assert!(
         hosts[0]

@@ -77,15 +77,10 @@ fn running_on_lab(lab: &Lab, id: &str) -> bool {
 fn after_an_engine_restart_the_agent_resubscribes_runs_a_full_pass_and_sees_a_kill_at_once() {
     require_docker!(SCENARIO);
     let mut stack = Stack::builder(SCENARIO).no_agent().start().unwrap();
-    let lab = Lab::start(stack.dir(), "nvidia:1", &[]).unwrap();
-    stack.options.docker_host = Some(lab.docker_host.clone());
-    stack.options.host_root = lab.host_root.clone();
-    stack.options.env.push((
-        "ODAC_AGENT__APPS__BACKSTOP_SECS".to_owned(),
-        BACKSTOP_SECS.to_owned(),
-    ));
-    stack.start_agent().unwrap();
-    stack.wait_connected(Duration::from_secs(30)).unwrap();
+    let lab = Lab::start_for(&mut stack, "nvidia:1", &[]).unwrap();
+    stack
+        .start_agent_connected(&[("ODAC_AGENT__APPS__BACKSTOP_SECS", BACKSTOP_SECS)])
+        .unwrap();
     stack
         .sim
         .create_app(&json!({"name": "web", "image": lab.image}))

@@ -119,18 +119,7 @@ fn enrolled_agent_connects_and_a_reused_code_is_refused() {
 
     // 2. run the agent with the written config: its host connects
     let t = Instant::now();
-    let mut cmd = Command::new(bin(AGENT).unwrap());
-    cmd.arg("run")
-        .arg("--config")
-        .arg(config_dir.join("agent.toml"))
-        .env_remove("ODAC_AGENT_TOKEN")
-        .env_remove("NOTIFY_SOCKET")
-        .env_remove("WATCHDOG_USEC");
-    for (k, _) in std::env::vars() {
-        if k.starts_with("ODAC_AGENT__") {
-            cmd.env_remove(k);
-        }
-    }
+    let mut cmd = odac_e2e::agent::run_command(&config_dir.join("agent.toml")).unwrap();
     cmd.env("ODAC_AGENT__APPS__INSTANCE", &instance)
         .env("ODAC_AGENT__LOG_LEVEL", "info,odac_agent=debug");
     let mut agent = Process::spawn("odac-agent", &mut cmd, &logs).unwrap();
@@ -140,16 +129,7 @@ fn enrolled_agent_connects_and_a_reused_code_is_refused() {
         Duration::from_secs(30),
         || {
             let hosts: Vec<HostView> = client.get_as("/api/hosts").map_err(|e| e.to_string())?;
-            match hosts.as_slice() {
-                [h] if h.connected => Ok(h.clone()),
-                other => Err(format!(
-                    "hosts: {:?}",
-                    other
-                        .iter()
-                        .map(|h| (&h.hostname, h.connected))
-                        .collect::<Vec<_>>()
-                )),
-            }
+            odac_e2e::sim::only_host(&hosts, true)
         },
     )
     .unwrap();

@@ -29,7 +29,7 @@ fn dockerfile() -> String {
 }
 
 /// The app's entry in `odac app list --json`.
-fn listed(stack: &Stack, name: &str) -> Value {
+pub(crate) fn listed(stack: &Stack, name: &str) -> Value {
     let list = stack
         .sim
         .odac_ok(&["app", "list", "--json"])

@@ -67,15 +67,10 @@ fn inject(lab: &Lab, args: &[&str]) {
 fn an_xid_79_moves_apps_off_the_gpu_and_it_is_trusted_again_after_the_recovery_period() {
     require_docker!(SCENARIO);
     let mut stack = Stack::builder(SCENARIO).no_agent().start().unwrap();
-    let lab = Lab::start(stack.dir(), "nvidia:2", &[]).unwrap();
-    stack.options.docker_host = Some(lab.docker_host.clone());
-    stack.options.host_root = lab.host_root.clone();
-    stack.options.env.push((
-        "ODAC_AGENT__GPU__HEALTH_RECOVERY_SECS".to_owned(),
-        "5".to_owned(),
-    ));
-    stack.start_agent().unwrap();
-    stack.wait_connected(Duration::from_secs(30)).unwrap();
+    let lab = Lab::start_for(&mut stack, "nvidia:2", &[]).unwrap();
+    stack
+        .start_agent_connected(&[("ODAC_AGENT__GPU__HEALTH_RECOVERY_SECS", "5")])
+        .unwrap();
 
     stack.sim.create_app(&app(&lab, "a")).unwrap();
     on_gpu(&stack, "a", "a on gpu 0", &uuid(0));

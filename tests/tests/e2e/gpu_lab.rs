@@ -62,15 +62,9 @@ fn stack_on_lab_with(
 ) -> (Stack, Lab) {
     let mut stack = Stack::builder(scenario).no_agent().start().unwrap();
     let t = std::time::Instant::now();
-    let lab = Lab::start(stack.dir(), gpus, extra).unwrap();
+    let lab = Lab::start_for(&mut stack, gpus, extra).unwrap();
     figure(scenario, "lab_start", secs(t.elapsed()));
-    stack.options.docker_host = Some(lab.docker_host.clone());
-    stack.options.host_root = lab.host_root.clone();
-    for (k, v) in agent_env {
-        stack.options.env.push(((*k).to_owned(), (*v).to_owned()));
-    }
-    stack.start_agent().unwrap();
-    stack.wait_connected(Duration::from_secs(30)).unwrap();
+    stack.start_agent_connected(agent_env).unwrap();
     (stack, lab)
 }
 

@@ -15,14 +15,7 @@ use odac_e2e::process::Process;
 use odac_e2e::require_docker;
 use odac_e2e::sim::Sim;
 
-fn printed(out: &str, prefix: &str) -> Vec<String> {
-    let line = out
-        .lines()
-        .map(str::trim)
-        .find(|l| l.starts_with(prefix))
-        .unwrap_or_else(|| panic!("no line starting {prefix:?} in:\n{out}"));
-    line.split_whitespace().map(str::to_owned).collect()
-}
+use crate::enroll_code::printed;
 
 #[test]
 fn the_lab_agent_enrolls_from_the_printed_lines_and_reports_the_lab_gpus() {

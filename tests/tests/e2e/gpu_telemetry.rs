@@ -23,6 +23,17 @@ fn fast_telemetry(o: &mut odac_e2e::agent::AgentOptions) {
     ));
 }
 
+/// A stack whose agent samples the host tree `root` quickly; its connected host.
+fn start_on(root: &std::path::Path) -> (Stack, String) {
+    let stack = Stack::builder(SCENARIO)
+        .host_root(root.to_path_buf())
+        .agent_options(fast_telemetry)
+        .start()
+        .unwrap();
+    let host = stack.wait_connected(Duration::from_secs(30)).unwrap();
+    (stack, host)
+}
+
 /// Polls `odac host show HOST` until `ok` accepts its output.
 fn wait_show(
     stack: &Stack,
@@ -62,25 +73,11 @@ fn amd_8_gpu_figures_reach_host_show_and_changes_arrive_within_an_interval() {
     require_docker!(SCENARIO);
     let scratch = tempfile::tempdir().unwrap();
     let root = copy_fixture(&fixture_host("amd-kfd-mi210-8gpu"), scratch.path()).unwrap();
-    let ids = [
-        "0000:03:00.0",
-        "0000:26:00.0",
-        "0000:43:00.0",
-        "0000:63:00.0",
-        "0000:83:00.0",
-        "0000:a3:00.0",
-        "0000:c3:00.0",
-        "0000:e3:00.0",
-    ];
+    let ids = odac_e2e::gpu_counters::MI210_GPUS;
     for (i, id) in ids.iter().enumerate() {
         set_amd(&root, id, 10 + i as u8, 1024, 40, 100).unwrap();
     }
-    let stack = Stack::builder(SCENARIO)
-        .host_root(root.clone())
-        .agent_options(fast_telemetry)
-        .start()
-        .unwrap();
-    let host = stack.wait_connected(Duration::from_secs(30)).unwrap();
+    let (stack, host) = start_on(&root);
 
     let show = wait_show(
         &stack,
@@ -144,12 +141,7 @@ fn intel_i915_and_xe_frequency_and_energy_power_reach_host_show() {
             _ => set_xe(&root, dev, freq, 55, energy).unwrap(),
         };
         set(300, 0);
-        let stack = Stack::builder(SCENARIO)
-            .host_root(root.clone())
-            .agent_options(fast_telemetry)
-            .start()
-            .unwrap();
-        let host = stack.wait_connected(Duration::from_secs(30)).unwrap();
+        let (stack, host) = start_on(&root);
         wait_show(
             &stack,
             &host,

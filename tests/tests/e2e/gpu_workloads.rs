@@ -24,11 +24,8 @@ const LIBS: &str = "/usr/lib/x86_64-linux-gnu";
 /// A stack whose agent works on a lab started with `extra`.
 fn stack_on_lab(scenario: &str, gpus: &str, extra: &[&str]) -> (Stack, Lab) {
     let mut stack = Stack::builder(scenario).no_agent().start().unwrap();
-    let lab = Lab::start(stack.dir(), gpus, extra).unwrap();
-    stack.options.docker_host = Some(lab.docker_host.clone());
-    stack.options.host_root = lab.host_root.clone();
-    stack.start_agent().unwrap();
-    stack.wait_connected(Duration::from_secs(30)).unwrap();
+    let lab = Lab::start_for(&mut stack, gpus, extra).unwrap();
+    stack.start_agent_connected(&[]).unwrap();
     (stack, lab)
 }
 

@@ -1,17 +1,15 @@
 //! ODAC's host-access fields end to end, with the whole agent in this process on the in-memory
-//! [`FakeEngine`] against a real `odac-sim`: ODAC's `shmSize`, `caps` and `sysctls` given to
+//! [`FakeEngine`](odac_host::engine::FakeEngine) against a real `odac-sim`: ODAC's `shmSize`, `caps` and `sysctls` given to
 //! `POST /api/apps` reach the engine's create (`/dev/shm` in bytes, `NET_ADMIN`, the sysctl as
 //! `"1"`); `caps: ["SYS_ADMIN"]` is refused naming `caps[0]` and the allowlist (a 400:
 //! `simulator/tests/integration/api.rs`); a device the agent's `[apps.policy] allowed_device_prefixes`
 //! does not allow fails that app with `policy_denied` naming the key, while the other app runs.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use odac_e2e::in_process::InProcessAgent;
 use odac_e2e::poll::poll;
 use odac_e2e::sim::Sim;
-use odac_host::engine::FakeEngine;
 use serde_json::json;
 
 const TOKEN: &str = "tok-host-access-8Zr2";
@@ -22,17 +20,9 @@ fn host_access_from_the_api_reaches_the_engine_or_is_refused_naming_the_field() 
     let dir = tempfile::tempdir().unwrap();
     let sim = Sim::start(dir.path(), TOKEN).unwrap();
 
-    let engine = Arc::new(FakeEngine::new());
-    engine.add_image(IMAGE);
-    let agent = InProcessAgent::start(
-        &sim,
-        &dir.path().join("agent"),
-        (TOKEN, "hostacc"),
-        engine.clone(),
-        &[],
-    )
-    .unwrap();
-    agent.wait_connected(&sim).unwrap();
+    let (agent, engine) =
+        InProcessAgent::start_connected(&sim, &dir.path().join("agent"), (TOKEN, "hostacc"), IMAGE)
+            .unwrap();
     let refused = sim
         .create_app(&json!({"name": "admin", "image": IMAGE, "caps": ["SYS_ADMIN"]}))
         .unwrap_err()

@@ -3,13 +3,12 @@
 //! delivered over the uplink, created and started on the fake by the app manager, and its
 //! `running` status comes back to the simulator — no Docker engine involved.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use odac_e2e::in_process::InProcessAgent;
 use odac_e2e::poll::poll;
 use odac_e2e::sim::Sim;
-use odac_host::engine::{FakeEngine, Op};
+use odac_host::engine::Op;
 use serde_json::json;
 
 const TOKEN: &str = "tok-in-process-3kX9";
@@ -20,17 +19,9 @@ fn the_agent_runs_in_process_against_the_fake_engine() {
     let dir = tempfile::tempdir().unwrap();
     let sim = Sim::start(dir.path(), TOKEN).unwrap();
 
-    let engine = Arc::new(FakeEngine::new());
-    engine.add_image(IMAGE);
-    let agent = InProcessAgent::start(
-        &sim,
-        &dir.path().join("agent"),
-        (TOKEN, "inproc"),
-        engine.clone(),
-        &[],
-    )
-    .unwrap();
-    agent.wait_connected(&sim).unwrap();
+    let (agent, engine) =
+        InProcessAgent::start_connected(&sim, &dir.path().join("agent"), (TOKEN, "inproc"), IMAGE)
+            .unwrap();
     sim.create_app(&json!({"name": "web", "image": IMAGE}))
         .unwrap();
     let app = poll("web running on the fake", Duration::from_secs(60), || {

@@ -6,7 +6,7 @@
 //! gone. `promtool check metrics` passes on the agent's and the simulator's output. A
 //! missing `prometheus`/`promtool` fails the tests unless `ODAC_ALLOW_SKIP=1`.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -41,20 +41,12 @@ fn tool_or_skip(tool: &str) -> bool {
 
 /// `promtool check metrics` on `text`; panics with its output when it complains.
 fn promtool_check(what: &str, text: &str) {
-    let mut child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = odac_e2e::command::output_with_stdin(
+        Command::new("promtool").args(["check", "metrics"]),
+        "promtool check metrics",
+        Some(text.as_bytes()),
+    )
+    .unwrap();
     assert!(
         out.status.success(),
         "promtool check metrics on the {what}'s output: {}{}\n{text}",
@@ -200,9 +192,7 @@ fn prometheus_scrapes_an_apps_gpu_series_and_they_go_with_the_app() {
     }
     let agent_port = free_port().unwrap();
     let mut stack = Stack::builder(SCENARIO).no_agent().start().unwrap();
-    let lab = Lab::start(stack.dir(), "amd:1", &[]).unwrap();
-    stack.options.docker_host = Some(lab.docker_host.clone());
-    stack.options.host_root = lab.host_root.clone();
+    let lab = Lab::start_for(&mut stack, "amd:1", &[]).unwrap();
     stack.options.env.push((
         "ODAC_AGENT__TELEMETRY__INTERVAL_SECS".to_owned(),
         "10".to_owned(),

@@ -31,19 +31,32 @@ const CARGO_RUN: &str = "cargo run -p odac-simulator --bin odac-sim --";
 const DEFAULT_PORT: &str = "7443";
 const EXTRA: &str = "readme-extra";
 
-/// Removes what the test made if it fails before the demo did.
-struct Leftovers;
+/// Removes what the test made (the demo app and the extra app named) if it fails before the
+/// demo did.
+pub(crate) struct Leftovers(pub(crate) &'static str);
 
 impl Drop for Leftovers {
     fn drop(&mut self) {
-        for app in [DEMO_APP, EXTRA] {
+        for app in [DEMO_APP, self.0] {
             let name = odac_host::names::container_name(DEMO_INSTANCE, app);
             let _ = Command::new("docker").args(["rm", "-f", &name]).output();
         }
     }
 }
 
-fn demo_apps() -> Vec<String> {
+/// Sends the demo SIGINT (Ctrl-C).
+pub(crate) fn interrupt(demo: &Process) {
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &demo.pid().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+}
+
+/// The demo's containers by app.
+pub(crate) fn demo_apps() -> Vec<String> {
     containers(&format!("odac.instance={DEMO_INSTANCE}"))
         .unwrap()
         .into_iter()
@@ -115,7 +128,7 @@ fn the_readme_demo_prints_what_it_says_and_ctrl_c_does_what_it_says() {
         demo_apps().is_empty(),
         "another odac-sim demo runs on this engine"
     );
-    let _left = Leftovers;
+    let _left = Leftovers(EXTRA);
     let dir = tempfile::tempdir().unwrap();
     let port = free_port().unwrap();
     let mut cmd = Command::new(bin(SIM).unwrap());
@@ -196,13 +209,7 @@ fn the_readme_demo_prints_what_it_says_and_ctrl_c_does_what_it_says() {
         }
     })
     .unwrap();
-    assert!(
-        Command::new("kill")
-            .args(["-INT", &demo.pid().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
+    interrupt(&demo);
     let status = demo.wait_exit(Duration::from_secs(90)).unwrap();
     let said = demo.lines().join("\n");
     println!("{said}");

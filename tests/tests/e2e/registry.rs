@@ -146,21 +146,16 @@ fn auth(registry: &Registry, password: &str) -> RegistryAuth {
 /// A variant of the sleeper image (another label, so another digest), tagged `tag`.
 fn variant(tag: &str) {
     let base = ensure_sleeper_image().unwrap();
-    let mut child = Command::new("docker")
-        .args(["build", "-q", "-t", tag, "-"])
-        .env("DOCKER_BUILDKIT", "0")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(format!("FROM {base}\nLABEL odac.e2e.variant={tag}\n").as_bytes())
-        .unwrap();
-    assert!(child.wait().unwrap().success(), "docker build {tag}");
+    let dockerfile = format!("FROM {base}\nLABEL odac.e2e.variant={tag}\n");
+    let out = odac_e2e::command::output_with_stdin(
+        Command::new("docker")
+            .args(["build", "-q", "-t", tag, "-"])
+            .env("DOCKER_BUILDKIT", "0"),
+        "docker build",
+        Some(dockerfile.as_bytes()),
+    )
+    .unwrap();
+    assert!(out.status.success(), "docker build {tag}");
 }
 
 fn no_secret(password: &str, what: &str, text: &str) {

@@ -24,12 +24,12 @@
 //! at the end, also when an assertion fails.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use odac_e2e::bins::{AGENT, bin};
 use odac_e2e::docker::{LabelCleanup, RUN_LABEL, TEST_LABEL, inspect};
 use odac_e2e::figures::{figure, secs};
+use odac_e2e::git_repo::ImageCleanup;
 use odac_e2e::poll::poll;
 use odac_e2e::require_docker;
 use odac_e2e::stack::Stack;
@@ -78,32 +78,6 @@ fn git_repo(root: &Path) -> String {
     git(&work, &["rev-parse", "HEAD"])
 }
 
-/// Removes the images carrying `label` when dropped (the git app's builds).
-struct ImageCleanup(String);
-
-impl Drop for ImageCleanup {
-    fn drop(&mut self) {
-        let out = Command::new("docker")
-            .args(["image", "ls", "-q", "--no-trunc", "--filter"])
-            .arg(format!("label={}", self.0))
-            .stdin(Stdio::null())
-            .output();
-        if let Ok(out) = out {
-            let ids: Vec<String> = String::from_utf8_lossy(&out.stdout)
-                .split_whitespace()
-                .map(str::to_owned)
-                .collect();
-            if !ids.is_empty() {
-                let _ = Command::new("docker")
-                    .args(["image", "rm", "-f"])
-                    .args(&ids)
-                    .stdin(Stdio::null())
-                    .output();
-            }
-        }
-    }
-}
-
 /// The group owning the host's Docker socket (the container's `docker` group gets it).
 fn socket_gid() -> u32 {
     use std::os::unix::fs::MetadataExt;
@@ -119,16 +93,7 @@ fn main_pid(sd: &SystemdBox) -> u32 {
 fn wait_host(stack: &Stack, connected: bool, timeout: Duration) {
     poll(&format!("the host connected={connected}"), timeout, || {
         let hosts = stack.sim.hosts().map_err(|e| e.to_string())?;
-        match hosts.as_slice() {
-            [h] if h.connected == connected => Ok(()),
-            other => Err(format!(
-                "{:?}",
-                other
-                    .iter()
-                    .map(|h| (&h.hostname, h.connected))
-                    .collect::<Vec<_>>()
-            )),
-        }
+        odac_e2e::sim::only_host(&hosts, connected).map(|_| ())
     })
     .unwrap();
 }

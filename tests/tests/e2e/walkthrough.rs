@@ -10,7 +10,7 @@ use odac_e2e::docker::{has_runtime, inspect};
 use odac_e2e::figures::{figure, secs};
 use odac_e2e::image::SLEEPER_IMAGE;
 use odac_e2e::require_docker;
-use odac_e2e::stack::{Stack, fixture_host};
+use odac_e2e::stack::Stack;
 use serde_json::{Value, json};
 
 const SCENARIO: &str = "walkthrough";
@@ -19,11 +19,7 @@ const SCENARIO: &str = "walkthrough";
 fn odac_walkthrough_optional_nvidia_on_a_host_without_toolkit_runs_on_cpu() {
     require_docker!(SCENARIO);
     let t0 = Instant::now();
-    let stack = Stack::builder(SCENARIO)
-        .host_root(fixture_host("nvidia-driver-no-toolkit"))
-        .start()
-        .unwrap();
-    stack.wait_connected(Duration::from_secs(30)).unwrap();
+    let stack = Stack::on_fixture_host(SCENARIO, "nvidia-driver-no-toolkit").unwrap();
     figure(SCENARIO, "agent_connected_after", secs(t0.elapsed()));
 
     // the fleet view shows the GPU and why it cannot be used
@@ -101,17 +97,7 @@ fn odac_walkthrough_optional_nvidia_on_a_host_without_toolkit_runs_on_cpu() {
     figure(SCENARIO, "restart_to_running_on_cpu", secs(t.elapsed()));
 
     // 4. odac app list --json: the request as sent, nothing attached, the reason, running
-    let list = stack
-        .sim
-        .odac_ok(&["app", "list", "--json"])
-        .unwrap()
-        .json()
-        .unwrap();
-    let web = list
-        .as_array()
-        .and_then(|a| a.iter().find(|x| x["name"] == "web"))
-        .cloned()
-        .expect("web in the list");
+    let web = crate::git_source::listed(&stack, "web");
     let sent = json!({"runtime": "nvidia", "optional": true});
     assert_eq!(web["requested"], sent, "the request is kept as sent");
     assert_eq!(

@@ -2,19 +2,21 @@
 //! missing one fails the test unless the developer opted out with `ODAC_ALLOW_SKIP=1`, which
 //! `ODAC_REQUIRE_DOCKER=1` overrides; then a skip line), the busybox test image, a unique
 //! per-run suffix for names, cleanup that runs even when the body panics, a bounded wait
-//! for a container's logs, and one test's own instance (`InstanceRun`).
+//! for a container's logs, one test's own instance (`InstanceRun`), and a test's run label
+//! (`odac.test.run`): its labels, its containers, their removal, and a body run with it.
 
 mod instance_run;
 
 pub use instance_run::InstanceRun;
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
 use odac_host::engine::test_image::{BUSYBOX_TEST_IMAGE, ensure_busybox_image};
-use odac_host::engine::{ContainerEngine, DockerEngine, probe_capabilities};
+use odac_host::engine::{ContainerEngine, ContainerSummary, DockerEngine, probe_capabilities};
 
 /// Whether the developer opted out of tests whose counterpart is missing: `ODAC_ALLOW_SKIP=1`
 /// (and not `ODAC_REQUIRE_DOCKER=1`, which CI sets).
@@ -82,4 +84,58 @@ pub async fn logs_with(
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// The labels of a test run's objects: `odac.test=1` and `odac.test.run=<run>`.
+pub fn run_labels(run: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("odac.test".to_owned(), "1".to_owned()),
+        ("odac.test.run".to_owned(), run.to_owned()),
+    ])
+}
+
+/// The containers labelled `odac.test.run=<run>`.
+pub async fn run_containers(engine: &dyn ContainerEngine, run: &str) -> Vec<ContainerSummary> {
+    engine
+        .list_by_label(&format!("odac.test.run={run}"))
+        .await
+        .unwrap()
+}
+
+/// Removes the containers labelled `odac.test.run=<run>` and, where `images`, its images.
+pub async fn remove_run_objects(engine: &dyn ContainerEngine, run: &str, images: bool) {
+    let label = format!("odac.test.run={run}");
+    for c in engine.list_by_label(&label).await.unwrap_or_default() {
+        let _ = engine.remove(&c.id, true).await;
+    }
+    if images {
+        for i in engine
+            .list_images_by_label(&label)
+            .await
+            .unwrap_or_default()
+        {
+            let _ = engine.remove_image(&i.id, true).await;
+        }
+    }
+}
+
+/// Runs `body` with the run that `make` builds from the engine with the test image and a run
+/// id (`<suffix>-<test>`, `_` made `-`), then `clean_up` of it even when the body panicked;
+/// nothing where the developer opted out of a missing engine.
+pub async fn with_run<R, Fut, CFut>(
+    test: &str,
+    make: impl FnOnce(DockerEngine, String) -> R,
+    clean_up: impl FnOnce(&'static R) -> CFut,
+    body: impl FnOnce(&'static R) -> Fut,
+) where
+    R: 'static,
+    Fut: Future<Output = ()>,
+    CFut: Future<Output = ()>,
+{
+    let Some(engine) = engine_with_test_image(test).await else {
+        return;
+    };
+    let id = format!("{}-{test}", unique_suffix()).replace('_', "-");
+    let run: &'static R = Box::leak(Box::new(make(engine, id)));
+    then_clean_up(body(run), clean_up(run)).await;
 }

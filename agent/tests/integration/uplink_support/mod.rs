@@ -10,7 +10,7 @@
 )]
 
 mod running;
-pub use running::{Running, run_uplink};
+pub use running::{Running, capture_logs, manager_on, run_uplink, spawn_welcomed, unacking_server};
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

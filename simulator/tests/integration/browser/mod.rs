@@ -29,6 +29,25 @@ fn find_exe(var: &str, names: &[&str]) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// Chromium and chromedriver for the test `test`, or `None` when they are missing and the
+/// developer opted out with `ODAC_ALLOW_SKIP=1` (a skip line is printed); fails otherwise, and
+/// also under `ODAC_REQUIRE_DOCKER=1` where `strict`.
+pub fn chromium_or_skip(test: &str, strict: bool) -> Option<(PathBuf, PathBuf)> {
+    match find_chromium() {
+        Ok(found) => Some(found),
+        Err(what) => {
+            assert!(
+                std::env::var("ODAC_ALLOW_SKIP").as_deref() == Ok("1")
+                    && !(strict && std::env::var("ODAC_REQUIRE_DOCKER").as_deref() == Ok("1")),
+                "{test} cannot run: {what} (apt-get install chromium chromium-driver; or set \
+                 ODAC_ALLOW_SKIP=1 to skip it)"
+            );
+            println!("skip: {test}: {what} (ODAC_ALLOW_SKIP=1)");
+            None
+        }
+    }
+}
+
 /// Paths of the browser and its driver, or why they are missing.
 pub fn find_chromium() -> Result<(PathBuf, PathBuf), String> {
     let browser = find_exe("ODAC_CHROMIUM", &["chromium", "chromium-browser"])
