@@ -35,6 +35,28 @@ fn engine(rt: &tokio::runtime::Runtime) -> Option<DockerEngine> {
     }
 }
 
+/// Stops the demo when the test ends early (a failed assertion): SIGTERM, so the demo stops its
+/// agent and removes its app as on Ctrl-C, then SIGKILL after 40 s. Without it a failed run
+/// left the demo's agent holding the `odac-demo` instance lock, and the retry could not start.
+struct StopOnDrop(std::process::Child);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        if !matches!(self.0.try_wait(), Ok(None)) {
+            return;
+        }
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let deadline = std::time::Instant::now() + Duration::from_secs(40);
+        while matches!(self.0.try_wait(), Ok(None)) && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[test]
 fn demo_runs_the_sample_app_through_a_real_agent() {
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -44,17 +66,19 @@ fn demo_runs_the_sample_app_through_a_real_agent() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_odac-sim"))
-        .args(["demo", "--listen", "127.0.0.1:0", "--state"])
-        .arg(dir.path())
-        .env("ODAC_AGENT_BIN", &agent)
-        .env_remove("CARGO")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
+    let mut child = StopOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_odac-sim"))
+            .args(["demo", "--listen", "127.0.0.1:0", "--state"])
+            .arg(dir.path())
+            .env("ODAC_AGENT_BIN", &agent)
+            .env_remove("CARGO")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap(),
+    );
     let (tx, rx) = mpsc::channel();
-    let stdout = child.stdout.take().unwrap();
+    let stdout = child.0.stdout.take().unwrap();
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines() {
             let Ok(line) = line else { break };
@@ -70,7 +94,7 @@ fn demo_runs_the_sample_app_through_a_real_agent() {
         let line = rx
             .recv_timeout(Duration::from_secs(120))
             .unwrap_or_else(|_| {
-                let _ = child.kill();
+                let _ = child.0.kill();
                 panic!("the demo printed no sample-app line within 120 s");
             });
         if let Some(u) = line.strip_prefix("api: ") {
@@ -86,7 +110,8 @@ fn demo_runs_the_sample_app_through_a_real_agent() {
     assert!(sample.contains("gpu requested auto optional"), "{sample}");
 
     // odac app list: the app runs, with its request and the attached GPU or the reason
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    // generous: the engine may be busy with the heavy tests' 200 containers meanwhile
+    let deadline = std::time::Instant::now() + Duration::from_secs(180);
     let row = loop {
         let o = Command::new(env!("CARGO_BIN_EXE_odac"))
             .args(["--api", &api, "--ca-file"])
@@ -122,16 +147,16 @@ fn demo_runs_the_sample_app_through_a_real_agent() {
 
     // SIGTERM: the demo removes the sample app, then stops the agent and the simulator
     Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
+        .args(["-TERM", &child.0.id().to_string()])
         .status()
         .unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(40);
     let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
+        if let Some(s) = child.0.try_wait().unwrap() {
             break s;
         }
         if std::time::Instant::now() > deadline {
-            let _ = child.kill();
+            let _ = child.0.kill();
             panic!("the demo did not stop within 40 s of SIGTERM");
         }
         std::thread::sleep(Duration::from_millis(200));
