@@ -25,6 +25,7 @@ mod logs;
 mod messages;
 mod pull;
 mod reason;
+mod refusal;
 mod registry_auth;
 mod release;
 mod rollout;
@@ -74,6 +75,7 @@ pub use messages::{
 };
 pub use pull::PullPolicy;
 pub use reason::Reason;
+pub use refusal::{MAX_REFUSAL_CHARS, refusal_text};
 pub use registry_auth::{RegistryAuth, registry_host};
 pub use release::{
     MAX_MANIFEST, MAX_VERSION, ReleaseManifest, SignedRelease, UpdateOffer, UpdatePhase,

@@ -6,7 +6,9 @@
 
 use std::time::Duration;
 
-use odac_protocol::{AGENT_ID_HEADER, EXEC_PATH_SUFFIX, EXEC_SUBPROTOCOL, EXEC_TICKET_HEADER};
+use odac_protocol::{
+    AGENT_ID_HEADER, EXEC_PATH_SUFFIX, EXEC_SUBPROTOCOL, EXEC_TICKET_HEADER, refusal_text,
+};
 use tokio_tungstenite::Connector;
 use tokio_tungstenite::tungstenite::Error as WsError;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -16,8 +18,6 @@ use super::ConformanceConfig;
 
 /// How long the dial and the upgrade may take.
 const TIMEOUT: Duration = Duration::from_secs(5);
-/// The most of a refusal's text kept in the rule's note.
-const MAX_REFUSAL_CHARS: usize = 400;
 
 /// `refuses_an_unknown_exec_ticket`.
 pub async fn refuses_an_unknown_exec_ticket(cfg: &ConformanceConfig) -> Result<String, String> {
@@ -69,15 +69,4 @@ pub async fn refuses_an_unknown_exec_ticket(cfg: &ConformanceConfig) -> Result<S
         Ok(Err(e)) => Err(format!("expected http 401 or 403, got: {e}")),
         Ok(Ok(_)) => Err("an exec socket was opened with a ticket never issued".to_owned()),
     }
-}
-
-/// The refusal's words: the `error` field of a JSON body, else the body as text.
-fn refusal_text(body: Option<&[u8]>) -> Option<String> {
-    let body = body?;
-    let text = serde_json::from_slice::<serde_json::Value>(body)
-        .ok()
-        .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned))
-        .unwrap_or_else(|| String::from_utf8_lossy(body).into_owned());
-    let text = text.trim();
-    (!text.is_empty()).then(|| text.chars().take(MAX_REFUSAL_CHARS).collect())
 }

@@ -4,25 +4,10 @@
 
 use std::time::Duration;
 
+use odac_protocol::refusal_text;
 use tokio_tungstenite::tungstenite::http::{HeaderValue, header};
 
 use super::{ConnectError, MAX_RETRY_AFTER};
-
-/// Longest refusal text kept from the control plane's answer.
-const MAX_REFUSAL_CHARS: usize = 400;
-
-/// The control plane's words in a refusal's body: its JSON `error` (the simulator's and the
-/// API's answer shape), else the body as text; `None` when empty. Clipped; control characters
-/// are escaped when the message is shown (`{:?}`).
-fn refusal_text(body: Option<&[u8]>) -> Option<String> {
-    let body = body?;
-    let text = serde_json::from_slice::<serde_json::Value>(body)
-        .ok()
-        .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned))
-        .unwrap_or_else(|| String::from_utf8_lossy(body).into_owned());
-    let text = text.trim();
-    (!text.is_empty()).then(|| text.chars().take(MAX_REFUSAL_CHARS).collect())
-}
 
 /// `Retry-After` in its delta-seconds form; an HTTP date or garbage is ignored.
 fn parse_retry_after(value: Option<&HeaderValue>) -> Option<Duration> {
