@@ -44,6 +44,17 @@ async fn once(m: &AppManager) -> AppStatus {
     m.reconcile_once().await.remove(0)
 }
 
+/// A manager in a fresh state directory on a fake engine, running the one app `name` after
+/// a pass: the directory, the engine, the manager and the app's container id.
+async fn one_running(name: &str) -> (tempfile::TempDir, Arc<FakeEngine>, AppManager, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = fake();
+    let m = open(&fake, dir.path());
+    set(&m, vec![app(name, None)]).await;
+    let id = once(&m).await.container_id.unwrap();
+    (dir, fake, m, id)
+}
+
 fn now_ms() -> u64 {
     u64::try_from(
         SystemTime::now()
@@ -112,11 +123,7 @@ async fn a_crash_explains_itself_apart_from_the_gpu() {
 
 #[tokio::test(start_paused = true)]
 async fn clean_exits_under_always_are_restarted_without_a_crash() {
-    let dir = tempfile::tempdir().unwrap();
-    let fake = fake();
-    let m = open(&fake, dir.path());
-    set(&m, vec![app("tick", None)]).await;
-    let id = once(&m).await.container_id.unwrap();
+    let (_dir, fake, m, id) = one_running("tick").await;
     for round in 0..3 {
         fake.exit_container(&id, 0);
         let s = once(&m).await;
@@ -131,11 +138,7 @@ async fn clean_exits_under_always_are_restarted_without_a_crash() {
 
 #[tokio::test(start_paused = true)]
 async fn an_oom_kill_is_its_own_reason() {
-    let dir = tempfile::tempdir().unwrap();
-    let fake = fake();
-    let m = open(&fake, dir.path());
-    set(&m, vec![app("hungry", None)]).await;
-    let id = once(&m).await.container_id.unwrap();
+    let (_dir, fake, m, id) = one_running("hungry").await;
     let mut events = m.subscribe_events();
     fake.oom_kill(&id);
     let s = once(&m).await;
@@ -281,11 +284,7 @@ async fn health_is_reported_and_run_options_are_given_at_create() {
 
 #[tokio::test(start_paused = true)]
 async fn restart_counts_and_backoff_survive_an_agent_restart() {
-    let dir = tempfile::tempdir().unwrap();
-    let fake = fake();
-    let m = open(&fake, dir.path());
-    set(&m, vec![app("boom", None)]).await;
-    let id = once(&m).await.container_id.unwrap();
+    let (dir, fake, m, id) = one_running("boom").await;
     // three exits, two restarts: the next restart waits 4 s
     for wait in [1, 2] {
         fake.exit_container(&id, 3);

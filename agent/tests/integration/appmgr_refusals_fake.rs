@@ -89,6 +89,21 @@ impl Setup {
     }
 }
 
+/// A setup (see `setup`) where app "a" was refused its GPUs and then created without: two
+/// creates in the first pass.
+async fn refused_once(memory_secs: u64) -> Setup {
+    let s = setup(memory_secs);
+    let (_, creates, _) = s.apply(1, vec![app("a", true)], "a").await;
+    assert_eq!(creates, 2);
+    s
+}
+
+/// The pass asked the engine again (not refused from memory): the GPU try and the CPU one.
+fn asked_again(status: &AppStatus, creates: usize, starts: usize) {
+    assert!(!engine_rejected(status).contains("learned"));
+    assert_eq!((creates, starts), (2, 2));
+}
+
 fn engine_rejected(status: &AppStatus) -> String {
     let fb = status
         .gpu
@@ -156,33 +171,26 @@ async fn a_refused_device_set_is_not_asked_for_again_until_the_memory_passes() {
     ];
     let (third, creates, starts) = s.apply(4, apps, "c").await;
     assert_eq!(third.state, AppState::Running);
-    assert!(!engine_rejected(&third).contains("learned"));
-    assert_eq!((creates, starts), (2, 2));
+    asked_again(&third, creates, starts);
 }
 
 #[tokio::test(start_paused = true)]
 async fn an_inventory_change_forgets_the_refusal() {
-    let s = setup(600);
-    let (_, creates, _) = s.apply(1, vec![app("a", true)], "a").await;
-    assert_eq!(creates, 2);
+    let s = refused_once(600).await;
     let (_, creates, _) = s.apply(2, vec![app("a", true), app("b", true)], "b").await;
     assert_eq!(creates, 1, "learned");
     // The inventory changes (same devices asked for): the engine is asked again.
     s.host.lock().unwrap().gpus[0].model = Some("Intel UHD Graphics 770 (renamed)".into());
     let apps = vec![app("a", true), app("b", true), app("c", true)];
     let (c, creates, starts) = s.apply(3, apps, "c").await;
-    assert!(!engine_rejected(&c).contains("learned"));
-    assert_eq!((creates, starts), (2, 2));
+    asked_again(&c, creates, starts);
 }
 
 #[tokio::test(start_paused = true)]
 async fn zero_memory_asks_the_engine_every_time() {
-    let s = setup(0);
-    let (_, creates, _) = s.apply(1, vec![app("a", true)], "a").await;
-    assert_eq!(creates, 2);
+    let s = refused_once(0).await;
     let (b, creates, starts) = s.apply(2, vec![app("a", true), app("b", true)], "b").await;
-    assert!(!engine_rejected(&b).contains("learned"));
-    assert_eq!((creates, starts), (2, 2));
+    asked_again(&b, creates, starts);
 }
 
 #[tokio::test(start_paused = true)]

@@ -125,6 +125,11 @@ fn healthy_app() -> AppSpec {
 
 use crate::appmgr_support::health;
 
+/// Whether `s` reports the health verdict `state`.
+fn health_is(s: &AppStatus, state: HealthState) -> bool {
+    s.health.as_ref().is_some_and(|h| h.state == state)
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_crash_is_seen_through_its_event_not_the_poll() {
     // an hour's poll and backstop: only the event can explain a prompt status
@@ -243,11 +248,7 @@ async fn a_hung_stream_is_renewed_and_the_health_verdict_it_missed_arrives() {
     let id = w.id();
     w.fake.set_health(&id, health("healthy"));
     let took = w
-        .until("healthy", |s| {
-            s.health
-                .as_ref()
-                .is_some_and(|h| h.state == HealthState::Healthy)
-        })
+        .until("healthy", |s| health_is(s, HealthState::Healthy))
         .await;
     assert!(took < Duration::from_secs(2), "healthy after {took:?}");
     // the stream hangs: open, silent, while the engine answers its ping
@@ -267,11 +268,7 @@ async fn a_hung_stream_is_renewed_and_the_health_verdict_it_missed_arrives() {
     // after five silent backstops the stream is renewed from the last event seen: the
     // verdict it missed is replayed
     let took = w
-        .until("unhealthy", |s| {
-            s.health
-                .as_ref()
-                .is_some_and(|h| h.state == HealthState::Unhealthy)
-        })
+        .until("unhealthy", |s| health_is(s, HealthState::Unhealthy))
         .await;
     assert!(took <= Duration::from_secs(300), "after {took:?} more");
     assert_eq!(w.fake.event_subscriptions(), 2, "one renewal");

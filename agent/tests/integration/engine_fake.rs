@@ -22,6 +22,14 @@ fn spec(name: &str) -> ContainerSpec {
     }
 }
 
+/// Creates `s` (accepted) and starts it, which the engine refuses: the container's id and
+/// the engine's words.
+async fn refused_at_start(fake: &FakeEngine, s: &ContainerSpec) -> (String, String) {
+    let id = fake.create(s).await.expect("create accepts the request");
+    let err = fake.start(&id).await.unwrap_err();
+    (id, err.engine_message())
+}
+
 fn fake() -> FakeEngine {
     let fake = FakeEngine::new();
     fake.add_image("odac/busybox:test");
@@ -155,10 +163,9 @@ async fn devices_are_refused_at_start_like_a_real_engine() {
     s.devices
         .push(DeviceMapping::same_path("/dev/dri/renderD128"));
     s.group_add.push("105".into());
-    let id = fake.create(&s).await.expect("create accepts devices");
-    let err = fake.start(&id).await.unwrap_err();
+    let (id, words) = refused_at_start(&fake, &s).await;
     assert_eq!(
-        err.engine_message(),
+        words,
         "error gathering device information while adding custom device \"/dev/dri/renderD128\": no such file or directory"
     );
     let after = fake.inspect(&id).await.unwrap();
@@ -174,10 +181,9 @@ async fn devices_are_refused_at_start_like_a_real_engine() {
         capabilities: vec![vec!["gpu".into()]],
         ..DeviceRequest::default()
     });
-    let id = fake.create(&s).await.unwrap();
-    let err = fake.start(&id).await.unwrap_err();
+    let (id, words) = refused_at_start(&fake, &s).await;
     assert_eq!(
-        err.engine_message(),
+        words,
         "could not select device driver \"nvidia\" with capabilities: [[gpu]]"
     );
     fake.add_device_driver("nvidia");
@@ -200,10 +206,9 @@ async fn cdi_requests_follow_the_engine_capabilities() {
         ..DeviceRequest::default()
     });
     // Engine 20.10: no CDI.
-    let id = fake.create(&s).await.unwrap();
-    let err = fake.start(&id).await.unwrap_err();
+    let (id, words) = refused_at_start(&fake, &s).await;
     assert_eq!(
-        err.engine_message(),
+        words,
         "could not select device driver \"cdi\" with capabilities: []"
     );
     fake.remove(&id, true).await.unwrap();
@@ -218,10 +223,9 @@ async fn cdi_requests_follow_the_engine_capabilities() {
         &info,
         Some("1.50".into()),
     ));
-    let id = fake.create(&s).await.unwrap();
-    let err = fake.start(&id).await.unwrap_err();
+    let (id, words) = refused_at_start(&fake, &s).await;
     assert_eq!(
-        err.engine_message(),
+        words,
         "CDI device injection failed: unresolvable CDI devices odac.test/gpu=gpu0"
     );
     fake.remove(&id, true).await.unwrap();

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
+use odac_agent::uplink::exec::audit::Ending;
 use odac_agent::uplink::exec::pump::pump;
 use odac_agent::uplink::exec::{ExecConfig, ExecService};
 use odac_host::engine::{ContainerEngine, ContainerSpec, ExecProcess, ExecSpec, FakeEngine};
@@ -71,6 +72,20 @@ async fn read_until_exit(viewer: &mut Ws) -> (Vec<u8>, odac_protocol::ExecExit) 
     panic!("the session closed without an exit frame");
 }
 
+/// A running exec on `engine` pumped under `cfg` to the agent's end of a socket pair: the
+/// viewer's end, the token that stops the session, and the session's task.
+async fn session(
+    engine: &FakeEngine,
+    cfg: ExecConfig,
+) -> (Ws, CancellationToken, tokio::task::JoinHandle<Ending>) {
+    let process = running_exec(engine).await;
+    let (agent, viewer) = socket_pair().await;
+    let stop = CancellationToken::new();
+    let pump_stop = stop.clone();
+    let session = tokio::spawn(async move { pump(agent, process, &cfg, true, &pump_stop).await });
+    (viewer, stop, session)
+}
+
 fn stdin(data: &[u8]) -> Message {
     Message::Binary([&[STREAM_STDIN][..], data].concat().into())
 }
@@ -78,14 +93,11 @@ fn stdin(data: &[u8]) -> Message {
 #[tokio::test(start_paused = true)]
 async fn input_output_and_resize_flow_then_the_idle_timeout_ends_the_session() {
     let engine = FakeEngine::new();
-    let process = running_exec(&engine).await;
-    let (agent, mut viewer) = socket_pair().await;
     let cfg = ExecConfig {
         idle_timeout_secs: 5,
         ..ExecConfig::default()
     };
-    let stop = CancellationToken::new();
-    let session = tokio::spawn(async move { pump(agent, process, &cfg, true, &stop).await });
+    let (mut viewer, _stop, session) = session(&engine, cfg).await;
     viewer.send(stdin(b"echo hi\n")).await.unwrap();
     let resize = ExecFrame::Resize(ExecResize {
         cols: 120,
@@ -107,11 +119,8 @@ async fn input_output_and_resize_flow_then_the_idle_timeout_ends_the_session() {
 #[tokio::test]
 async fn a_viewer_that_goes_away_cancels_the_session() {
     let engine = FakeEngine::new();
-    let process = running_exec(&engine).await;
-    let (agent, mut viewer) = socket_pair().await;
     let cfg = ExecConfig::default();
-    let stop = CancellationToken::new();
-    let session = tokio::spawn(async move { pump(agent, process, &cfg, true, &stop).await });
+    let (mut viewer, _stop, session) = session(&engine, cfg).await;
     viewer.close(None).await.unwrap();
     let end = session.await.unwrap();
     assert_eq!(end.reason, ExecEndReason::Cancelled, "{end:?}");
@@ -120,14 +129,11 @@ async fn a_viewer_that_goes_away_cancels_the_session() {
 #[tokio::test]
 async fn a_viewer_that_does_not_read_ends_the_session_past_the_unsent_bound() {
     let engine = FakeEngine::new();
-    let process = running_exec(&engine).await;
-    let (agent, viewer) = socket_pair().await;
     let cfg = ExecConfig {
         max_unsent_bytes: 256 * 1024,
         ..ExecConfig::default()
     };
-    let stop = CancellationToken::new();
-    let session = tokio::spawn(async move { pump(agent, process, &cfg, true, &stop).await });
+    let (viewer, _stop, session) = session(&engine, cfg).await;
     // 4 MiB of input echoed back; the viewer sends and never reads
     let chunk = vec![b'x'; 16 * 1024];
     let (mut tx, _rx) = viewer.split();
@@ -156,11 +162,8 @@ async fn a_viewer_that_does_not_read_ends_the_session_past_the_unsent_bound() {
 async fn stdin_eof_closes_the_command_s_input_and_its_exit_code_ends_the_session() {
     let engine = FakeEngine::new();
     engine.set_exec_exit_code(4);
-    let process = running_exec(&engine).await;
-    let (agent, mut viewer) = socket_pair().await;
     let cfg = ExecConfig::default();
-    let stop = CancellationToken::new();
-    let session = tokio::spawn(async move { pump(agent, process, &cfg, true, &stop).await });
+    let (mut viewer, _stop, session) = session(&engine, cfg).await;
     viewer.send(stdin(b"abc")).await.unwrap();
     let eof = ExecFrame::StdinEof(odac_protocol::ExecStdinEof {});
     viewer
@@ -176,27 +179,19 @@ async fn stdin_eof_closes_the_command_s_input_and_its_exit_code_ends_the_session
 #[tokio::test(start_paused = true)]
 async fn the_maximum_lifetime_and_shutdown_end_busy_sessions() {
     let engine = FakeEngine::new();
-    let process = running_exec(&engine).await;
-    let (agent, mut viewer) = socket_pair().await;
     let cfg = ExecConfig {
         idle_timeout_secs: 100,
         max_lifetime_secs: 10,
         ..ExecConfig::default()
     };
-    let stop = CancellationToken::new();
-    tokio::spawn(async move { pump(agent, process, &cfg, true, &stop).await });
+    let (mut viewer, _stop, _) = session(&engine, cfg).await;
     let started = tokio::time::Instant::now();
     let (_, exit) = read_until_exit(&mut viewer).await;
     assert_eq!(exit.reason, ExecEndReason::MaxLifetime, "{exit:?}");
     assert_eq!(started.elapsed(), Duration::from_secs(10));
 
-    let process = running_exec(&FakeEngine::new()).await;
-    let (agent, mut viewer) = socket_pair().await;
-    let stop = CancellationToken::new();
-    let stopper = stop.clone();
-    let cfg = ExecConfig::default();
-    tokio::spawn(async move { pump(agent, process, &cfg, true, &stop).await });
-    stopper.cancel();
+    let (mut viewer, stop, _) = session(&FakeEngine::new(), ExecConfig::default()).await;
+    stop.cancel();
     let (_, exit) = read_until_exit(&mut viewer).await;
     assert_eq!(exit.reason, ExecEndReason::Shutdown, "{exit:?}");
 }

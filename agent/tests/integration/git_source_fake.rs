@@ -55,6 +55,19 @@ fn s_container(manager: &AppManager, name: &str) -> String {
         .unwrap()
 }
 
+/// A repository in a fresh directory whose `main` has one commit, "v1", of a Dockerfile at
+/// `dockerfile` and a version file: the directory, the repository and the commit.
+fn repo_at_v1(dockerfile: &str) -> (tempfile::TempDir, Repo, String) {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = Repo::new(tmp.path());
+    let c1 = repo.commit(
+        "main",
+        &[(dockerfile, DOCKERFILE), ("version", "v1\n")],
+        "v1",
+    );
+    (tmp, repo, c1)
+}
+
 fn builds(fake: &FakeEngine) -> Vec<EngineCall> {
     fake.calls_of(Op::BuildImage)
 }
@@ -63,13 +76,7 @@ const WAIT: Duration = Duration::from_secs(30);
 
 #[tokio::test]
 async fn builds_runs_and_follows_the_branch_on_restart() {
-    let tmp = tempfile::tempdir().unwrap();
-    let repo = Repo::new(tmp.path());
-    let c1 = repo.commit(
-        "main",
-        &[("Dockerfile", DOCKERFILE), ("version", "v1\n")],
-        "v1",
-    );
+    let (tmp, repo, c1) = repo_at_v1("Dockerfile");
     let fake = fake();
     let manager = open(&fake, &tmp.path().join("state"));
     let mut rx = manager.subscribe_events();
@@ -183,13 +190,7 @@ async fn builds_runs_and_follows_the_branch_on_restart() {
 
 #[tokio::test]
 async fn dockerfile_path_and_rev_are_honoured() {
-    let tmp = tempfile::tempdir().unwrap();
-    let repo = Repo::new(tmp.path());
-    let c1 = repo.commit(
-        "main",
-        &[("docker/Dockerfile.cpu", DOCKERFILE), ("version", "v1\n")],
-        "v1",
-    );
+    let (tmp, repo, c1) = repo_at_v1("docker/Dockerfile.cpu");
     repo.commit("main", &[("version", "v2\n")], "v2");
     git_source_support::git(&repo.work, &["tag", "v1", &c1]);
     let origin = repo.origin.to_string_lossy().into_owned();
@@ -225,13 +226,7 @@ fn is_build_failed(s: &odac_protocol::AppStatus) -> bool {
 
 #[tokio::test]
 async fn failures_are_build_failed_and_retried_on_the_backoff_only() {
-    let tmp = tempfile::tempdir().unwrap();
-    let repo = Repo::new(tmp.path());
-    repo.commit(
-        "main",
-        &[("Dockerfile", DOCKERFILE), ("version", "v1\n")],
-        "v1",
-    );
+    let (tmp, repo, _) = repo_at_v1("Dockerfile");
     let fake = fake();
     for _ in 0..50 {
         fake.fail_next(

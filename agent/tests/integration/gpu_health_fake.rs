@@ -40,6 +40,14 @@ fn unhealthy(gpu: &str, error: &str) -> BTreeMap<String, String> {
     BTreeMap::from([(gpu.to_owned(), error.to_owned())])
 }
 
+/// Desires `apps` as `generation` and runs one pass; the statuses it reports.
+async fn apply(m: &AppManager, generation: u64, apps: Vec<AppSpec>) -> Vec<AppStatus> {
+    m.set_desired(DesiredState { generation, apps })
+        .await
+        .unwrap();
+    m.reconcile_once().await
+}
+
 fn last_created(fake: &FakeEngine) -> ContainerSpec {
     match fake.calls_of(Op::Create).pop().unwrap() {
         EngineCall::Create(spec) => *spec,
@@ -57,16 +65,11 @@ async fn new_apps_avoid_an_unhealthy_gpu_and_name_it_when_nothing_else_is_left()
         "0000:4e:00.0",
         "xid 48: double bit ECC error (DBE)",
     ));
-    m.set_desired(DesiredState {
-        generation: 1,
-        apps: vec![
-            app("seven", r#"{"runtime":"nvidia","count":7}"#),
-            app("eight", r#"{"runtime":"nvidia","count":8}"#),
-        ],
-    })
-    .await
-    .unwrap();
-    let statuses = m.reconcile_once().await;
+    let apps = vec![
+        app("seven", r#"{"runtime":"nvidia","count":7}"#),
+        app("eight", r#"{"runtime":"nvidia","count":8}"#),
+    ];
+    let statuses = apply(&m, 1, apps).await;
 
     // seven healthy GPUs are left: every one of them, never GPU 3
     let seven = status(&statuses, "seven");
@@ -102,13 +105,7 @@ async fn apps_on_an_unhealthy_gpu_are_warned_and_move_at_their_restart_until_it_
     let (fake, m) = open("nvidia-toolkit-runtime", dir.path());
     let mut a = app("a", r#"{"runtime":"nvidia","count":1,"optional":true}"#);
     let mut r = app("r", r#"{"runtime":"nvidia","count":1}"#);
-    m.set_desired(DesiredState {
-        generation: 1,
-        apps: vec![a.clone(), r.clone()],
-    })
-    .await
-    .unwrap();
-    let before = m.reconcile_once().await;
+    let before = apply(&m, 1, vec![a.clone(), r.clone()]).await;
     assert!(
         before.iter().all(|s| s.state == AppState::Running),
         "{before:?}"
@@ -138,13 +135,7 @@ async fn apps_on_an_unhealthy_gpu_are_warned_and_move_at_their_restart_until_it_
     // restarted: the optional app moves to the CPU, the required one says why it cannot start
     a.restart_token = Some("1".into());
     r.restart_token = Some("1".into());
-    m.set_desired(DesiredState {
-        generation: 2,
-        apps: vec![a.clone(), r.clone()],
-    })
-    .await
-    .unwrap();
-    let restarted = m.reconcile_once().await;
+    let restarted = apply(&m, 2, vec![a.clone(), r.clone()]).await;
     let sa = status(&restarted, "a");
     assert_eq!(sa.state, AppState::Running, "{sa:?}");
     assert_eq!(sa.gpu.attached, None);

@@ -60,16 +60,25 @@ fn drain(rx: &mut broadcast::Receiver<AppEvent>) -> Vec<AppEvent> {
     out
 }
 
+/// A manager in a fresh state directory on a fake engine whose registry has IMAGE at
+/// DIGEST_1, behind `credentials` if given: the directory, the engine and the manager.
+fn published(
+    credentials: Option<(&str, &str)>,
+) -> (tempfile::TempDir, Arc<FakeEngine>, AppManager) {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = Arc::new(FakeEngine::new());
+    fake.publish(IMAGE, DIGEST_1, credentials);
+    let manager = open(&fake, dir.path());
+    (dir, fake, manager)
+}
+
 fn pulls(fake: &FakeEngine) -> Vec<EngineCall> {
     fake.calls_of(Op::PullImage)
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_missing_image_is_pulled_then_runs_with_its_digest() {
-    let dir = tempfile::tempdir().unwrap();
-    let fake = Arc::new(FakeEngine::new());
-    fake.publish(IMAGE, DIGEST_1, None);
-    let manager = open(&fake, dir.path());
+    let (_dir, fake, manager) = published(None);
     let mut rx = manager.subscribe_events();
     manager
         .set_desired(desired(1, vec![app("web", IMAGE)]))
@@ -148,11 +157,8 @@ async fn refused_pulls_fail_with_the_registry_words_and_back_off() {
 
 #[tokio::test(start_paused = true)]
 async fn credentials_sent_to_the_manager_are_used_and_never_shown() {
-    let dir = tempfile::tempdir().unwrap();
-    let fake = Arc::new(FakeEngine::new());
     let password = "s3cret-registry-pw";
-    fake.publish(IMAGE, DIGEST_1, Some(("alice", password)));
-    let manager = open(&fake, dir.path());
+    let (_dir, fake, manager) = published(Some(("alice", password)));
     let mut rx = manager.subscribe_events();
     manager
         .set_desired(desired(1, vec![app("private", IMAGE)]))
@@ -181,10 +187,7 @@ async fn credentials_sent_to_the_manager_are_used_and_never_shown() {
 
 #[tokio::test(start_paused = true)]
 async fn always_pulls_per_restart_token_and_never_does_not_pull() {
-    let dir = tempfile::tempdir().unwrap();
-    let fake = Arc::new(FakeEngine::new());
-    fake.publish(IMAGE, DIGEST_1, None);
-    let manager = open(&fake, dir.path());
+    let (_dir, fake, manager) = published(None);
     let mut spec = app("fresh", IMAGE);
     spec.pull = PullPolicy::Always;
     manager
@@ -224,11 +227,8 @@ async fn always_pulls_per_restart_token_and_never_does_not_pull() {
 
 #[tokio::test(start_paused = true)]
 async fn credentials_sent_with_the_app_are_used_for_its_registry() {
-    let dir = tempfile::tempdir().unwrap();
-    let fake = Arc::new(FakeEngine::new());
     let password = "app-level-pw";
-    fake.publish(IMAGE, DIGEST_1, Some(("bob", password)));
-    let manager = open(&fake, dir.path());
+    let (_dir, fake, manager) = published(Some(("bob", password)));
     let mut spec = app("private", IMAGE);
     spec.registry_auth = Some(odac_protocol::RegistryAuth {
         server: "127.0.0.1:5999".into(),

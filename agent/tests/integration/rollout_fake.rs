@@ -7,10 +7,11 @@
 //! the same pass, its container removed first.
 
 use crate::appmgr_support::set_one;
+use std::sync::Arc;
 use std::time::Duration;
 
 use odac_agent::appmgr::AppManager;
-use odac_host::engine::Op;
+use odac_host::engine::{FakeEngine, Op};
 
 use crate::appmgr_support::pass_until;
 use odac_protocol::{AppSpec, AppState, AppStatus, RolloutState};
@@ -43,19 +44,27 @@ async fn until(m: &AppManager, pred: impl Fn(&AppStatus) -> bool) -> AppStatus {
     pass_until(m, 100, pred).await
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_version_that_exits_is_rolled_back_and_not_retried() {
+/// A manager in a fresh state directory on a fake engine with both images, with the first
+/// version running and proven (12 s of passes, past its 10 s): the directory, the engine,
+/// the manager and the first version's running status.
+async fn old_proven() -> (tempfile::TempDir, Arc<FakeEngine>, AppManager, AppStatus) {
     let dir = tempfile::tempdir().unwrap();
     let fake = crate::appmgr_support::fake_with_images(&[OLD, NEW]);
     let m = open(&fake, dir.path());
     set_one(&m, 1, app(OLD)).await;
     let first = until(&m, |s| s.state == AppState::Running).await;
-    let old_image = first.image_id.clone().unwrap();
-    // 12 s of passes: the first version has run its 10 s and is the way back
     for _ in 0..12 {
         m.reconcile_once().await;
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+    (dir, fake, m, first)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_version_that_exits_is_rolled_back_and_not_retried() {
+    // 12 s of passes: the first version has run its 10 s and is the way back
+    let (dir, fake, m, first) = old_proven().await;
+    let old_image = first.image_id.clone().unwrap();
 
     set_one(&m, 2, app(NEW)).await;
     let s = m.reconcile_once().await.remove(0);
@@ -126,15 +135,7 @@ async fn a_version_that_exits_is_rolled_back_and_not_retried() {
 
 #[tokio::test(start_paused = true)]
 async fn a_version_the_engine_will_not_start_is_rolled_back_in_the_same_pass() {
-    let dir = tempfile::tempdir().unwrap();
-    let fake = crate::appmgr_support::fake_with_images(&[OLD, NEW]);
-    let m = open(&fake, dir.path());
-    set_one(&m, 1, app(OLD)).await;
-    until(&m, |s| s.state == AppState::Running).await;
-    for _ in 0..12 {
-        m.reconcile_once().await;
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
+    let (_dir, fake, m, _) = old_proven().await;
     crate::appmgr_support::next_start_lacks_its_command(&fake);
     set_one(&m, 2, app(NEW)).await;
     let (s, r) = rolled_back(&m).await;

@@ -57,6 +57,22 @@ async fn proven_v1(fake: &Arc<FakeEngine>, m: &AppManager) -> String {
     id
 }
 
+/// A manager in a fresh state directory on a fake engine with both images, with version 1
+/// running and proven: the directory, the engine, the manager and version 1's container id.
+async fn v1_proven() -> (tempfile::TempDir, Arc<FakeEngine>, AppManager, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = crate::appmgr_support::fake_with_images(&[OLD, NEW]);
+    let m = open(&fake, dir.path());
+    let old = proven_v1(&fake, &m).await;
+    (dir, fake, m, old)
+}
+
+/// Sets version 2 to `spec` and runs one pass; the app's status after it.
+async fn roll_to(m: &AppManager, spec: AppSpec) -> AppStatus {
+    set_one(m, 2, spec).await;
+    m.reconcile_once().await.remove(0)
+}
+
 fn stops_of(fake: &FakeEngine, id: &str) -> usize {
     fake.calls_of(Op::Stop)
         .iter()
@@ -87,14 +103,10 @@ use crate::appmgr_support::health;
 
 #[tokio::test(start_paused = true)]
 async fn the_previous_version_serves_until_the_new_one_is_healthy() {
-    let dir = tempfile::tempdir().unwrap();
-    let fake = crate::appmgr_support::fake_with_images(&[OLD, NEW]);
-    let m = open(&fake, dir.path());
-    let old = proven_v1(&fake, &m).await;
+    let (_dir, fake, m, old) = v1_proven().await;
     fake.clear_calls();
 
-    set_one(&m, 2, checked(NEW)).await;
-    let s = m.reconcile_once().await.remove(0);
+    let s = roll_to(&m, checked(NEW)).await;
     assert_eq!(rollout_state(&s), Some(RolloutState::RollingOut), "{s:#?}");
     let new = s.container_id.clone().unwrap();
     assert_ne!(new, old);
@@ -129,14 +141,10 @@ async fn the_previous_version_serves_until_the_new_one_is_healthy() {
 
 #[tokio::test(start_paused = true)]
 async fn a_new_version_that_fails_goes_alone_and_the_previous_never_stopped() {
-    let dir = tempfile::tempdir().unwrap();
-    let fake = crate::appmgr_support::fake_with_images(&[OLD, NEW]);
-    let m = open(&fake, dir.path());
-    let old = proven_v1(&fake, &m).await;
+    let (_dir, fake, m, old) = v1_proven().await;
     fake.clear_calls();
 
-    set_one(&m, 2, app(NEW)).await;
-    let s = m.reconcile_once().await.remove(0);
+    let s = roll_to(&m, app(NEW)).await;
     let new = s.container_id.clone().unwrap();
     tokio::time::sleep(Duration::from_secs(2)).await;
     fake.exit_container(&new, 3);
@@ -163,12 +171,8 @@ async fn a_new_version_that_fails_goes_alone_and_the_previous_never_stopped() {
 
 #[tokio::test(start_paused = true)]
 async fn a_restarted_agent_carries_a_hand_over_on_and_never_leaks_a_temporary_container() {
-    let dir = tempfile::tempdir().unwrap();
-    let fake = crate::appmgr_support::fake_with_images(&[OLD, NEW]);
-    let m = open(&fake, dir.path());
-    let old = proven_v1(&fake, &m).await;
-    set_one(&m, 2, app(NEW)).await;
-    let new = m.reconcile_once().await.remove(0).container_id.unwrap();
+    let (dir, fake, m, old) = v1_proven().await;
+    let new = roll_to(&m, app(NEW)).await.container_id.unwrap();
     drop(m);
 
     // the agent comes back mid-hand-over: it watches the same new container beside the old
@@ -239,8 +243,7 @@ async fn start_first_is_refused_with_a_host_port_or_gpus_the_host_cannot_give_tw
     );
     let mut gpu = app(OLD);
     gpu.gpu = Some(GpuRequest::new(GpuRuntime::Nvidia).with_count(1));
-    set_one(&m, 2, gpu).await;
-    let s = m.reconcile_once().await.remove(0);
+    let s = roll_to(&m, gpu).await;
     let error = s.last_error.unwrap_or_default();
     assert!(
         error.contains("update.order") && error.contains("gpu.count 1: the host has 0 gpus"),
@@ -251,14 +254,10 @@ async fn start_first_is_refused_with_a_host_port_or_gpus_the_host_cannot_give_tw
 
 #[tokio::test(start_paused = true)]
 async fn a_new_version_the_engine_will_not_start_leaves_the_previous_running_and_no_leftover() {
-    let dir = tempfile::tempdir().unwrap();
-    let fake = crate::appmgr_support::fake_with_images(&[OLD, NEW]);
-    let m = open(&fake, dir.path());
-    let old = proven_v1(&fake, &m).await;
+    let (_dir, fake, m, old) = v1_proven().await;
     fake.clear_calls();
     crate::appmgr_support::next_start_lacks_its_command(&fake);
-    set_one(&m, 2, app(NEW)).await;
-    let s = m.reconcile_once().await.remove(0);
+    let s = roll_to(&m, app(NEW)).await;
     assert_eq!(rollout_state(&s), Some(RolloutState::RolledBack), "{s:#?}");
     assert_eq!(s.container_id.as_deref(), Some(old.as_str()));
     let s = m.reconcile_once().await.remove(0);

@@ -28,6 +28,26 @@ struct Probe {
     _offers: mpsc::Sender<odac_protocol::UpdateOffer>,
 }
 
+/// An update task over `dir` running `running` (started by the launcher when `launched`),
+/// whose fetches fail, on a disk with room, reporting into `reports`.
+fn update_task(
+    dir: &std::path::Path,
+    config: UpdateConfig,
+    running: &str,
+    launched: bool,
+    reports: Arc<Reports>,
+) -> UpdateTask {
+    UpdateTask {
+        state_dir: dir.to_owned(),
+        config,
+        running: running.to_owned(),
+        launched,
+        fetch: FixedFetch::failing("unused"),
+        disk: Arc::new(Disk(u64::MAX)),
+        reports,
+    }
+}
+
 /// A v2 started by the launcher (attempt counted) and its update task, running "0.2.0".
 fn launched_v2(commit_within_secs: u64) -> Probe {
     let dir = tempfile::tempdir().unwrap();
@@ -45,18 +65,11 @@ fn launched_v2(commit_within_secs: u64) -> Probe {
     record.attempts = 1;
     state::save(dir.path(), &record).unwrap();
     let reports = Arc::new(Reports::default());
-    let task = UpdateTask {
-        state_dir: dir.path().to_owned(),
-        config: UpdateConfig {
-            commit_within_secs,
-            ..UpdateConfig::default()
-        },
-        running: "0.2.0".to_owned(),
-        launched: true,
-        fetch: FixedFetch::failing("unused"),
-        disk: Arc::new(Disk(u64::MAX)),
-        reports: reports.clone(),
+    let config = UpdateConfig {
+        commit_within_secs,
+        ..UpdateConfig::default()
     };
+    let task = update_task(dir.path(), config, "0.2.0", true, reports.clone());
     let (link, link_rx) = broadcast::channel(16);
     let (reconciled, reconciled_rx) = watch::channel(false);
     let (offers, offers_rx) = mpsc::channel(1);
@@ -153,15 +166,13 @@ async fn a_missed_window_stops_the_agent_and_the_next_start_rolls_back() {
 /// What the packaged v1's update task reports on start over `dir`.
 async fn launched_v1_reports(dir: &std::path::Path) -> Arc<Reports> {
     let reports = Arc::new(Reports::default());
-    let task = UpdateTask {
-        state_dir: dir.to_owned(),
-        config: UpdateConfig::default(),
-        running: "0.1.0".to_owned(),
-        launched: false,
-        fetch: FixedFetch::failing("unused"),
-        disk: Arc::new(Disk(u64::MAX)),
-        reports: reports.clone(),
-    };
+    let task = update_task(
+        dir,
+        UpdateConfig::default(),
+        "0.1.0",
+        false,
+        reports.clone(),
+    );
     let (_link, link_rx) = broadcast::channel(1);
     let (_rec, rec_rx) = watch::channel(false);
     let (_tx, rx) = mpsc::channel(1);
@@ -197,15 +208,8 @@ impl<F: std::future::Future> std::future::Future for Polls<F> {
 #[tokio::test(start_paused = true)]
 async fn closed_inputs_leave_the_task_asleep() {
     let dir = tempfile::tempdir().unwrap();
-    let task = UpdateTask {
-        state_dir: dir.path().to_owned(),
-        config: UpdateConfig::default(),
-        running: "0.1.0".to_owned(),
-        launched: false,
-        fetch: FixedFetch::failing("unused"),
-        disk: Arc::new(Disk(u64::MAX)),
-        reports: Arc::new(Reports::default()),
-    };
+    let reports = Arc::new(Reports::default());
+    let task = update_task(dir.path(), UpdateConfig::default(), "0.1.0", false, reports);
     let (link, link_rx) = broadcast::channel::<LinkEvent>(1);
     let (reconciled, rec_rx) = watch::channel(false);
     let (offers, rx) = mpsc::channel(1);

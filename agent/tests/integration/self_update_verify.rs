@@ -5,6 +5,7 @@
 
 use odac_agent::update::manifest::{ManifestError, Policy, verify};
 use odac_agent::update::{TrustedKeys, target};
+use odac_protocol::SignedRelease;
 
 use super::self_update_support::{Key, manifest};
 
@@ -21,6 +22,12 @@ fn policy<'a>(keys: &'a TrustedKeys, host: &'a str) -> Policy<'a> {
     }
 }
 
+/// Why `signed` is refused under the default policy with `trusted` on this host.
+fn refusal(signed: &SignedRelease, trusted: &TrustedKeys) -> ManifestError {
+    let host = target();
+    verify(signed, &policy(trusted, &host)).unwrap_err()
+}
+
 #[test]
 fn a_release_signed_by_a_trusted_key_is_accepted() {
     let key = Key::new();
@@ -34,10 +41,9 @@ fn a_release_signed_by_a_trusted_key_is_accepted() {
 
 #[test]
 fn a_release_signed_by_another_key_is_refused() {
-    let host = target();
     let trusted = keys(&[&Key::new()]);
     let signed = Key::new().sign(&manifest("0.2.0", b"agent v2"));
-    let e = verify(&signed, &policy(&trusted, &host)).unwrap_err();
+    let e = refusal(&signed, &trusted);
     assert_eq!(e, ManifestError::BadSignature);
     assert!(e.to_string().contains("update.public_keys"), "{e}");
 }
@@ -46,40 +52,34 @@ fn a_release_signed_by_another_key_is_refused() {
 fn a_manifest_changed_after_signing_is_refused() {
     let key = Key::new();
     let trusted = keys(&[&key]);
-    let host = target();
     let mut signed = key.sign(&manifest("0.2.0", b"agent v2"));
     // the same signature over a manifest pointing elsewhere
     signed.manifest = signed.manifest.replace("127.0.0.1:9", "127.0.0.1:8");
-    assert_eq!(
-        verify(&signed, &policy(&trusted, &host)).unwrap_err(),
-        ManifestError::BadSignature
-    );
+    assert_eq!(refusal(&signed, &trusted), ManifestError::BadSignature);
 }
 
 #[test]
 fn an_unsigned_or_garbled_signature_is_refused() {
     let key = Key::new();
     let trusted = keys(&[&key]);
-    let host = target();
     let mut signed = key.sign(&manifest("0.2.0", b"agent v2"));
     signed.signature = String::new();
     assert_eq!(
-        verify(&signed, &policy(&trusted, &host)).unwrap_err(),
+        refusal(&signed, &trusted),
         ManifestError::BadSignatureEncoding
     );
     signed.signature = "not base64!".to_owned();
     assert_eq!(
-        verify(&signed, &policy(&trusted, &host)).unwrap_err(),
+        refusal(&signed, &trusted),
         ManifestError::BadSignatureEncoding
     );
 }
 
 #[test]
 fn without_trusted_keys_every_release_is_refused() {
-    let host = target();
     let none = TrustedKeys::default();
     let signed = Key::new().sign(&manifest("0.2.0", b"agent v2"));
-    let e = verify(&signed, &policy(&none, &host)).unwrap_err();
+    let e = refusal(&signed, &none);
     assert_eq!(e, ManifestError::NoKeys);
     assert_eq!(
         e.to_string(),
@@ -91,10 +91,9 @@ fn without_trusted_keys_every_release_is_refused() {
 fn a_release_for_another_target_is_refused() {
     let key = Key::new();
     let trusted = keys(&[&key]);
-    let host = target();
     let mut m = manifest("0.2.0", b"agent v2");
     m.target = "riscv64gc-unknown-linux-gnu".to_owned();
-    let e = verify(&key.sign(&m), &policy(&trusted, &host)).unwrap_err();
+    let e = refusal(&key.sign(&m), &trusted);
     assert!(matches!(e, ManifestError::WrongTarget { .. }), "{e}");
     assert!(e.to_string().contains("riscv64gc-unknown-linux-gnu"), "{e}");
 }
@@ -131,18 +130,17 @@ fn a_downgrade_needs_both_the_manifest_and_the_config() {
 fn the_running_version_and_malformed_manifests_are_refused() {
     let key = Key::new();
     let trusted = keys(&[&key]);
-    let host = target();
     let same = key.sign(&manifest("0.1.0", b"agent v1"));
     assert_eq!(
-        verify(&same, &policy(&trusted, &host)).unwrap_err(),
+        refusal(&same, &trusted),
         ManifestError::SameVersion("0.1.0".to_owned())
     );
     let mut m = manifest("0.2.0", b"agent v2");
     m.sha256 = "ABC".to_owned();
-    let e = verify(&key.sign(&m), &policy(&trusted, &host)).unwrap_err();
+    let e = refusal(&key.sign(&m), &trusted);
     assert!(e.to_string().starts_with("release manifest: sha256"), "{e}");
     let extra = key.sign_text(r#"{"version":"0.2.0","unknown":1}"#);
-    let e = verify(&extra, &policy(&trusted, &host)).unwrap_err();
+    let e = refusal(&extra, &trusted);
     assert!(matches!(e, ManifestError::Malformed(_)), "{e}");
 }
 

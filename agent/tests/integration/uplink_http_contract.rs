@@ -11,8 +11,17 @@ use odac_agent::uplink::LinkEvent;
 use tokio::sync::broadcast;
 use uplink_support::*;
 
-async fn run(behaviour: Behaviour) -> Running {
+/// An uplink to a control plane that behaves as the default one, changed by `change`.
+async fn run(change: impl FnOnce(&mut Behaviour)) -> Running {
+    let mut behaviour = Behaviour::default();
+    change(&mut behaviour);
     run_uplink(behaviour, TOKEN).await
+}
+
+/// Stops the uplink and waits for its task to end.
+async fn stop(r: Running) {
+    r.shutdown.cancel();
+    r.task.await.unwrap();
 }
 
 /// The next failure and the backoff that follows it.
@@ -28,10 +37,9 @@ async fn next_failure(link: &mut broadcast::Receiver<LinkEvent>) -> (String, Dur
 }
 
 async fn retry_after_is_waited_out(status: u16) {
-    let mut r = run(Behaviour {
-        reject_status: Some(status),
-        retry_after: Some("120".into()),
-        ..Behaviour::default()
+    let mut r = run(|b| {
+        b.reject_status = Some(status);
+        b.retry_after = Some("120".into());
     })
     .await;
     for _ in 0..3 {
@@ -49,8 +57,7 @@ async fn retry_after_is_waited_out(status: u16) {
             pair[1] - pair[0]
         );
     }
-    r.shutdown.cancel();
-    r.task.await.unwrap();
+    stop(r).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -65,28 +72,19 @@ async fn a_429_with_retry_after_is_waited_out() {
 
 #[tokio::test(start_paused = true)]
 async fn without_retry_after_the_backoff_applies() {
-    let mut r = run(Behaviour {
-        reject_status: Some(503),
-        ..Behaviour::default()
-    })
-    .await;
+    let mut r = run(|b| b.reject_status = Some(503)).await;
     let (error, delay) = next_failure(&mut r.link).await;
     assert!(!error.contains("retry after"), "{error}");
     assert!(
         delay <= Duration::from_secs(1),
         "first backoff is at most 1 s: {delay:?}"
     );
-    r.shutdown.cancel();
-    r.task.await.unwrap();
+    stop(r).await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn an_unselected_subprotocol_fails_the_upgrade_and_backs_off() {
-    let mut r = run(Behaviour {
-        select_subprotocol: false,
-        ..Behaviour::default()
-    })
-    .await;
+    let mut r = run(|b| b.select_subprotocol = false).await;
     let mut delays = Vec::new();
     for _ in 0..4 {
         let (error, delay) = next_failure(&mut r.link).await;
@@ -102,17 +100,12 @@ async fn an_unselected_subprotocol_fails_the_upgrade_and_backs_off() {
     // backed off, not a tight loop: 4 attempts took as long as the delays drawn
     let span = *log.accepts.last().unwrap() - log.accepts[0];
     assert!(span >= delays[..log.accepts.len() - 1].iter().sum::<Duration>());
-    r.shutdown.cancel();
-    r.task.await.unwrap();
+    stop(r).await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn an_invalid_welcome_is_answered_and_the_agent_reconnects_after_the_welcome_timeout() {
-    let mut r = run(Behaviour {
-        welcome: false,
-        ..Behaviour::default()
-    })
-    .await;
+    let mut r = run(|b| b.welcome = false).await;
     wait_for(&r.server.log, Duration::from_secs(5), "hello", |l| {
         !l.hellos().is_empty()
     })
@@ -136,6 +129,5 @@ async fn an_invalid_welcome_is_answered_and_the_agent_reconnects_after_the_welco
     .await;
     let log = r.server.snapshot();
     assert!(log.accepts[1] - log.accepts[0] >= Duration::from_secs(10));
-    r.shutdown.cancel();
-    r.task.await.unwrap();
+    stop(r).await;
 }

@@ -90,6 +90,15 @@ fn end(log: &ServerLog, id: &str) -> Option<LogsEnd> {
     })
 }
 
+/// Waits (up to 5 s) for the end of stream `id` and returns it.
+async fn end_of(h: &Harness, id: &str) -> LogsEnd {
+    wait_for(&h.server.log, Duration::from_secs(5), "the end", |l| {
+        end(l, id).is_some()
+    })
+    .await;
+    end(&h.server.snapshot(), id).expect("the end just seen")
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_tail_is_answered_with_chunks_then_its_end() {
     let h = start(true).await;
@@ -135,14 +144,7 @@ async fn a_followed_stream_leaves_statuses_alone_and_ends_on_cancel() {
         .send_control(&ControlMessage::LogsCancel(LogsCancel {
             request_id: "r1".into(),
         }));
-    wait_for(&h.server.log, Duration::from_secs(5), "the end", |l| {
-        end(l, "r1").is_some()
-    })
-    .await;
-    assert_eq!(
-        end(&h.server.snapshot(), "r1").unwrap().reason,
-        LogsEndReason::Cancelled
-    );
+    assert_eq!(end_of(&h, "r1").await.reason, LogsEndReason::Cancelled);
     h.shutdown.cancel();
     h.task.await.unwrap();
 }
@@ -165,14 +167,7 @@ async fn shutdown_ends_open_streams_before_closing() {
 async fn without_a_log_source_requests_end_not_found() {
     let h = start(false).await;
     h.server.send_control(&request("r1", true, None));
-    wait_for(&h.server.log, Duration::from_secs(5), "the end", |l| {
-        end(l, "r1").is_some()
-    })
-    .await;
-    assert_eq!(
-        end(&h.server.snapshot(), "r1").unwrap().reason,
-        LogsEndReason::NotFound
-    );
+    assert_eq!(end_of(&h, "r1").await.reason, LogsEndReason::NotFound);
     h.shutdown.cancel();
     h.task.await.unwrap();
 }

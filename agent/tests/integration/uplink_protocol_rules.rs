@@ -31,6 +31,14 @@ struct Harness {
     _pki: Arc<Pki>,
 }
 
+impl Harness {
+    /// Stops the uplink and waits for its task to end.
+    async fn stop(self) {
+        self.shutdown.cancel();
+        self.task.await.unwrap();
+    }
+}
+
 async fn start_with(
     pki: Arc<Pki>,
     server: TestServer,
@@ -57,6 +65,13 @@ async fn start(behaviour: Behaviour, apps: Arc<dyn AppControl>) -> Harness {
     let pki = Arc::new(Pki::new());
     let server = TestServer::start(&pki, behaviour).await;
     start_with(pki, server, apps, None).await
+}
+
+/// A fresh fake app manager and an uplink to a default control plane that drives it.
+async fn start_fake() -> (Arc<FakeApps>, Harness) {
+    let apps = FakeApps::new();
+    let h = start(Behaviour::default(), apps.clone()).await;
+    (apps, h)
 }
 
 fn desired(seq: u64, generation: u64, names: &[&str]) -> ControlMessage {
@@ -105,8 +120,7 @@ fn error_for(log: &ServerLog, seq: u64) -> Option<odac_protocol::ErrorMessage> {
 
 #[tokio::test(start_paused = true)]
 async fn stale_changes_are_acked_and_change_nothing() {
-    let apps = FakeApps::new();
-    let h = start(Behaviour::default(), apps.clone()).await;
+    let (apps, h) = start_fake().await;
     h.server.send_control(&desired(1, 5, &["web"]));
     h.server.send_control(&upsert(2, 5, "db")); // equal generation
     h.server.send_control(&delete(3, 4, "web")); // lower generation
@@ -121,14 +135,12 @@ async fn stale_changes_are_acked_and_change_nothing() {
     assert_eq!(names, ["web", "api"]);
     let log = h.server.snapshot();
     assert!(log.errors().is_empty(), "{:?}", log.errors());
-    h.shutdown.cancel();
-    h.task.await.unwrap();
+    h.stop().await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_refused_change_is_followed_by_resync_and_nothing_incremental_until_a_snapshot() {
-    let apps = FakeApps::new();
-    let h = start(Behaviour::default(), apps.clone()).await;
+    let (apps, h) = start_fake().await;
     h.server.send_control(&desired(1, 1, &["web"]));
     wait_for(&h.server.log, Duration::from_secs(5), "ack 1", |l| {
         l.acks() == [1]
@@ -195,14 +207,12 @@ async fn a_refused_change_is_followed_by_resync_and_nothing_incremental_until_a_
         |l| resyncs(l).len() == 2,
     )
     .await;
-    h.shutdown.cancel();
-    h.task.await.unwrap();
+    h.stop().await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn an_invalid_change_also_puts_the_agent_out_of_step() {
-    let apps = FakeApps::new();
-    let h = start(Behaviour::default(), apps.clone()).await;
+    let (_apps, h) = start_fake().await;
     h.server.send_control(&desired(1, 1, &["web"]));
     h.server.send_text(
         r#"{"type":"app_upsert","seq":2,"generation":2,"app":{"name":"Bad Name","image":"x"}}"#,
@@ -222,8 +232,7 @@ async fn an_invalid_change_also_puts_the_agent_out_of_step() {
     );
     assert_eq!(error_for(&log, 3).unwrap().code, ErrorCode::Conflict);
     assert_eq!(log.acks(), [1]);
-    h.shutdown.cancel();
-    h.task.await.unwrap();
+    h.stop().await;
 }
 
 /// The real app manager on the fake engine, whose state directory stops being writable: the
@@ -299,8 +308,7 @@ async fn unwritable_state_dir_view_and_engine_agree_after_one_resync() {
             .is_some_and(|s| s.state == AppState::Removed && s.generation == 4)
     })
     .await;
-    h.shutdown.cancel();
-    h.task.await.unwrap();
+    h.stop().await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -358,6 +366,5 @@ async fn a_resent_report_keeps_its_seq_and_seq_continues_after_a_restart() {
         .filter_map(AgentMessage::seq)
         .collect();
     assert!(after.iter().all(|s| *s > top), "{after:?} after {top}");
-    h.shutdown.cancel();
-    h.task.await.unwrap();
+    h.stop().await;
 }

@@ -19,6 +19,17 @@ fn dialer(url: &str, settings: &TlsSettings) -> Dialer {
     )
 }
 
+/// A dialer to `url` that trusts only the CA in `ca_file`.
+fn dialer_trusting(url: &str, ca_file: &std::path::Path) -> Dialer {
+    dialer(
+        url,
+        &TlsSettings {
+            ca_file: Some(ca_file.to_path_buf()),
+            ..Default::default()
+        },
+    )
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_untrusted_certificate_is_refused_and_ca_file_makes_it_trusted() {
     let pki = Pki::new();
@@ -36,27 +47,13 @@ async fn an_untrusted_certificate_is_refused_and_ca_file_makes_it_trusted() {
     assert_eq!(server.log.lock().unwrap().auth_ok, 0, "no request was sent");
 
     let other = Pki::new();
-    let err = dialer(
-        &server.url(),
-        &TlsSettings {
-            ca_file: Some(other.ca_file.clone()),
-            ..Default::default()
-        },
-    )
-    .dial()
-    .await
-    .unwrap_err();
+    let err = dialer_trusting(&server.url(), &other.ca_file)
+        .dial()
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("not trusted"), "{err}");
 
-    let ws = dialer(
-        &server.url(),
-        &TlsSettings {
-            ca_file: Some(pki.ca_file.clone()),
-            ..Default::default()
-        },
-    )
-    .dial()
-    .await;
+    let ws = dialer_trusting(&server.url(), &pki.ca_file).dial().await;
     assert!(ws.is_ok(), "{:?}", ws.err());
     assert_eq!(server.log.lock().unwrap().auth_ok, 1);
 }

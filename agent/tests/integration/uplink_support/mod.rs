@@ -192,14 +192,16 @@ pub struct ServerLog {
 }
 
 impl ServerLog {
+    /// What `pick` takes from each message it matches, in the order the messages came.
+    fn picked<T>(&self, pick: impl Fn(&AgentMessage) -> Option<T>) -> Vec<T> {
+        self.messages.iter().filter_map(|(_, m)| pick(m)).collect()
+    }
+
     pub fn hellos(&self) -> Vec<Hello> {
-        self.messages
-            .iter()
-            .filter_map(|(_, m)| match m {
-                AgentMessage::Hello(h) => Some(h.clone()),
-                _ => None,
-            })
-            .collect()
+        self.picked(|m| match m {
+            AgentMessage::Hello(h) => Some(h.clone()),
+            _ => None,
+        })
     }
 
     pub fn of_conn(&self, conn: usize) -> Vec<AgentMessage> {
@@ -211,23 +213,17 @@ impl ServerLog {
     }
 
     pub fn errors(&self) -> Vec<odac_protocol::ErrorMessage> {
-        self.messages
-            .iter()
-            .filter_map(|(_, m)| match m {
-                AgentMessage::Error(e) => Some(e.clone()),
-                _ => None,
-            })
-            .collect()
+        self.picked(|m| match m {
+            AgentMessage::Error(e) => Some(e.clone()),
+            _ => None,
+        })
     }
 
     pub fn acks(&self) -> Vec<u64> {
-        self.messages
-            .iter()
-            .filter_map(|(_, m)| match m {
-                AgentMessage::Ack(a) => Some(a.seq),
-                _ => None,
-            })
-            .collect()
+        self.picked(|m| match m {
+            AgentMessage::Ack(a) => Some(a.seq),
+            _ => None,
+        })
     }
 }
 
