@@ -158,26 +158,7 @@ fn split(frame: &[u8]) -> Result<(String, Value), DecodeError> {
     if frame.len() > MAX_FRAME_BYTES {
         return Err(DecodeError::TooLarge { size: frame.len() });
     }
-    let duplicate = std::cell::RefCell::new(None);
-    let mut de = serde_json::Deserializer::from_slice(frame);
-    let parsed = serde::de::DeserializeSeed::deserialize(
-        Strict {
-            path: String::new(),
-            duplicate: &duplicate,
-        },
-        &mut de,
-    )
-    .and_then(|v| de.end().map(|()| v));
-    let value = match (parsed, duplicate.into_inner()) {
-        (Ok(v), _) => v,
-        (Err(_), Some(path)) => {
-            return Err(DecodeError::Invalid(ValidationError::new(
-                path,
-                "is a duplicate key (readers disagree on which one counts)",
-            )));
-        }
-        (Err(e), None) => return Err(DecodeError::Malformed(e.to_string())),
-    };
+    let value = strict_value(frame)?;
     let kind = match &value {
         Value::Object(map) => match map.get("type") {
             Some(Value::String(t)) => t.clone(),
@@ -278,6 +259,36 @@ impl<'de> serde::de::Visitor<'de> for Strict<'_> {
         }
         Ok(Value::Object(out))
     }
+}
+
+/// Parses JSON into a [`Value`], refusing an object with the same key twice (naming its path).
+fn strict_value(bytes: &[u8]) -> Result<Value, DecodeError> {
+    let duplicate = std::cell::RefCell::new(None);
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let parsed = serde::de::DeserializeSeed::deserialize(
+        Strict {
+            path: String::new(),
+            duplicate: &duplicate,
+        },
+        &mut de,
+    )
+    .and_then(|v| de.end().map(|()| v));
+    match (parsed, duplicate.into_inner()) {
+        (Ok(v), _) => Ok(v),
+        (Err(_), Some(path)) => Err(DecodeError::Invalid(ValidationError::new(
+            path,
+            "is a duplicate key (readers disagree on which one counts)",
+        ))),
+        (Err(e), None) => Err(DecodeError::Malformed(e.to_string())),
+    }
+}
+
+/// Decodes a JSON document as a frame's payload is decoded (a duplicate key refused, a bad
+/// field named by its path), without a `type` or the frame size limit (the caller bounds its
+/// read): the agent's own saved state, a file given on its command line. One way of decoding
+/// each type keeps one copy of its decoder in the binary.
+pub fn decode_document<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeError> {
+    payload(strict_value(bytes)?)
 }
 
 /// Deserialises a payload, naming the path of a bad field.

@@ -39,7 +39,9 @@ mod vendor;
 mod vendor_facts;
 
 pub use app::{AppSpec, GitSource, PortMapping, PortProtocol, Resources, VolumeMount};
-pub use codec::{DecodeError, Encode, decode_agent, decode_control, encode, error_reply};
+pub use codec::{
+    DecodeError, Encode, decode_agent, decode_control, decode_document, encode, error_reply,
+};
 pub use desired::DesiredState;
 pub use exec::{
     EXEC_PATH_SUFFIX, EXEC_SUBPROTOCOL, EXEC_TICKET_HEADER, ExecEndReason, ExecExit, ExecFrame,

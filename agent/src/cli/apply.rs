@@ -46,16 +46,17 @@ pub struct ApplyArgs {
 
 /// `odac-agent apply`.
 pub fn apply_command(args: &ApplyArgs) -> i32 {
-    let text = match std::fs::read_to_string(&args.file) {
+    let bytes = match std::fs::read(&args.file) {
         Ok(t) => t,
         Err(e) => return usage(&format!("cannot read {}: {e}", args.file.display())),
     };
-    let state: DesiredState = match serde_json::from_str(&text) {
+    let state: DesiredState = match odac_protocol::decode_document(&bytes) {
         Ok(s) => s,
         Err(e) => {
             return usage(&format!(
-                "{} is not a desired state ({{\"generation\": N, \"apps\": [...]}}): {e}",
-                args.file.display()
+                "{} is not a desired state ({{\"generation\": N, \"apps\": [...]}}): {}",
+                args.file.display(),
+                e.reply_text()
             ));
         }
     };

@@ -42,8 +42,8 @@ impl RemovalLog {
     pub fn open(state_dir: &Path) -> (RemovalLog, Vec<UnackedRemoval>) {
         let path = state_dir.join(REMOVALS_FILE);
         let loaded: Vec<UnackedRemoval> = match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
-                tracing::warn!(path = %path.display(), error = %e, "unacked removals file is corrupt; starting without it");
+            Ok(bytes) => odac_protocol::decode_document(&bytes).unwrap_or_else(|e| {
+                tracing::warn!(path = %path.display(), error = %e.reply_text(), "unacked removals file is corrupt; starting without it");
                 Vec::new()
             }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),

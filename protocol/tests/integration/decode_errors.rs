@@ -280,3 +280,27 @@ fn a_duplicate_key_is_refused_naming_its_path() {
     let ok = r#"{"type":"desired_state","seq":1,"generation":1,"apps":[{"name":"a","image":"x"},{"name":"b","image":"x"}]}"#;
     assert!(decode_control(ok.as_bytes()).is_ok());
 }
+
+#[test]
+fn a_document_decodes_as_a_payload_without_a_type() {
+    use odac_protocol::{DesiredState, decode_document};
+    let ok: DesiredState =
+        decode_document(br#"{"generation":7,"apps":[{"name":"a","image":"x"}]}"#).unwrap();
+    assert_eq!((ok.generation, ok.apps.len()), (7, 1));
+    // a bad field is named by its path, a duplicate key refused, bad JSON malformed
+    let e =
+        decode_document::<DesiredState>(br#"{"generation":1,"apps":[{"name":5}]}"#).unwrap_err();
+    assert!(e.reply_text().starts_with("apps[0].name: "), "{e}");
+    let e = decode_document::<DesiredState>(br#"{"generation":1,"generation":2,"apps":[]}"#)
+        .unwrap_err();
+    assert_eq!(
+        e.reply_text(),
+        "generation: is a duplicate key (readers disagree on which one counts)"
+    );
+    let e = decode_document::<DesiredState>(b"{\"generation\":").unwrap_err();
+    assert_eq!(e.code(), ErrorCode::Malformed, "{e}");
+    // no frame size limit: the caller bounds its read
+    let pad = "x".repeat(MAX_FRAME_BYTES + 10);
+    let big = format!(r#"{{"generation":1,"apps":[],"pad":"{pad}"}}"#);
+    assert!(decode_document::<DesiredState>(big.as_bytes()).is_ok());
+}

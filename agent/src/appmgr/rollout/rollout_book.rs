@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use crate::appmgr::labels::Identity;
-use crate::appmgr::state::store::{off_the_executor, write_atomic};
+use crate::appmgr::state::store::{off_the_executor, state_json, write_atomic_bytes};
 
 /// File name of the rollout records.
 pub const ROLLOUTS_FILE: &str = "rollouts.json";
@@ -102,8 +102,18 @@ pub(crate) type Book = BTreeMap<String, Record>;
 #[derive(Debug, Default)]
 pub(crate) struct Rollouts {
     book: Option<Book>,
-    saved: Book,
+    /// A fingerprint of the records as last read or written: a second copy of them (each
+    /// app's spec) would double what they cost to keep.
+    saved: Option<u64>,
     wake: BTreeMap<String, Instant>,
+}
+
+/// A fingerprint of a state file's bytes (no attacker chooses them: a change detector).
+fn fingerprint(bytes: &[u8]) -> u64 {
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    let mut h = DefaultHasher::new();
+    bytes.hash(&mut h);
+    h.finish()
 }
 
 impl Rollouts {
@@ -111,7 +121,9 @@ impl Rollouts {
     pub(crate) fn book(&mut self, dir: &Path) -> &mut Book {
         self.book.get_or_insert_with(|| {
             let book = load(dir);
-            self.saved = book.clone();
+            self.saved = state_json(&dir.join(ROLLOUTS_FILE), &book)
+                .ok()
+                .map(|b| fingerprint(&b));
             book
         })
     }
@@ -151,12 +163,17 @@ impl Rollouts {
         let Some(book) = self.book.as_ref() else {
             return;
         };
-        if *book == self.saved {
-            return;
-        }
-        match off_the_executor(|| write_atomic(&dir.join(ROLLOUTS_FILE), book)) {
-            Ok(()) => self.saved = book.clone(),
-            Err(e) => tracing::warn!(error = %e, "could not persist the rollout records"),
+        let path = dir.join(ROLLOUTS_FILE);
+        let written = state_json(&path, book).and_then(|bytes| {
+            let print = fingerprint(&bytes);
+            if self.saved != Some(print) {
+                off_the_executor(|| write_atomic_bytes(&path, &bytes))?;
+                self.saved = Some(print);
+            }
+            Ok(())
+        });
+        if let Err(e) = written {
+            tracing::warn!(error = %e, "could not persist the rollout records");
         }
     }
 }
@@ -172,8 +189,8 @@ fn load(dir: &Path) -> Book {
             return Book::new();
         }
     };
-    serde_json::from_slice(&bytes).unwrap_or_else(|e| {
-        tracing::warn!(path = %path.display(), error = %e, "rollout records are not valid json; no way back until a version proves itself");
+    odac_protocol::decode_document(&bytes).unwrap_or_else(|e| {
+        tracing::warn!(path = %path.display(), error = %e.reply_text(), "rollout records are not valid json; no way back until a version proves itself");
         Book::new()
     })
 }

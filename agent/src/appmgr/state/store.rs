@@ -91,9 +91,10 @@ impl Store {
             }
             Err(BoundedReadError::Io(e)) => return Err(io(path)(e)),
         };
-        match serde_json::from_slice(&bytes) {
+        // decoded as the control plane's frames are: one decoder per type in the binary
+        match odac_protocol::decode_document(&bytes) {
             Ok(v) => Ok(Some(v)),
-            Err(e) => Err(self.move_aside(path, format!("not valid json: {e}"))?),
+            Err(e) => Err(self.move_aside(path, format!("not valid json: {}", e.reply_text()))?),
         }
     }
 
@@ -123,10 +124,12 @@ impl Store {
     }
 }
 
-/// Runs blocking file IO (the fsyncs of a save: milliseconds here, seconds on a busy SD card)
-/// so that a slow disk stalls only its caller: on the agent's multi-thread runtime the worker
-/// first hands its other tasks (the uplink's heartbeat, the inventory loop) to another thread;
-/// on a current-thread runtime (`apply`, `status`, most tests) or outside one it just runs `f`.
+/// Runs blocking file IO (the fsyncs of a save: milliseconds here, seconds on a busy SD card):
+/// on a multi-thread runtime the worker first hands its other tasks (the uplink's heartbeat,
+/// the inventory loop) to another thread, so a slow disk stalls only its caller; on a
+/// current-thread runtime (the agent's own, `apply`, `status`, most tests) or outside one it
+/// just runs `f`, and the other tasks wait for the disk (a heartbeat is late by that much; the
+/// watchdog's interval is far longer).
 pub(crate) fn off_the_executor<R>(f: impl FnOnce() -> R) -> R {
     match tokio::runtime::Handle::try_current() {
         Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
@@ -149,12 +152,22 @@ pub fn private_dir(dir: &Path) -> std::io::Result<()> {
 /// Write `value` as JSON to `path` atomically ([`odac_host::atomic_file`]: temp file, fsync,
 /// rename, fsync directory). The file is mode 0600 (state files hold env values and git secrets).
 pub fn write_atomic<T: Serialize + ?Sized>(path: &Path, value: &T) -> Result<(), StoreError> {
+    write_atomic_bytes(path, &state_json(path, value)?)
+}
+
+/// `value` as the JSON a state file at `path` holds (pretty, a final newline).
+pub fn state_json<T: Serialize + ?Sized>(path: &Path, value: &T) -> Result<Vec<u8>, StoreError> {
     let mut bytes = serde_json::to_vec_pretty(value).map_err(|source| StoreError::Encode {
         path: path.to_path_buf(),
         source,
     })?;
     bytes.push(b'\n');
-    odac_host::atomic_file::write_atomic(path, &bytes, 0o600).map_err(io(path))
+    Ok(bytes)
+}
+
+/// Write `bytes` (from [`state_json`]) to `path` as [`write_atomic`] does.
+pub fn write_atomic_bytes(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    odac_host::atomic_file::write_atomic(path, bytes, 0o600).map_err(io(path))
 }
 
 #[cfg(test)]
