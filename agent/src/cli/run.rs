@@ -25,6 +25,18 @@ pub struct RunArgs {
     pub config: Option<PathBuf>,
 }
 
+/// Most runtime workers the agent starts, whatever the host's size.
+const MAX_WORKERS: usize = 2;
+
+/// The runtime's workers: one per core up to [`MAX_WORKERS`]. Each worker has a stack and its
+/// own malloc arena, so a worker per core grew the agent's memory with the host (64 of each on
+/// a 64-core GPU server) for work that waits on sockets and timers; two keep a slow disk's
+/// save (`block_in_place`) or a burst of decoding from holding up the uplink.
+fn worker_threads() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, std::num::NonZeroUsize::get)
+        .clamp(1, MAX_WORKERS)
+}
 /// The body of `odac-agent run`; returns the exit code.
 pub fn run_command(args: &RunArgs) -> i32 {
     let config = match Config::load(args.config.as_deref()) {
@@ -47,6 +59,7 @@ pub fn run_command(args: &RunArgs) -> i32 {
         &crate::update::launch::RealExec,
     );
     let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(worker_threads())
         .enable_all()
         .build()
     {
