@@ -38,6 +38,7 @@ fn worker_threads() -> usize {
         .map_or(1, std::num::NonZeroUsize::get)
         .clamp(1, MAX_WORKERS)
 }
+
 /// The body of `odac-agent run`; returns the exit code.
 pub fn run_command(args: &RunArgs) -> i32 {
     let config = match Config::load(args.config.as_deref()) {

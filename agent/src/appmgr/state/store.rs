@@ -124,12 +124,10 @@ impl Store {
     }
 }
 
-/// Runs blocking file IO (the fsyncs of a save: milliseconds here, seconds on a busy SD card):
-/// on a multi-thread runtime the worker first hands its other tasks (the uplink's heartbeat,
-/// the inventory loop) to another thread, so a slow disk stalls only its caller; on a
-/// current-thread runtime (the agent's own, `apply`, `status`, most tests) or outside one it
-/// just runs `f`, and the other tasks wait for the disk (a heartbeat is late by that much; the
-/// watchdog's interval is far longer).
+/// Runs blocking file IO (the fsyncs of a save: milliseconds here, seconds on a busy SD card)
+/// so that a slow disk stalls only its caller: on the agent's multi-thread runtime the worker
+/// first hands its other tasks (the uplink's heartbeat, the inventory loop) to another thread;
+/// on a current-thread runtime (`apply`, `status`, most tests) or outside one it just runs `f`.
 pub(crate) fn off_the_executor<R>(f: impl FnOnce() -> R) -> R {
     match tokio::runtime::Handle::try_current() {
         Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
