@@ -265,4 +265,44 @@ mod tests {
         std::fs::write(dir.path().join(ROLLOUTS_FILE), b"{").unwrap();
         assert!(Rollouts::default().book(dir.path()).is_empty());
     }
+
+    #[test]
+    fn records_are_written_only_when_they_changed() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(ROLLOUTS_FILE);
+        let inode = || std::fs::metadata(&file).map(|m| m.ino()).ok();
+        let mut r = Rollouts::default();
+        r.book(dir.path());
+        r.save(dir.path());
+        assert_eq!(inode(), None, "no records, nothing read: no file");
+        let record = |generation| Record {
+            pending: Some(Pending {
+                identity: id("a", "none", ""),
+                generation,
+                container_id: None,
+                seen_at_ms: None,
+                lock_seen: false,
+                lock_expired: false,
+            }),
+            ..Record::default()
+        };
+        r.book(dir.path()).insert("web".into(), record(1));
+        r.save(dir.path());
+        let first = inode().expect("written");
+        r.save(dir.path());
+        assert_eq!(inode(), Some(first), "unchanged: not written again");
+        // a restarted agent reads them back and does not write what it read
+        let mut again = Rollouts::default();
+        again.book(dir.path());
+        again.save(dir.path());
+        assert_eq!(inode(), Some(first));
+        again.book(dir.path()).insert("web".into(), record(2));
+        again.save(dir.path());
+        assert_ne!(
+            inode(),
+            Some(first),
+            "changed: written (a new file renamed over)"
+        );
+    }
 }
