@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 
 use browser::Driver;
 use common::{Sim, TOKEN};
+use fantoccini::Locator;
+use fantoccini::actions::{InputSource, MOUSE_BUTTON_LEFT, MouseActions, PointerAction};
 use odac_simulator::state::views::HostView;
 use serde_json::{Value, json};
 
@@ -265,6 +267,43 @@ d.open(&sim.server().dashboard_url(), "ODAC fleet", &failure_png)
         let png = shots.join("dashboard-1400.png");
         d.screenshot(&png).await;
         assert!(std::fs::metadata(&png).is_ok_and(|m| m.len() > 10_000));
+
+        // a press held while a live update arrives still clicks: the update waits for the
+        // release (rebuilt rows under a held press lost the click, the release landing on a
+        // new button)
+        let _: Value = d
+            .eval("setTimeout(() => renderSoon(), 150); return null;", vec![])
+            .await;
+        let restart = d
+            .client
+            .find(Locator::Css("button[aria-label=\"Restart late\"]"))
+            .await
+            .unwrap();
+        let held = MouseActions::new("mouse".into())
+            .then(PointerAction::MoveToElement {
+                element: restart,
+                duration: None,
+                x: 0.0,
+                y: 0.0,
+            })
+            .then(PointerAction::Down {
+                button: MOUSE_BUTTON_LEFT,
+            })
+            .then(PointerAction::Pause {
+                duration: Duration::from_millis(600),
+            })
+            .then(PointerAction::Up {
+                button: MOUSE_BUTTON_LEFT,
+            });
+        d.client.perform_actions(held).await.unwrap();
+        d.wait_for(
+            "Restart held across a live update",
+            Duration::from_secs(10),
+            &failure_png,
+            || page(&d),
+            |v| v["message"].as_str().is_some_and(|m| m.contains("restart requested for late")),
+        )
+        .await;
 
         // phone width: cards, nothing cut, every control inside the screen and usable
         d.client.set_window_size(390, 844).await.unwrap();

@@ -412,10 +412,22 @@ function render() {
   renderEvents();
 }
 
+// A render replaces the rows: one between a press and its release would put the release on a
+// new button, and the click would be lost (the press and the release on different elements).
+// Renders wait while a pointer is down, for at most PRESS_MS (a release the page never saw).
+const PRESS_MS = 2000;
+let pressedAt = 0;
+document.addEventListener("pointerdown", () => { pressedAt = Date.now(); }, true);
+for (const end of ["pointerup", "pointercancel"]) {
+  document.addEventListener(end, () => { pressedAt = 0; }, true);
+}
 let renderPending = null;
 function renderSoon() {
   if (renderPending) return;
-  renderPending = setTimeout(() => { renderPending = null; render(); }, 80);
+  renderPending = setTimeout(() => {
+    renderPending = null;
+    if (pressedAt && Date.now() - pressedAt < PRESS_MS) renderSoon(); else render();
+  }, 80);
 }
 
 // ---- actions -----------------------------------------------------------------------------
