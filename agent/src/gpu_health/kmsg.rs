@@ -1,7 +1,7 @@
 //! Follows the kernel log, `<host_root>/dev/kmsg`, from the agent's start onward, on a thread
 //! of its own so that no read ever blocks the agent's async loops. On the real `/dev/kmsg` (a
 //! character device) the reader seeks to the end (`SEEK_END`: only records written from now
-//! on), reads one record per `read`, and on `EPIPE` (the ring buffer overwrote records before
+//! on), waits in `poll(2)` for the next record, reads one record per `read`, and on `EPIPE` (the ring buffer overwrote records before
 //! they were read) logs once and goes on with the next record. A regular file stands in for it
 //! in tests and the GPU lab: the reader starts at its end as well and follows appends line by
 //! line. Without a kmsg there is nothing to read ([`KmsgState::Absent`], stated by `doctor`).
